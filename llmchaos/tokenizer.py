@@ -1,0 +1,82 @@
+"""The shipped multilingual subword tokenizer (BPE with byte fallback, Llama-style).
+
+Trained with the `tokenizers` library on the registry's own corpora, so German,
+Chinese and Japanese get their real token-per-character ratios. Rebuild with
+``python -m llmchaos.tokenizer`` after adding a language.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+PATH = Path(__file__).parent / "data" / "tokenizer.json"
+VOCAB_SIZE = 6000
+SPECIAL = ["<unk>", "<s>", "</s>"]
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+SPACE = "\u2581"
+
+
+def train(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+    """Train the BPE on `texts` (deterministic for the same input)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first"),
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.Punctuation(),
+    ])
+    tok.decoder = decoders.Sequence([
+        decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0),
+    ])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL + BYTE_TOKENS,
+                                  limit_alphabet=4000, show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+@cache
+def load(path: Path = PATH) -> Tokenizer:
+    return Tokenizer.from_file(str(path))
+
+
+def encode(text: str) -> list[int]:
+    return load().encode(text, add_special_tokens=False).ids
+
+
+def count(text: str) -> int:
+    return len(encode(text))
+
+
+def decode(ids: list[int]) -> str:
+    return load().decode(ids)
+
+
+def eos_id() -> int:
+    return load().token_to_id("</s>")
+
+
+def pieces() -> list[str]:
+    """Surface text of every token id ('' for special and byte tokens), for fast detokenizing."""
+    tok = load()
+    out = [""] * tok.get_vocab_size()
+    for piece, idx in tok.get_vocab().items():
+        if piece not in SPECIAL and not (piece.startswith("<0x") and piece.endswith(">")):
+            out[idx] = piece.replace(SPACE, " ")
+    return out
+
+
+def main() -> None:
+    from llmchaos import languages
+
+    texts = [p for lang in languages.registry().values() for p in lang.paragraphs()]
+    texts += [json_prompt["prompt"] for lang in languages.registry().values() for json_prompt in lang.prompts()]
+    PATH.parent.mkdir(parents=True, exist_ok=True)
+    train(texts).save(str(PATH))
+    print(f"wrote {PATH}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""`make demo`: start the reference server and stream one request per language through it.
+
+The first slice of the demo; the load test and fault schedule join it later.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from llmchaos import languages, sse
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stream_one(client: httpx.Client, url: str, lang: str, prompt: str) -> dict:
+    body = {"model": "llmchaos-sim-8b", "stream": True, "max_tokens": 48,
+            "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": prompt}]}
+    start = time.perf_counter()
+    ttft, text, usage, decoder = None, [], {}, sse.Decoder()
+    with client.stream("POST", url + "/v1/chat/completions", json=body,
+                       headers={"x-llmchaos-lang": lang}) as r:
+        r.raise_for_status()
+        for chunk in r.iter_raw():
+            for ev in decoder.feed(chunk):
+                if ev.data == "[DONE]":
+                    break
+                data = json.loads(ev.data)
+                usage = data.get("usage") or usage
+                for choice in data["choices"]:
+                    piece = choice["delta"].get("content")
+                    if piece:
+                        ttft = ttft or time.perf_counter() - start
+                        text.append(piece)
+    return {"lang": lang, "ttft_ms": 1000 * (ttft or 0), "e2e_ms": 1000 * (time.perf_counter() - start),
+            "tokens": usage.get("completion_tokens"), "text": "".join(text)}
+
+
+def main() -> int:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "serve", "--port", str(port)])
+    try:
+        with httpx.Client(timeout=30) as client:
+            for _ in range(300):
+                try:
+                    if client.get(url + "/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+            print(f"reference server (sim engine) on {url}\n")
+            print(f"{'lang':4} {'ttft ms':>8} {'e2e ms':>8} {'tokens':>6}  text")
+            for tag, lang in languages.registry().items():
+                r = stream_one(client, url, tag, lang.prompts()[0]["prompt"])
+                snippet = r["text"].replace("\n", " ")[:60]
+                print(f"{tag:4} {r['ttft_ms']:8.1f} {r['e2e_ms']:8.1f} {r['tokens']:6}  {snippet}")
+            print(f"\nserver metrics: {url}/metrics (vLLM names)")
+    finally:
+        server.terminate()
+        server.wait(15)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

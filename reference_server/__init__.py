@@ -1,0 +1,1 @@
+"""The reference server: a streaming LLM server with continuous batching (vLLM's model)."""

@@ -1,0 +1,119 @@
+"""What both APIs share: errors, body parsing, auth, language, admission to the engine."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from llmchaos import languages, tokenizer
+from reference_server.engine import Engine, QueueFull, Unavailable
+from reference_server.sequence import SamplingParams, Sequence
+
+LANG_HEADER = "x-llmchaos-lang"
+M = TypeVar("M", bound=BaseModel)
+
+
+class APIError(Exception):
+    """An error each API renders in its own shape. `kind` is a gRPC-style status name."""
+
+    STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
+              "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503}
+
+    def __init__(self, kind: str, message: str, param: str | None = None,
+                 retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.param, self.retry_after = kind, message, param, retry_after
+        self.status = self.STATUS[kind]
+
+    def headers(self) -> dict[str, str]:
+        return {"retry-after": str(self.retry_after)} if self.retry_after is not None else {}
+
+
+@dataclass
+class ServerOptions:
+    api_key: str | None = None
+    admin_token: str | None = None
+    admin_allow_remote: bool = False
+
+
+def check_key(given: str | None, expected: str | None) -> None:
+    if expected is None:
+        return
+    if not given:
+        raise APIError("UNAUTHENTICATED", "missing API key")
+    if not secrets.compare_digest(given.encode(), expected.encode()):
+        raise APIError("UNAUTHENTICATED", "invalid API key")
+
+
+def bearer(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+def check_ready(engine: Engine) -> None:
+    if engine.state != "ready":
+        raise APIError("UNAVAILABLE", f"server is {engine.state}", retry_after=1)
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    try:
+        raw = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise APIError("INVALID_ARGUMENT", f"request body is not valid JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise APIError("INVALID_ARGUMENT", "request body must be a JSON object")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        param = ".".join(str(p) for p in err["loc"]) or None
+        raise APIError("INVALID_ARGUMENT", f"{param}: {err['msg']}", param=param) from None
+
+
+def language(request: Request, body_tag: str | None, field: str) -> str:
+    """The request's language: the x-llmchaos-lang header, else the body's metadata, else en."""
+    tag = request.headers.get(LANG_HEADER) or body_tag or "en"
+    if tag not in languages.registry():
+        where = LANG_HEADER if request.headers.get(LANG_HEADER) else field
+        raise APIError("INVALID_ARGUMENT", f"unknown language {tag!r}", param=where)
+    return tag
+
+
+def admit(engine: Engine, prompt: str | list[int], params: SamplingParams, lang: str,
+          prompt_field: str, max_tokens_field: str) -> Sequence:
+    """Tokenize, check the context length, and submit to the engine (429/503 when it refuses)."""
+    ids = tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+    limit = engine.cfg.max_model_len
+    if not ids:
+        raise APIError("INVALID_ARGUMENT", "prompt is empty", param="prompt")
+    if len(ids) >= limit:
+        raise APIError("INVALID_ARGUMENT", f"This model's maximum context length is {limit} tokens. "
+                       f"However, your prompt has {len(ids)} tokens.", param=prompt_field)
+    max_tokens = params.max_tokens or limit - len(ids)  # unset: the rest of the context, as vLLM
+    if len(ids) + max_tokens > limit:
+        raise APIError("INVALID_ARGUMENT", f"This model's maximum context length is {limit} tokens. "
+                       f"However, you requested {len(ids) + max_tokens} tokens ({len(ids)} in the "
+                       f"prompt, {max_tokens} for the completion).", param=max_tokens_field)
+    if max_tokens != params.max_tokens:
+        params = SamplingParams(**{**params.__dict__, "max_tokens": max_tokens})
+    try:
+        return engine.submit(ids, params, lang)
+    except QueueFull as e:
+        raise APIError("RESOURCE_EXHAUSTED", str(e), retry_after=e.retry_after) from None
+    except Unavailable as e:
+        raise APIError("UNAVAILABLE", str(e), retry_after=1) from None
+
+
+def stops(value: str | list[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,197 @@
+"""Gemini-compatible `models/{model}:streamGenerateContent|generateContent|countTokens` (v1beta)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from reference_server.api.common import (
+    APIError, admit, bearer, check_key, check_ready, dumps, language, parse_body,
+)
+from reference_server.engine import Engine
+from reference_server.sequence import SamplingParams, Sequence
+
+FINISH = {"stop": "STOP", "length": "MAX_TOKENS"}
+
+
+class Strict(BaseModel):
+    """Gemini's JSON takes camelCase and snake_case names alike."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class Part(Strict):
+    text: str
+
+
+class Content(Strict):
+    role: Literal["user", "model"] | None = None
+    parts: Annotated[list[Part], Field(min_length=1)]
+
+
+class HarmCategory(str, Enum):
+    HARASSMENT = "HARM_CATEGORY_HARASSMENT"
+    HATE_SPEECH = "HARM_CATEGORY_HATE_SPEECH"
+    SEXUALLY_EXPLICIT = "HARM_CATEGORY_SEXUALLY_EXPLICIT"
+    DANGEROUS_CONTENT = "HARM_CATEGORY_DANGEROUS_CONTENT"
+    CIVIC_INTEGRITY = "HARM_CATEGORY_CIVIC_INTEGRITY"
+
+
+class HarmBlockThreshold(str, Enum):
+    UNSPECIFIED = "HARM_BLOCK_THRESHOLD_UNSPECIFIED"
+    LOW_AND_ABOVE = "BLOCK_LOW_AND_ABOVE"
+    MEDIUM_AND_ABOVE = "BLOCK_MEDIUM_AND_ABOVE"
+    ONLY_HIGH = "BLOCK_ONLY_HIGH"
+    NONE = "BLOCK_NONE"
+    OFF = "OFF"
+
+
+class SafetySetting(Strict):
+    category: HarmCategory
+    threshold: HarmBlockThreshold
+
+
+class GenerationConfig(Strict):
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_k: Annotated[int, Field(ge=1)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=1)] | None = None
+    stop_sequences: Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=5)] | None = None
+    candidate_count: Literal[1] | None = None
+    seed: int | None = None
+    response_mime_type: Literal["text/plain"] | None = None
+
+
+class GenerateRequest(Strict):
+    contents: Annotated[list[Content], Field(min_length=1)]
+    system_instruction: Content | None = None
+    generation_config: GenerationConfig = GenerationConfig()
+    safety_settings: list[SafetySetting] | None = None
+    labels: dict[str, str] | None = None
+
+    @field_validator("safety_settings")
+    @classmethod
+    def _one_per_category(cls, v: list[SafetySetting] | None) -> list[SafetySetting] | None:
+        cats = [s.category for s in v or []]
+        if len(cats) != len(set(cats)):
+            raise ValueError("each category may appear once")
+        return v
+
+    def prompt(self) -> str:
+        turns = ([("system", self.system_instruction)] if self.system_instruction else []) + \
+            [(c.role or "user", c) for c in self.contents]
+        return "".join(f"<|{role}|>\n{''.join(p.text for p in c.parts)}\n" for role, c in turns) + \
+            "<|model|>\n"
+
+    def params(self) -> SamplingParams:
+        g = self.generation_config
+        return SamplingParams(max_tokens=g.max_output_tokens or 0,
+                              temperature=1.0 if g.temperature is None else g.temperature,
+                              top_k=g.top_k or 0, top_p=1.0 if g.top_p is None else g.top_p,
+                              stop=tuple(g.stop_sequences or ()), seed=g.seed)
+
+
+class CountTokensRequest(Strict):
+    contents: list[Content] | None = None
+    generate_content_request: GenerateRequest | None = None
+
+
+class GeminiAPI:
+    def __init__(self, engine: Engine, api_key: str | None) -> None:
+        self.engine, self.api_key = engine, api_key
+
+    async def dispatch(self, request: Request) -> Response:
+        """POST /v1beta/models/{model}:{method}."""
+        model, _, method = request.path_params["target"].partition(":")
+        handler = {"streamGenerateContent": self.stream, "generateContent": self.generate,
+                   "countTokens": self.count_tokens}.get(method)
+        if handler is None:
+            raise APIError("NOT_FOUND", f"method {method!r} not found")
+        check_ready(self.engine)
+        check_key(request.headers.get("x-goog-api-key") or request.query_params.get("key")
+                  or bearer(request), self.api_key)
+        if model.removeprefix("models/") != self.engine.cfg.model_name:
+            raise APIError("NOT_FOUND", f"models/{model} is not found for API version v1beta")
+        return await handler(request)
+
+    async def count_tokens(self, request: Request) -> Response:
+        from llmchaos import tokenizer
+
+        req = await parse_body(request, CountTokensRequest)
+        if req.generate_content_request is not None:
+            text = req.generate_content_request.prompt()
+        elif req.contents:
+            text = GenerateRequest(contents=req.contents).prompt()
+        else:
+            raise APIError("INVALID_ARGUMENT", "contents: field required", param="contents")
+        return JSONResponse({"totalTokens": tokenizer.count(text)})
+
+    async def _admit(self, request: Request) -> tuple[GenerateRequest, Sequence]:
+        req = await parse_body(request, GenerateRequest)
+        lang = language(request, (req.labels or {}).get("lang"), "labels.lang")
+        seq = admit(self.engine, req.prompt(), req.params(), lang, "contents",
+                    "generationConfig.maxOutputTokens")
+        return req, seq
+
+    async def generate(self, request: Request) -> Response:
+        _, seq = await self._admit(request)
+        text: list[str] = []
+        reason = None
+        try:
+            async for d in self.engine.deltas(seq):
+                text.append(d.text)
+                reason = d.finish_reason
+        finally:
+            self.engine.abort(seq)
+        if reason == "error":
+            raise APIError("INTERNAL", "the engine failed while generating")
+        return JSONResponse(self._chunk(seq, "".join(text), reason, uuid.uuid4().hex))
+
+    async def stream(self, request: Request) -> Response:
+        _, seq = await self._admit(request)
+        sse = request.query_params.get("alt") == "sse"
+        return StreamingResponse(self._stream(seq, sse),
+                                 media_type="text/event-stream" if sse else "application/json",
+                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+    def _chunk(self, seq: Sequence, text: str, reason: str | None, rid: str) -> dict:
+        cand: dict = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
+        n = len(seq.output_token_ids)
+        usage = {"promptTokenCount": seq.num_prompt_tokens, "totalTokenCount": seq.num_prompt_tokens + n}
+        if reason is not None:
+            cand["finishReason"] = FINISH.get(reason, "OTHER")
+            usage["candidatesTokenCount"] = n
+        return {"candidates": [cand], "usageMetadata": usage,
+                "modelVersion": self.engine.cfg.model_name, "responseId": rid}
+
+    async def _stream(self, seq: Sequence, sse: bool) -> AsyncIterator[bytes]:
+        rid, first = uuid.uuid4().hex, True
+        try:
+            if not sse:
+                yield b"["
+            async for d in self.engine.output(seq):
+                if d is None:
+                    if sse:
+                        yield b": keep-alive\r\n\r\n"
+                    continue
+                if d.finish_reason == "error":
+                    err = dumps({"error": {"code": 500, "message": "the engine failed while generating",
+                                           "status": "INTERNAL"}})
+                    yield (f"data: {err}\r\n\r\n" if sse else ("" if first else ",\r\n") + err).encode()
+                    break
+                if not d.text and d.finish_reason is None:
+                    continue
+                body = dumps(self._chunk(seq, d.text, d.finish_reason, rid))
+                yield (f"data: {body}\r\n\r\n" if sse else ("" if first else ",\r\n") + body).encode()
+                first = False
+            if not sse:
+                yield b"]"
+        finally:
+            self.engine.abort(seq)

@@ -1,0 +1,195 @@
+"""OpenAI-compatible `/v1/chat/completions`, `/v1/completions` and `/v1/models`, in vLLM's shapes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from reference_server.api.common import (
+    APIError, admit, bearer, check_key, check_ready, dumps, language, parse_body, stops,
+)
+from reference_server.engine import Engine
+from reference_server.sequence import SamplingParams, Sequence
+
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+DONE = b"data: [DONE]\n\n"
+
+Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
+TopP = Annotated[float, Field(gt=0.0, le=1.0)]
+Stop = str | Annotated[list[str], Field(max_length=4)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamOptions(Strict):
+    include_usage: bool = False
+    continuous_usage_stats: bool = False
+
+
+class TextPart(Strict):
+    type: Literal["text"]
+    text: str
+
+
+class Message(Strict):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart]
+    name: str | None = None
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class _Sampling(Strict):
+    model: str
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: Temperature = 1.0
+    top_p: TopP = 1.0
+    top_k: Annotated[int, Field(ge=-1)] = -1
+    n: Literal[1] = 1
+    stop: Stop | None = None
+    seed: int | None = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+    ignore_eos: bool = False
+    min_tokens: Annotated[int, Field(ge=0)] = 0
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self) -> "_Sampling":
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    def params(self, max_tokens: int | None) -> SamplingParams:
+        if max_tokens is not None and self.min_tokens > max_tokens:
+            raise APIError("INVALID_ARGUMENT", "min_tokens must not exceed max_tokens", "min_tokens")
+        return SamplingParams(max_tokens=max_tokens or 0, temperature=self.temperature,
+                              top_k=max(self.top_k, 0), top_p=self.top_p, stop=stops(self.stop),
+                              seed=self.seed, ignore_eos=self.ignore_eos, min_tokens=self.min_tokens)
+
+
+class ChatRequest(_Sampling):
+    messages: Annotated[list[Message], Field(min_length=1)]
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)] | \
+        Annotated[list[int], Field(min_length=1)]
+    max_tokens: Annotated[int, Field(ge=1)] | None = 16
+
+
+def render_chat(messages: list[Message]) -> str:
+    """The sim model's chat template: role-tagged turns, then the assistant's turn."""
+    return "".join(f"<|{m.role}|>\n{m.text()}\n" for m in messages) + "<|assistant|>\n"
+
+
+class OpenAIAPI:
+    def __init__(self, engine: Engine, api_key: str | None) -> None:
+        self.engine, self.api_key = engine, api_key
+
+    def _auth(self, request: Request) -> None:
+        check_ready(self.engine)
+        check_key(bearer(request), self.api_key)
+
+    def _check_model(self, model: str) -> None:
+        if model != self.engine.cfg.model_name:
+            raise APIError("NOT_FOUND", f"The model `{model}` does not exist.", param="model")
+
+    async def models(self, request: Request) -> Response:
+        check_key(bearer(request), self.api_key)
+        name = self.engine.cfg.model_name
+        return JSONResponse({"object": "list", "data": [{
+            "id": name, "object": "model", "created": 0, "owned_by": "llmchaos", "root": name,
+            "max_model_len": self.engine.cfg.max_model_len}]})
+
+    async def chat(self, request: Request) -> Response:
+        self._auth(request)
+        req = await parse_body(request, ChatRequest)
+        self._check_model(req.model)
+        lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
+        field = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
+        params = req.params(req.max_completion_tokens or req.max_tokens)
+        seq = admit(self.engine, render_chat(req.messages), params, lang, "messages", field)
+        return await self._respond(req, seq, chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        self._auth(request)
+        req = await parse_body(request, CompletionRequest)
+        self._check_model(req.model)
+        lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
+        prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) \
+            else req.prompt
+        seq = admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")  # type: ignore[arg-type]
+        return await self._respond(req, seq, chat=False)
+
+    async def _respond(self, req: _Sampling, seq: Sequence, chat: bool) -> Response:
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        if req.stream:
+            chunks = self._stream(req, seq, rid, chat)
+            return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
+        text: list[str] = []
+        reason = None
+        try:
+            async for d in self.engine.deltas(seq):
+                text.append(d.text)
+                reason = d.finish_reason
+        finally:
+            self.engine.abort(seq)
+        if reason == "error":
+            raise APIError("INTERNAL", "the engine failed while generating")
+        body = "".join(text)
+        choice = {"index": 0, "message": {"role": "assistant", "content": body},
+                  "logprobs": None, "finish_reason": reason, "stop_reason": None} if chat else \
+            {"index": 0, "text": body, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+        return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
+                             "created": int(time.time()), "model": req.model, "choices": [choice],
+                             "usage": _usage(seq)})
+
+    async def _stream(self, req: _Sampling, seq: Sequence, rid: str, chat: bool) -> AsyncIterator[bytes]:
+        opts = req.stream_options or StreamOptions()
+        usage_null = ',"usage":null' if opts.include_usage else ""
+        stop_reason = "" if chat else ',"stop_reason":null'
+        head = (f'data: {{"id":"{rid}","object":"{"chat.completion.chunk" if chat else "text_completion"}",'
+                f'"created":{int(time.time())},"model":{dumps(req.model)},"choices":[{{"index":0,')
+        try:
+            if chat:
+                yield (head + '"delta":{"role":"assistant","content":""},"logprobs":null,'
+                       f'"finish_reason":null}}]{usage_null}}}\n\n').encode()
+            async for d in self.engine.output(seq):
+                if d is None:
+                    yield b": keep-alive\n\n"
+                    continue
+                if d.finish_reason == "error":
+                    yield ("data: " + dumps({"error": {"message": "the engine failed while generating",
+                                                       "type": "server_error", "param": None,
+                                                       "code": 500}}) + "\n\n").encode()
+                    break
+                if not d.text and d.finish_reason is None:
+                    continue
+                content = f'"delta":{{"content":{dumps(d.text)}}}' if chat else f'"text":{dumps(d.text)}'
+                reason = dumps(d.finish_reason)
+                usage = f',"usage":{dumps(_usage(seq))}' if opts.continuous_usage_stats else usage_null
+                yield (f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}'
+                       f'}}]{usage}}}\n\n').encode()
+            if opts.include_usage:
+                yield (head[:-len('{"index":0,')] + f'],"usage":{dumps(_usage(seq))}}}\n\n').encode()
+            yield DONE
+        finally:
+            self.engine.abort(seq)
+
+
+def _usage(seq: Sequence) -> dict[str, int]:
+    n = len(seq.output_token_ids)
+    return {"prompt_tokens": seq.num_prompt_tokens, "completion_tokens": n,
+            "total_tokens": seq.num_prompt_tokens + n}

@@ -1,0 +1,161 @@
+"""The Starlette application: API routes, /metrics, /healthz, the admin device API, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import secrets
+import time
+from collections.abc import AsyncIterator
+
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reference_server.api.common import APIError, ServerOptions, bearer, parse_body
+from reference_server.api.gemini import GeminiAPI
+from reference_server.api.openai import OpenAIAPI, Strict
+from reference_server.engine import Engine
+
+PROBE_TTL_S = 5.0
+
+
+class ClockLock(Strict):
+    graphics_mhz: float
+
+
+def render_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    if request.url.path.startswith("/v1beta"):
+        body = {"error": {"code": exc.status, "message": exc.message, "status": exc.kind}}
+    else:
+        kind = {"UNAUTHENTICATED": ("invalid_request_error", "invalid_api_key"),
+                "NOT_FOUND": ("invalid_request_error", "model_not_found"),
+                "RESOURCE_EXHAUSTED": ("rate_limit_error", "rate_limit_exceeded"),
+                "UNAVAILABLE": ("server_error", "service_unavailable"),
+                "INTERNAL": ("server_error", None),
+                "PERMISSION_DENIED": ("permission_error", None)}
+        typ, code = kind.get(exc.kind, ("invalid_request_error", None))
+        body = {"error": {"message": exc.message, "type": typ, "param": exc.param, "code": code}}
+    return JSONResponse(body, status_code=exc.status, headers=exc.headers())
+
+
+class Health:
+    """Liveness plus a real TTFT measured through the engine, cached for a few seconds."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._probe: dict | None = None
+        self._lock = asyncio.Lock()
+
+    async def probe(self) -> dict:
+        async with self._lock:
+            now = time.monotonic()
+            if self._probe is None or now - self._probe["_at"] > PROBE_TTL_S:
+                try:
+                    ttft = await self.engine.probe_ttft()
+                    self._probe = {"ttft_seconds": ttft, "ok": True, "_at": time.monotonic()}
+                except TimeoutError:
+                    self._probe = {"ttft_seconds": None, "ok": False, "error": "timeout",
+                                   "_at": time.monotonic()}
+            return {k: v for k, v in self._probe.items() if k != "_at"} | \
+                {"age_seconds": round(time.monotonic() - self._probe["_at"], 3)}
+
+    async def __call__(self, request: Request) -> Response:
+        s = self.engine.scheduler
+        body: dict = {"status": self.engine.state, "model": self.engine.cfg.model_name,
+                      "running": len(s.running), "waiting": len(s.waiting),
+                      "kv_cache_usage": round(s.blocks.usage, 4)}
+        if self.engine.state != "ready":
+            return JSONResponse(body, status_code=503, headers={"retry-after": "1"})
+        body["latency_probe"] = await self.probe()
+        return JSONResponse(body, status_code=200 if body["latency_probe"]["ok"] else 503)
+
+
+class Admin:
+    """The simulated device's clocks, set like `nvidia-smi -lgc/-rgc` (token, loopback only)."""
+
+    def __init__(self, engine: Engine, opts: ServerOptions) -> None:
+        self.engine, self.opts = engine, opts
+
+    def _check(self, request: Request) -> None:
+        if not self.opts.admin_token:
+            raise APIError("PERMISSION_DENIED", "admin API disabled: start with --admin-token")
+        host = request.client.host if request.client else ""
+        with contextlib.suppress(ValueError):
+            if not self.opts.admin_allow_remote and not ipaddress.ip_address(host).is_loopback:
+                raise APIError("PERMISSION_DENIED", "admin API is loopback-only")
+        token = bearer(request) or ""
+        if not secrets.compare_digest(token.encode(), self.opts.admin_token.encode()):
+            raise APIError("UNAUTHENTICATED", "invalid admin token")
+
+    def _device(self):  # noqa: ANN202 - the executor's device, when it has a simulated one
+        device = getattr(self.engine.executor, "device", None)
+        if device is None:
+            raise APIError("NOT_FOUND", "this executor has no simulated device")
+        return device
+
+    def _state(self) -> Response:
+        d = self._device()
+        return JSONResponse({"graphics_mhz": d.clock_mhz, "max_graphics_mhz": d.max_clock_mhz,
+                             "locked": d.locked_mhz is not None, "slowdown": d.slowdown})
+
+    async def __call__(self, request: Request) -> Response:
+        self._check(request)
+        device = self._device()
+        if request.method == "PUT":
+            lock = await parse_body(request, ClockLock)
+            try:
+                device.lock(lock.graphics_mhz)
+            except ValueError as e:
+                raise APIError("INVALID_ARGUMENT", str(e), param="graphics_mhz") from None
+        elif request.method == "DELETE":
+            device.reset()
+        return self._state()
+
+
+def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_s: float = 0.0) -> Starlette:
+    opts = opts or ServerOptions()
+    oai, gem, health, admin = OpenAIAPI(engine, opts.api_key), GeminiAPI(engine, opts.api_key), \
+        Health(engine), Admin(engine, opts)
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def gemini_models(request: Request) -> Response:
+        name = engine.cfg.model_name
+        return JSONResponse({"models": [{"name": f"models/{name}", "displayName": name,
+                                         "inputTokenLimit": engine.cfg.max_model_len,
+                                         "supportedGenerationMethods": [
+                                             "generateContent", "streamGenerateContent", "countTokens"]}]})
+
+    async def warm_up() -> None:
+        await asyncio.sleep(startup_delay_s)  # the sim's model-load time; 503 meanwhile
+        await engine.probe_ttft(timeout=60.0)  # one real request through the engine
+        if engine.state == "starting":
+            engine.state = "ready"
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        engine.start()
+        warming = asyncio.create_task(warm_up())
+        yield
+        warming.cancel()
+        await engine.stop()
+
+    routes = [
+        Route("/v1/chat/completions", oai.chat, methods=["POST"]),
+        Route("/v1/completions", oai.completions, methods=["POST"]),
+        Route("/v1/models", oai.models, methods=["GET"]),
+        Route("/v1beta/models", gemini_models, methods=["GET"]),
+        Route("/v1beta/models/{target:path}", gem.dispatch, methods=["POST"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", health, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/admin/device/clocks", admin, methods=["GET", "PUT", "DELETE"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={APIError: render_error})

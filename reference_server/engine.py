@@ -1,0 +1,208 @@
+"""The async engine: one loop that schedules, executes and turns sampled tokens into text deltas."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+
+from llmchaos import tokenizer
+from reference_server.config import EngineConfig
+from reference_server.executors import Executor
+from reference_server.metrics import EngineMetrics
+from reference_server.pacer import paced
+from reference_server.scheduler import Scheduler
+from reference_server.sequence import Delta, SamplingParams, Sequence, Status
+
+log = logging.getLogger("llmchaos.engine")
+
+
+class QueueFull(Exception):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"waiting queue is full; retry after {retry_after}s")
+        self.retry_after = retry_after
+
+
+class Unavailable(Exception):
+    """The engine is starting or draining."""
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig, executor: Executor | None = None) -> None:
+        from reference_server.executors.sim import SimExecutor
+
+        self.cfg = cfg
+        self.scheduler = Scheduler(cfg)
+        self.executor = executor or SimExecutor(cfg.cost, cfg.seed)
+        self.metrics = EngineMetrics(cfg.model_name, cfg.max_model_len, self.scheduler)
+        self.state = "starting"  # starting | ready | draining
+        self._pieces = tokenizer.pieces()
+        self._eos = tokenizer.eos_id()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._finished: deque[float] = deque(maxlen=256)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="engine-loop")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+            self._finish(seq, "abort", time.monotonic())
+
+    async def wait_idle(self) -> None:
+        while self.scheduler.has_work():
+            self._idle.clear()
+            await self._idle.wait()
+
+    # -- requests --------------------------------------------------------------------------
+    def submit(self, prompt_ids: list[int], params: SamplingParams, lang: str,
+               internal: bool = False) -> Sequence:
+        if not internal:
+            if self.state != "ready":
+                raise Unavailable(f"server is {self.state}")
+            if len(self.scheduler.waiting) >= self.cfg.max_waiting:
+                raise QueueFull(self.retry_after())
+        seq = Sequence(prompt_ids, params, lang, internal=internal,
+                       rng=random.Random(params.seed) if params.seed is not None else None)
+        self.scheduler.add(seq)
+        self._wake.set()
+        return seq
+
+    def abort(self, seq: Sequence) -> None:
+        """Cancel a request (its client went away): its KV blocks are freed at once."""
+        if seq.status is not Status.FINISHED:
+            self._finish(seq, "abort", time.monotonic())
+
+    def retry_after(self) -> int:
+        """Seconds until the waiting queue drains at the recent completion rate."""
+        now, done = time.monotonic(), self._finished
+        recent = [t for t in done if now - t < 30.0]
+        rate = len(recent) / max(now - recent[0], 1.0) if recent else 0.0
+        waiting = len(self.scheduler.waiting)
+        return max(1, min(60, math.ceil(waiting / rate))) if rate else 5
+
+    async def deltas(self, seq: Sequence) -> AsyncIterator[Delta]:
+        """The request's output; deltas that piled up while the reader was busy come merged."""
+        while True:
+            d = await seq.outbox.get()
+            while d.finish_reason is None and not seq.outbox.empty():
+                nxt = seq.outbox.get_nowait()
+                d = Delta(d.text + nxt.text, d.num_tokens + nxt.num_tokens, nxt.finish_reason)
+            yield d
+            if d.finish_reason is not None:
+                return
+
+    def output(self, seq: Sequence) -> AsyncIterator[Delta | None]:
+        """What the API streams: paced when the pacer is on (None marks a heartbeat)."""
+        if self.cfg.pacer_tokens_per_s > 0:
+            return paced(seq, self.cfg.pacer_tokens_per_s, self.cfg.pacer_max_gap_s)
+        return self.deltas(seq)
+
+    async def probe_ttft(self, timeout: float = 5.0) -> float:
+        """Measure a real TTFT through the engine with a one-token request."""
+        seq = self.submit(tokenizer.encode("ping"), SamplingParams(max_tokens=1, temperature=0), "en",
+                          internal=True)
+        try:
+            await asyncio.wait_for(seq.outbox.get(), timeout)
+        finally:
+            self.abort(seq)
+        assert seq.first_token_time is not None
+        return seq.first_token_time - seq.arrival
+
+    # -- the loop --------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            if not self.scheduler.has_work():
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+            batch = self.scheduler.schedule()
+            if not batch:  # nothing fits yet (all blocks pinned); let the event loop run
+                await asyncio.sleep(0.001)
+                continue
+            now = time.monotonic()
+            for seq, _ in batch.items:
+                if seq.first_scheduled is None:
+                    seq.first_scheduled = now
+            sampling = batch.sampling
+            try:
+                tokens = await self.executor.execute(batch)
+            except Exception:
+                log.exception("executor failed; failing the batch")
+                for seq, _ in batch.items:
+                    self._finish(seq, "error", time.monotonic())
+                continue
+            self.scheduler.commit(batch)
+            now = time.monotonic()
+            for seq, token in zip(sampling, tokens):
+                if seq.status is Status.RUNNING:
+                    self._append(seq, token, now)
+
+    def _append(self, seq: Sequence, token: int, now: float) -> None:
+        seq.output_token_ids.append(token)
+        if not seq.internal:
+            self.metrics.on_token(seq, now)
+        if seq.first_token_time is None:
+            seq.first_token_time = now
+        seq.last_token_time = now
+        p, n = seq.params, len(seq.output_token_ids)
+        reason = "stop" if token == self._eos else None
+        piece = "" if reason else self._pieces[token]
+        if n == 1:
+            piece = piece.lstrip(" ")
+        if p.stop and not reason:
+            reason, text = self._check_stop(seq, piece)
+        else:
+            text = piece
+        if reason is None and (n >= p.max_tokens or seq.num_tokens >= self.cfg.max_model_len):
+            reason = "length"
+        if reason is None and p.stop:
+            text = text[:len(text) - _holdback(seq.text, p.stop)]
+            seq.num_sent_chars += len(text)
+        elif p.stop:
+            text = seq.text[seq.num_sent_chars:]
+        seq.outbox.put_nowait(Delta(text, 1, reason))
+        if reason:
+            self._finish(seq, reason, now, notify=False)
+
+    @staticmethod
+    def _check_stop(seq: Sequence, piece: str) -> tuple[str | None, str]:
+        """Append `piece`; on a stop string cut the text before it. Returns (reason, unsent text)."""
+        start = max(0, len(seq.text) - max(map(len, seq.params.stop)))
+        seq.text += piece
+        hits = [i for s in seq.params.stop if (i := seq.text.find(s, start)) >= 0]
+        if hits:
+            seq.text = seq.text[:min(hits)]
+            return "stop", seq.text[seq.num_sent_chars:]
+        return None, seq.text[seq.num_sent_chars:]
+
+    def _finish(self, seq: Sequence, reason: str, now: float, notify: bool = True) -> None:
+        self.scheduler.finish(seq, reason)
+        if notify:
+            seq.outbox.put_nowait(Delta("", 0, reason))
+        if not seq.internal:
+            self.metrics.on_finish(seq, now)
+            self._finished.append(now)
+
+
+def _holdback(text: str, stops: tuple[str, ...]) -> int:
+    """Length of the longest tail of `text` that could begin a stop string (not sent yet)."""
+    best = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:k]):
+                best = k
+                break
+    return best

@@ -1,0 +1,82 @@
+"""The sim executor: a calibrated step-time model on a simulated device, and an n-gram sampler.
+
+Each step sleeps for the cost model's time (prefill tokens, decode batch size and
+context length) times the device's clock slowdown and a seeded jitter, measured
+from the step's start so error never accumulates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+
+from llmchaos import languages
+from reference_server.config import CostModel
+from reference_server.executors.ngram import NGramModel
+from reference_server.scheduler import Batch
+from reference_server.sequence import Sequence
+
+
+class SimDevice:
+    """A GPU whose graphics clock can be locked below its maximum, like `nvidia-smi -lgc`."""
+
+    def __init__(self, max_clock_mhz: float) -> None:
+        self.max_clock_mhz = max_clock_mhz
+        self.locked_mhz: float | None = None
+
+    def lock(self, mhz: float) -> None:
+        if not 0 < mhz <= self.max_clock_mhz:
+            raise ValueError(f"clock must be in (0, {self.max_clock_mhz:g}] MHz")
+        self.locked_mhz = mhz
+
+    def reset(self) -> None:
+        self.locked_mhz = None
+
+    @property
+    def clock_mhz(self) -> float:
+        return self.locked_mhz or self.max_clock_mhz
+
+    @property
+    def slowdown(self) -> float:
+        return self.max_clock_mhz / self.clock_mhz
+
+
+class SimExecutor:
+    def __init__(self, cost: CostModel, seed: int = 0) -> None:
+        self.cost = cost
+        self.device = SimDevice(cost.max_clock_mhz)
+        self.rng = random.Random(seed)
+        self._jitter_rng = random.Random(seed ^ 0x5EED)
+        self._models: dict[str, NGramModel] = {}
+
+    def model(self, lang: str) -> NGramModel:
+        if lang not in self._models:
+            self._models[lang] = NGramModel(languages.get(lang).paragraphs())
+        return self._models[lang]
+
+    def step_time(self, batch: Batch) -> float:
+        c = self.cost
+        t = c.step_overhead_s + batch.num_prefill_tokens * c.prefill_per_token_s
+        if batch.num_decode_seqs:
+            t += c.decode_base_s + batch.num_decode_seqs * c.decode_per_seq_s
+        t += batch.num_context_tokens * c.decode_per_ctx_token_s
+        if c.jitter:
+            t *= math.exp(self._jitter_rng.gauss(0.0, c.jitter))
+        return t * self.device.slowdown
+
+    def sample(self, seq: Sequence) -> int:
+        model = self.model(seq.lang)
+        out, rng = seq.output_token_ids, seq.rng or self.rng
+        if not out:
+            return model.first_token(seq.prompt_token_ids, seq.params, rng)
+        allow_eos = not seq.params.ignore_eos and len(out) >= seq.params.min_tokens
+        return model.sample(out[-2] if len(out) > 1 else model.bos, out[-1], seq.params, rng, allow_eos)
+
+    async def execute(self, batch: Batch) -> list[int]:
+        start = time.monotonic()
+        duration = self.step_time(batch)
+        tokens = [self.sample(seq) for seq in batch.sampling]
+        await asyncio.sleep(max(0.0, start + duration - time.monotonic()))
+        return tokens

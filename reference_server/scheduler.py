@@ -1,0 +1,123 @@
+"""Continuous batching in vLLM's model: running first, then admit waiting under a token budget.
+
+Every step each running sequence gets its uncomputed tokens (a prefill chunk, or
+one decode token) within `max_num_batched_tokens`; waiting sequences are then
+admitted in policy order while blocks and `max_num_seqs` allow. When a running
+sequence needs a block and none is free, the most recently admitted sequence is
+preempted by recompute: its blocks are freed and it waits again at the front.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reference_server.block_manager import BlockManager
+from reference_server.config import EngineConfig
+from reference_server.policies import Policy, make_policy
+from reference_server.sequence import Sequence, Status
+
+
+@dataclass
+class Batch:
+    """One step's work: (sequence, tokens to compute) pairs."""
+
+    items: list[tuple[Sequence, int]] = field(default_factory=list)
+
+    @property
+    def sampling(self) -> list[Sequence]:
+        """Sequences whose chunk reaches their last token, so the step samples a token for them."""
+        return [s for s, n in self.items if s.num_computed_tokens + n == s.num_tokens]
+
+    @property
+    def num_prefill_tokens(self) -> int:
+        return sum(n for s, n in self.items if not _is_decode(s, n))
+
+    @property
+    def num_decode_seqs(self) -> int:
+        return sum(1 for s, n in self.items if _is_decode(s, n))
+
+    @property
+    def num_context_tokens(self) -> int:
+        return sum(s.num_computed_tokens + n for s, n in self.items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def _is_decode(seq: Sequence, n: int) -> bool:
+    return n == 1 and bool(seq.output_token_ids) and seq.num_uncomputed_tokens == 1
+
+
+class Scheduler:
+    def __init__(self, cfg: EngineConfig, policy: Policy | None = None) -> None:
+        self.cfg = cfg
+        self.waiting: Policy = policy or make_policy(cfg)
+        self.running: list[Sequence] = []
+        self.blocks = BlockManager(cfg.num_blocks, cfg.block_size, cfg.watermark,
+                                   cfg.enable_prefix_caching)
+        self.num_preemptions = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.add(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    def schedule(self) -> Batch:
+        budget = self.cfg.max_num_batched_tokens
+        batch = Batch()
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            while not self.blocks.append_slots(seq):
+                victim = self.running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    break
+            else:
+                n = min(seq.num_uncomputed_tokens, budget)
+                batch.items.append((seq, n))
+                budget -= n
+                i += 1
+                continue
+            break
+        while not preempted and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+            seq = self.waiting.peek()
+            if seq is None or not self.blocks.allocate(seq):
+                break
+            self.waiting.pop()
+            seq.status = Status.RUNNING
+            self.running.append(seq)
+            n = min(seq.num_uncomputed_tokens, budget)
+            batch.items.append((seq, n))
+            budget -= n
+        return batch
+
+    def commit(self, batch: Batch) -> None:
+        """Mark the batch's tokens computed (after the executor ran it)."""
+        for seq, n in batch.items:
+            if seq.status is Status.RUNNING:
+                seq.num_computed_tokens += n
+                self.blocks.cache_full_blocks(seq)
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """End a sequence (done, stopped or aborted) and free its blocks at once."""
+        if seq.status is Status.FINISHED:
+            return
+        if seq.status is Status.RUNNING:
+            self.running.remove(seq)
+        else:
+            self.waiting.remove(seq)
+        seq.status = Status.FINISHED
+        seq.finish_reason = reason
+        self.blocks.free_seq(seq)
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.blocks.free_seq(seq)
+        seq.num_computed_tokens = 0
+        seq.status = Status.WAITING
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.push_front(seq)

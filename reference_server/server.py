@@ -1,0 +1,50 @@
+"""Run the reference server under uvicorn, draining on SIGTERM/SIGINT (503 to new requests)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+
+from reference_server.api.common import ServerOptions
+from reference_server.app import create_app
+from reference_server.config import EngineConfig
+from reference_server.engine import Engine
+
+log = logging.getLogger("llmchaos.server")
+
+
+class DrainingServer(uvicorn.Server):
+    """First signal: stop admitting (503), let running requests finish, then exit. Second: exit now."""
+
+    def __init__(self, config: uvicorn.Config, engine: Engine, drain_timeout_s: float) -> None:
+        super().__init__(config)
+        self.engine, self.drain_timeout_s = engine, drain_timeout_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets=None) -> None:  # noqa: ANN001 - uvicorn's signature
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001
+        if self.engine.state == "draining" or self._loop is None or self.engine.state == "starting":
+            return super().handle_exit(sig, frame)
+        self.engine.state = "draining"
+        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self._drain(sig, frame)))
+
+    async def _drain(self, sig: int, frame) -> None:  # noqa: ANN001
+        try:
+            await asyncio.wait_for(self.engine.wait_idle(), self.drain_timeout_s)
+        except TimeoutError:
+            log.warning("drain timed out after %.1fs; exiting with requests in flight", self.drain_timeout_s)
+        super().handle_exit(sig, frame)
+
+
+def serve(engine_cfg: EngineConfig, host: str, port: int, opts: ServerOptions,
+          startup_delay_s: float = 0.0, drain_timeout_s: float = 30.0, log_level: str = "warning") -> None:
+    engine = Engine(engine_cfg)
+    app = create_app(engine, opts, startup_delay_s)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            timeout_graceful_shutdown=5)
+    DrainingServer(config, engine, drain_timeout_s).run()

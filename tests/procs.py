@@ -1,0 +1,87 @@
+"""Start real processes for tests and remove them by their own PID."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    log_path: str
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def metrics(self) -> dict[str, float]:
+        """Unlabelled-by-value view of /metrics: 'name{labels}' -> value."""
+        out: dict[str, float] = {}
+        for line in httpx.get(self.url + "/metrics").text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def metric(self, name: str) -> float:
+        """Sum of every series of `name` (all label values)."""
+        return sum(v for k, v in self.metrics().items() if k == name or k.startswith(name + "{"))
+
+
+@contextlib.contextmanager
+def serve(*args: str, wait_ready: bool = True, timeout: float = 60.0) -> Iterator[Server]:
+    """`llmchaos serve` on a free loopback port; stopped (then killed) by PID at exit."""
+    port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="llmchaos-server-", suffix=".log", delete=False)
+    proc = subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "serve", "--host", "127.0.0.1",
+                             "--port", str(port), *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    server = Server(f"http://127.0.0.1:{port}", proc, log.name)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}:\n{server.log()}")
+            try:
+                r = httpx.get(server.url + "/healthz", timeout=5)
+                if r.status_code == 200 or not wait_ready:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready in {timeout}s:\n{server.log()}")
+            time.sleep(0.05)
+        yield server
+    finally:
+        stop(proc)
+        log.close()
+        os.unlink(log.name)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
