@@ -65,7 +65,7 @@ class Health:
             return {k: v for k, v in self._probe.items() if k != "_at"} | \
                 {"age_seconds": round(time.monotonic() - self._probe["_at"], 3)}
 
-    async def __call__(self, request: Request) -> Response:
+    async def endpoint(self, request: Request) -> Response:
         s = self.engine.scheduler
         body: dict = {"status": self.engine.state, "model": self.engine.cfg.model_name,
                       "running": len(s.running), "waiting": len(s.waiting),
@@ -104,7 +104,7 @@ class Admin:
         return JSONResponse({"graphics_mhz": d.clock_mhz, "max_graphics_mhz": d.max_clock_mhz,
                              "locked": d.locked_mhz is not None, "slowdown": d.slowdown})
 
-    async def __call__(self, request: Request) -> Response:
+    async def endpoint(self, request: Request) -> Response:
         self._check(request)
         device = self._device()
         if request.method == "PUT":
@@ -154,8 +154,8 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Route("/v1beta/models", gemini_models, methods=["GET"]),
         Route("/v1beta/models/{target:path}", gem.dispatch, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
-        Route("/healthz", health, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/admin/device/clocks", admin, methods=["GET", "PUT", "DELETE"]),
+        Route("/healthz", health.endpoint, methods=["GET"]),
+        Route("/health", health.endpoint, methods=["GET"]),
+        Route("/admin/device/clocks", admin.endpoint, methods=["GET", "PUT", "DELETE"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={APIError: render_error})

@@ -1,0 +1,98 @@
+"""Shared pieces of the benchmarks: a server process pinned to one core and a raw SSE load client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.procs import free_port, stop  # noqa: E402
+
+
+@contextlib.contextmanager
+def process(argv: list[str], cpu: int | None, health: str) -> Iterator[tuple[str, psutil.Process]]:
+    """Start `argv` with {port} filled in, pinned to `cpu`; wait for `health` to answer 200."""
+    port = free_port()
+    argv = [a.replace("{port}", str(port)) for a in argv]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        ps = psutil.Process(proc.pid)
+        if cpu is not None:
+            ps.cpu_affinity([cpu])
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + health, timeout=5).status_code == 200:
+                    break
+            time.sleep(0.05)
+        yield url, ps
+    finally:
+        stop(proc)
+
+
+@dataclass
+class Counts:
+    events: int = 0
+    bytes: int = 0
+    open: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class _Stream(asyncio.Protocol):
+    """One streaming request on a raw connection: counts `data:` events, nothing else."""
+
+    def __init__(self, request: bytes, counts: Counts, done: asyncio.Future) -> None:
+        self.request, self.counts, self.done, self.tail = request, counts, done, b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.counts.open += 1
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.tail + data
+        self.counts.events += buf.count(b"data: ")
+        self.counts.bytes += len(data)
+        self.tail = buf[-5:]
+        self.counts.events -= self.tail.count(b"data: ")  # counted again next time
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.counts.open -= 1
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+def chat_request(port: int, max_tokens: int, lang: str = "en", path: str = "/v1/chat/completions") -> bytes:
+    body = json.dumps({"model": "llmchaos-sim-8b", "stream": True, "max_tokens": max_tokens,
+                       "ignore_eos": True, "messages": [{"role": "user", "content": "Tell me a story."}]})
+    return (f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+            f"x-llmchaos-lang: {lang}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n{body}").encode()
+
+
+async def open_streams(url: str, n: int, request: bytes, counts: Counts) -> list[asyncio.Future]:
+    loop = asyncio.get_running_loop()
+    port = int(url.rsplit(":", 1)[1])
+    futures = []
+    for _ in range(n):
+        fut = loop.create_future()
+        await loop.create_connection(lambda f=fut: _Stream(request, counts, f), "127.0.0.1", port)
+        futures.append(fut)
+    return futures
+
+
+async def measure(counts: Counts, seconds: float, server: psutil.Process) -> tuple[float, float]:
+    """Events/s received and the server's CPU share (1.0 = one core) over `seconds`."""
+    server.cpu_percent(None)
+    start_events, start = counts.events, time.perf_counter()
+    await asyncio.sleep(seconds)
+    elapsed = time.perf_counter() - start
+    return (counts.events - start_events) / elapsed, server.cpu_percent(None) / 100.0
