@@ -59,6 +59,8 @@ class _Stream(asyncio.Protocol):
         transport.write(self.request)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
+        if not self.counts.bytes and not data.startswith(b"HTTP/1.1 200"):
+            self.counts.errors.append(data[:300].decode(errors="replace"))
         buf = self.tail + data
         self.counts.events += buf.count(b"data: ")
         self.counts.bytes += len(data)

@@ -19,11 +19,11 @@ from _common import Counts, chat_request, open_streams, process  # noqa: E402
 
 STREAMS, TARGET_BYTES = 2000, 1 << 30
 SERVE = [sys.executable, "-m", "llmchaos.cli", "serve", "--port", "{port}", "--max-num-seqs", "2048",
-         "--num-blocks", "65536", "--max-waiting", "4096", "--sim-time-scale", "1"]
+         "--num-blocks", "65536", "--max-waiting", "4096", "--sim-time-scale", "5"]  # slow steps: memory, not CPU, is measured
 
 
 def running(url: str) -> float:
-    for line in httpx.get(url + "/metrics").text.splitlines():
+    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
         if line.startswith("vllm:num_requests_running{"):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
@@ -42,6 +42,7 @@ async def run(url: str, server: psutil.Process) -> tuple[int, int, float]:
 
 
 def main() -> int:
+    psutil.Process().cpu_affinity([1])
     with process(SERVE, cpu=0, health="/healthz") as (url, ps):
         idle, loaded, n = asyncio.run(run(url, ps))
     mib = 1 << 20

@@ -39,11 +39,11 @@ class BlockManager:
     def blocks_needed(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
-    def _chain(self, token_ids: list[int], num_full: int, hashes: list[int]) -> list[int]:
-        """Extend `hashes` (a prefix of the chain) to cover `num_full` full blocks."""
+    def _chain(self, seq: Sequence, num_full: int, hashes: list[int]) -> list[int]:
+        """Extend `hashes` (a prefix of the chain) to cover `num_full` full blocks of `seq`."""
         bs = self.block_size
         for i in range(len(hashes), num_full):
-            hashes.append(hash((hashes[-1] if hashes else 0, *token_ids[i * bs:(i + 1) * bs])))
+            hashes.append(hash((hashes[-1] if hashes else 0, *seq.token_ids(i * bs, (i + 1) * bs))))
         return hashes
 
     def _lookup(self, seq: Sequence) -> list[int]:
@@ -52,7 +52,7 @@ class BlockManager:
             return []
         full = (seq.num_tokens - 1) // self.block_size
         hits: list[int] = []
-        for h in self._chain(seq.token_ids(), full, []):
+        for h in self._chain(seq, full, []):
             block = self.cached.get(h)
             if block is None:
                 break
@@ -94,7 +94,7 @@ class BlockManager:
         if full <= len(seq.block_hashes):
             return
         start = len(seq.block_hashes)
-        self._chain(seq.token_ids(), full, seq.block_hashes)
+        self._chain(seq, full, seq.block_hashes)
         for i in range(start, full):
             h, block = seq.block_hashes[i], seq.block_table[i]
             if h not in self.cached:

@@ -96,10 +96,9 @@ class Engine:
     async def deltas(self, seq: Sequence) -> AsyncIterator[Delta]:
         """The request's output; deltas that piled up while the reader was busy come merged."""
         while True:
-            d = await seq.outbox.get()
-            while d.finish_reason is None and not seq.outbox.empty():
-                nxt = seq.outbox.get_nowait()
-                d = Delta(d.text + nxt.text, d.num_tokens + nxt.num_tokens, nxt.finish_reason)
+            items = await seq.outbox.get()
+            d = items[0] if len(items) == 1 else \
+                Delta("".join(i.text for i in items), sum(i.num_tokens for i in items), items[-1].finish_reason)
             yield d
             if d.finish_reason is not None:
                 return
@@ -136,7 +135,6 @@ class Engine:
             for seq, _ in batch.items:
                 if seq.first_scheduled is None:
                     seq.first_scheduled = now
-            sampling = batch.sampling
             try:
                 tokens = await self.executor.execute(batch)
             except Exception:
@@ -146,9 +144,10 @@ class Engine:
                 continue
             self.scheduler.commit(batch)
             now = time.monotonic()
-            for seq, token in zip(sampling, tokens):
+            for seq, token in zip(batch.sampling, tokens):
                 if seq.status is Status.RUNNING:
                     self._append(seq, token, now)
+            self.metrics.generation_tokens.inc(len(tokens))
 
     def _append(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_token_ids.append(token)
@@ -173,7 +172,7 @@ class Engine:
             seq.num_sent_chars += len(text)
         elif p.stop:
             text = seq.text[seq.num_sent_chars:]
-        seq.outbox.put_nowait(Delta(text, 1, reason))
+        seq.outbox.put(Delta(text, 1, reason))
         if reason:
             self._finish(seq, reason, now, notify=False)
 
@@ -191,7 +190,7 @@ class Engine:
     def _finish(self, seq: Sequence, reason: str, now: float, notify: bool = True) -> None:
         self.scheduler.finish(seq, reason)
         if notify:
-            seq.outbox.put_nowait(Delta("", 0, reason))
+            seq.outbox.put(Delta("", 0, reason))
         if not seq.internal:
             self.metrics.on_finish(seq, now)
             self._finished.append(now)

@@ -70,7 +70,6 @@ class EngineMetrics:
             self.ttft.observe(now - seq.arrival)
         else:
             self.itl.observe(now - seq.last_token_time)
-        self.generation_tokens.inc()
 
     def on_finish(self, seq: Sequence, now: float) -> None:
         """Account a request that ended (aborted ones too, as vLLM does)."""

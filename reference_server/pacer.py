@@ -18,18 +18,19 @@ async def paced(seq: Sequence, tokens_per_s: float, max_gap_s: float) -> AsyncIt
     next_at = last_frame = loop.time()
     while True:
         try:
-            d = await asyncio.wait_for(seq.outbox.get(), max(0.0, last_frame + max_gap_s - loop.time()))
+            items = await asyncio.wait_for(seq.outbox.get(), max(0.0, last_frame + max_gap_s - loop.time()))
         except TimeoutError:
             last_frame = loop.time()
             yield None
             continue
-        while (wait := next_at - loop.time()) > 0:
-            await asyncio.sleep(min(wait, max_gap_s))
-            if next_at > loop.time():
-                last_frame = loop.time()
-                yield None
-        next_at = max(next_at, loop.time()) + d.num_tokens * interval
-        last_frame = loop.time()
-        yield d
-        if d.finish_reason is not None:
-            return
+        for d in items:
+            while (wait := next_at - loop.time()) > 0:
+                await asyncio.sleep(min(wait, max_gap_s))
+                if next_at > loop.time():
+                    last_frame = loop.time()
+                    yield None
+            next_at = max(next_at, loop.time()) + d.num_tokens * interval
+            last_frame = loop.time()
+            yield d
+            if d.finish_reason is not None:
+                return

@@ -19,33 +19,27 @@ from reference_server.sequence import Sequence, Status
 
 @dataclass
 class Batch:
-    """One step's work: (sequence, tokens to compute) pairs."""
+    """One step's work: (sequence, tokens to compute) pairs, with the sums the cost model needs."""
 
     items: list[tuple[Sequence, int]] = field(default_factory=list)
+    sampling: list[Sequence] = field(default_factory=list)  # chunk reaches the last token: sample
+    num_prefill_tokens: int = 0
+    num_decode_seqs: int = 0
+    num_context_tokens: int = 0
 
-    @property
-    def sampling(self) -> list[Sequence]:
-        """Sequences whose chunk reaches their last token, so the step samples a token for them."""
-        return [s for s, n in self.items if s.num_computed_tokens + n == s.num_tokens]
-
-    @property
-    def num_prefill_tokens(self) -> int:
-        return sum(n for s, n in self.items if not _is_decode(s, n))
-
-    @property
-    def num_decode_seqs(self) -> int:
-        return sum(1 for s, n in self.items if _is_decode(s, n))
-
-    @property
-    def num_context_tokens(self) -> int:
-        return sum(s.num_computed_tokens + n for s, n in self.items)
+    def add(self, seq: Sequence, n: int) -> None:
+        self.items.append((seq, n))
+        uncomputed = seq.num_uncomputed_tokens
+        if n == uncomputed:
+            self.sampling.append(seq)
+        if n == 1 and uncomputed == 1 and seq.output_token_ids:
+            self.num_decode_seqs += 1
+        else:
+            self.num_prefill_tokens += n
+        self.num_context_tokens += seq.num_computed_tokens + n
 
     def __bool__(self) -> bool:
         return bool(self.items)
-
-
-def _is_decode(seq: Sequence, n: int) -> bool:
-    return n == 1 and bool(seq.output_token_ids) and seq.num_uncomputed_tokens == 1
 
 
 class Scheduler:
@@ -78,7 +72,7 @@ class Scheduler:
                     break
             else:
                 n = min(seq.num_uncomputed_tokens, budget)
-                batch.items.append((seq, n))
+                batch.add(seq, n)
                 budget -= n
                 i += 1
                 continue
@@ -91,7 +85,7 @@ class Scheduler:
             seq.status = Status.RUNNING
             self.running.append(seq)
             n = min(seq.num_uncomputed_tokens, budget)
-            batch.items.append((seq, n))
+            batch.add(seq, n)
             budget -= n
         return batch
 

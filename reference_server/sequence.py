@@ -37,6 +37,35 @@ class Delta:
     finish_reason: str | None = None  # "stop" | "length" | "abort"
 
 
+class Outbox:
+    """Single-consumer delta queue; `get` returns everything pending at once.
+
+    Hand-written: it is on the per-token path, and asyncio.Queue costs more per item.
+    """
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: list[Delta] = []
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, delta: Delta) -> None:
+        self._items.append(delta)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def get(self) -> list[Delta]:
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        items, self._items = self._items, []
+        return items
+
+
 _ids = itertools.count()
 
 
@@ -62,7 +91,7 @@ class Sequence:
     block_hashes: list[int] = field(default_factory=list)  # chained hashes of full computed blocks
     text: str = ""  # detokenized output, stop strings applied
     num_sent_chars: int = 0
-    outbox: asyncio.Queue[Delta] = field(default_factory=asyncio.Queue)
+    outbox: Outbox = field(default_factory=Outbox)
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -77,5 +106,11 @@ class Sequence:
         """Tokens whose KV is still to compute: the prompt (chunked), or the last sampled token."""
         return self.num_tokens - self.num_computed_tokens
 
-    def token_ids(self) -> list[int]:
-        return self.prompt_token_ids + self.output_token_ids
+    def token_ids(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Tokens [start, end) of prompt + output, without copying the rest."""
+        p, end = len(self.prompt_token_ids), self.num_tokens if end is None else end
+        if end <= p:
+            return self.prompt_token_ids[start:end]
+        if start >= p:
+            return self.output_token_ids[start - p:end - p]
+        return self.prompt_token_ids[start:] + self.output_token_ids[:end - p]

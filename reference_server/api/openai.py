@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from reference_server.api.common import (
-    APIError, admit, bearer, check_key, check_ready, dumps, language, parse_body, stops,
+    APIError, admit, bearer, check_key, check_ready, dumps, json_str, language, parse_body, stops,
 )
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
@@ -177,8 +177,8 @@ class OpenAIAPI:
                     break
                 if not d.text and d.finish_reason is None:
                     continue
-                content = f'"delta":{{"content":{dumps(d.text)}}}' if chat else f'"text":{dumps(d.text)}'
-                reason = dumps(d.finish_reason)
+                content = f'"delta":{{"content":{json_str(d.text)}}}' if chat else f'"text":{json_str(d.text)}'
+                reason = f'"{d.finish_reason}"' if d.finish_reason else "null"
                 usage = f',"usage":{dumps(_usage(seq))}' if opts.continuous_usage_stats else usage_null
                 yield (f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}'
                        f'}}]{usage}}}\n\n').encode()
