@@ -53,14 +53,16 @@ class _Stream(asyncio.Protocol):
 
     def __init__(self, request: bytes, counts: Counts, done: asyncio.Future) -> None:
         self.request, self.counts, self.done, self.tail = request, counts, done, b""
+        self.started = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.counts.open += 1
         transport.write(self.request)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
-        if not self.counts.bytes and not data.startswith(b"HTTP/1.1 200"):
+        if not self.started and not data.startswith(b"HTTP/1.1 200"):
             self.counts.errors.append(data[:300].decode(errors="replace"))
+        self.started = True
         buf = self.tail + data
         self.counts.events += buf.count(b"data: ")
         self.counts.bytes += len(data)

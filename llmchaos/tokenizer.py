@@ -51,7 +51,7 @@ def count(text: str) -> int:
 
 
 def decode(ids: list[int]) -> str:
-    return load().decode(ids)
+    return load().decode(ids, skip_special_tokens=False)
 
 
 def eos_id() -> int:

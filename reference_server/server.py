@@ -31,14 +31,14 @@ class DrainingServer(uvicorn.Server):
         if self.engine.state == "draining" or self._loop is None or self.engine.state == "starting":
             return super().handle_exit(sig, frame)
         self.engine.state = "draining"
-        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self._drain(sig, frame)))
+        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self._drain()))
 
-    async def _drain(self, sig: int, frame) -> None:  # noqa: ANN001
+    async def _drain(self) -> None:
         try:
             await asyncio.wait_for(self.engine.wait_idle(), self.drain_timeout_s)
         except TimeoutError:
             log.warning("drain timed out after %.1fs; exiting with requests in flight", self.drain_timeout_s)
-        super().handle_exit(sig, frame)
+        self.should_exit = True  # a clean drain exits 0: the signal is not re-raised
 
 
 def serve(engine_cfg: EngineConfig, host: str, port: int, opts: ServerOptions,

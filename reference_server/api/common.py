@@ -71,9 +71,23 @@ async def parse_body(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        param = ".".join(str(p) for p in err["loc"]) or None
-        raise APIError("INVALID_ARGUMENT", f"{param}: {err['msg']}", param=param) from None
+        param, msg = explain(e)
+        raise APIError("INVALID_ARGUMENT", f"{param}: {msg}" if param else msg, param=param) from None
+
+
+_TYPE_MISMATCH = ("_type", "missing", "union_tag_invalid")
+
+
+def explain(e: ValidationError) -> tuple[str | None, str]:
+    """The field path and message of the most telling error (a union's value error over its type errors)."""
+    errors = e.errors(include_url=False)
+    err = next((x for x in errors if not x["type"].endswith(_TYPE_MISMATCH)), errors[0])
+    # Union branches add their type names ("str", "list[str]") to the location: drop them.
+    path = [str(p) for p in err["loc"] if isinstance(p, int) or ("[" not in p and p not in _BRANCHES)]
+    return ".".join(path) or None, err["msg"]
+
+
+_BRANCHES = {"str", "int", "float", "bool", "list", "dict"}
 
 
 def language(request: Request, body_tag: str | None, field: str) -> str:

@@ -70,6 +70,7 @@ class GenerationConfig(Strict):
 
 
 class GenerateRequest(Strict):
+    model: str | None = None  # v1beta names it inside countTokens' generateContentRequest
     contents: Annotated[list[Content], Field(min_length=1)]
     system_instruction: Content | None = None
     generation_config: GenerationConfig = GenerationConfig()

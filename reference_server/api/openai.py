@@ -7,13 +7,14 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from reference_server.api.common import (
     APIError, admit, bearer, check_key, check_ready, dumps, json_str, language, parse_body, stops,
 )
+from llmchaos import tokenizer
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
 
@@ -63,11 +64,12 @@ class _Sampling(Strict):
     ignore_eos: bool = False
     min_tokens: Annotated[int, Field(ge=0)] = 0
 
-    @model_validator(mode="after")
-    def _stream_options_need_stream(self) -> "_Sampling":
-        if self.stream_options is not None and not self.stream:
-            raise ValueError("stream_options is only allowed when stream is true")
-        return self
+    @field_validator("stream_options")
+    @classmethod
+    def _needs_stream(cls, v: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
+        if v is not None and not info.data.get("stream"):
+            raise ValueError("only allowed when stream is true")
+        return v
 
     def params(self, max_tokens: int | None) -> SamplingParams:
         if max_tokens is not None and self.min_tokens > max_tokens:
@@ -87,6 +89,15 @@ class CompletionRequest(_Sampling):
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)] | \
         Annotated[list[int], Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=1)] | None = 16
+
+    @field_validator("prompt")
+    @classmethod
+    def _ids_in_vocabulary(cls, v: str | list) -> str | list:
+        if isinstance(v, list) and isinstance(v[0], int):
+            size = tokenizer.load().get_vocab_size()
+            if (bad := next((t for t in v if not 0 <= t < size), None)) is not None:
+                raise ValueError(f"token id {bad} is outside the vocabulary [0, {size})")
+        return v
 
 
 def render_chat(messages: list[Message]) -> str:
