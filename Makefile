@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench install tokenizer clean
+.PHONY: test demo bench install tokenizer clean debian-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -12,9 +12,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# Real Prometheus + Pushgateway binaries for the tests (Debian packages). The tests start
+# them on their own; a temporary policy-rc.d (exit 101) keeps the postinst from starting services.
+debian-deps:
+	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "debian-deps: not root, skipping; install prometheus prometheus-pushgateway by hand" >&2; exit 0; fi; \
+	set -e; made=; \
+	if [ ! -e /usr/sbin/policy-rc.d ]; then \
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made=1; fi; \
+	trap '[ -z "$$made" ] || rm -f /usr/sbin/policy-rc.d' EXIT; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq; \
+	apt-get install -y -qq --no-install-recommends prometheus prometheus-pushgateway
+
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) debian-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 demo: $(STAMP)

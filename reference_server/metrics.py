@@ -8,28 +8,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from llmchaos.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, buckets_1_2_5
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence
-
-TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-               10.0, 20.0, 40.0, 80.0]
-REQUEST_LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-                           50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
-
-
-def buckets_1_2_5(maximum: int) -> list[float]:
-    """vLLM's token-count buckets: 1, 2, 5, 10, 20, 50, ... up to `maximum`."""
-    out, exp = [], 0
-    while True:
-        for m in (1, 2, 5):
-            v = m * 10 ** exp
-            if v > maximum:
-                return out
-            out.append(float(v))
-        exp += 1
-
 
 class EngineMetrics:
     def __init__(self, model_name: str, max_model_len: int, scheduler: Scheduler) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 import secrets
@@ -122,6 +123,27 @@ def admit(engine: Engine, prompt: str | list[int], params: SamplingParams, lang:
         raise APIError("RESOURCE_EXHAUSTED", str(e), retry_after=e.retry_after) from None
     except Unavailable as e:
         raise APIError("UNAVAILABLE", str(e), retry_after=1) from None
+
+
+async def collect(engine: Engine, seq: Sequence, request: Request) -> str:
+    """A non-stream request's whole text; aborted at once if the client goes away meanwhile."""
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        engine.abort(seq)
+
+    watcher = asyncio.create_task(watch())
+    text: list[str] = []
+    try:
+        async for d in engine.deltas(seq):
+            text.append(d.text)
+    finally:
+        watcher.cancel()
+        engine.abort(seq)
+    if seq.finish_reason == "error":
+        raise APIError("INTERNAL", "the engine failed while generating")
+    return "".join(text)
 
 
 def stops(value: str | list[str] | None) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from reference_server.api.common import (
-    APIError, admit, bearer, check_key, check_ready, dumps, language, parse_body,
+    APIError, admit, bearer, check_key, check_ready, collect, dumps, language, parse_body,
 )
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
@@ -143,17 +143,9 @@ class GeminiAPI:
 
     async def generate(self, request: Request) -> Response:
         _, seq = await self._admit(request)
-        text: list[str] = []
-        reason = None
-        try:
-            async for d in self.engine.deltas(seq):
-                text.append(d.text)
-                reason = d.finish_reason
-        finally:
-            self.engine.abort(seq)
-        if reason == "error":
-            raise APIError("INTERNAL", "the engine failed while generating")
-        return JSONResponse(self._chunk(seq, "".join(text), reason, uuid.uuid4().hex))
+        text = await collect(self.engine, seq, request)
+        return JSONResponse(self._chunk(seq, text, seq.finish_reason, uuid.uuid4().hex,
+                                        len(seq.output_token_ids)))
 
     async def stream(self, request: Request) -> Response:
         _, seq = await self._admit(request)
@@ -162,9 +154,9 @@ class GeminiAPI:
                                  media_type="text/event-stream" if sse else "application/json",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
-    def _chunk(self, seq: Sequence, text: str, reason: str | None, rid: str) -> dict:
+    def _chunk(self, seq: Sequence, text: str, reason: str | None, rid: str, n: int) -> dict:
+        """A response (chunk) with usage counting the `n` output tokens delivered so far."""
         cand: dict = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
-        n = len(seq.output_token_ids)
         usage = {"promptTokenCount": seq.num_prompt_tokens, "totalTokenCount": seq.num_prompt_tokens + n}
         if reason is not None:
             cand["finishReason"] = FINISH.get(reason, "OTHER")
@@ -173,7 +165,7 @@ class GeminiAPI:
                 "modelVersion": self.engine.cfg.model_name, "responseId": rid}
 
     async def _stream(self, seq: Sequence, sse: bool) -> AsyncIterator[bytes]:
-        rid, first = uuid.uuid4().hex, True
+        rid, first, delivered = uuid.uuid4().hex, True, 0
         try:
             if not sse:
                 yield b"["
@@ -187,9 +179,10 @@ class GeminiAPI:
                                            "status": "INTERNAL"}})
                     yield (f"data: {err}\r\n\r\n" if sse else ("" if first else ",\r\n") + err).encode()
                     break
+                delivered += d.num_tokens
                 if not d.text and d.finish_reason is None:
                     continue
-                body = dumps(self._chunk(seq, d.text, d.finish_reason, rid))
+                body = dumps(self._chunk(seq, d.text, d.finish_reason, rid, delivered))
                 yield (f"data: {body}\r\n\r\n" if sse else ("" if first else ",\r\n") + body).encode()
                 first = False
             if not sse:

@@ -12,7 +12,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from reference_server.api.common import (
-    APIError, admit, bearer, check_key, check_ready, dumps, json_str, language, parse_body, stops,
+    APIError, admit, bearer, check_key, check_ready, collect, dumps, json_str, language, parse_body,
+    stops,
 )
 from llmchaos import tokenizer
 from reference_server.engine import Engine
@@ -132,7 +133,7 @@ class OpenAIAPI:
         field = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
         params = req.params(req.max_completion_tokens or req.max_tokens)
         seq = admit(self.engine, render_chat(req.messages), params, lang, "messages", field)
-        return await self._respond(req, seq, chat=True)
+        return await self._respond(request, req, seq, chat=True)
 
     async def completions(self, request: Request) -> Response:
         self._auth(request)
@@ -142,30 +143,21 @@ class OpenAIAPI:
         prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) \
             else req.prompt
         seq = admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")  # type: ignore[arg-type]
-        return await self._respond(req, seq, chat=False)
+        return await self._respond(request, req, seq, chat=False)
 
-    async def _respond(self, req: _Sampling, seq: Sequence, chat: bool) -> Response:
+    async def _respond(self, request: Request, req: _Sampling, seq: Sequence, chat: bool) -> Response:
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         if req.stream:
             chunks = self._stream(req, seq, rid, chat)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
-        text: list[str] = []
-        reason = None
-        try:
-            async for d in self.engine.deltas(seq):
-                text.append(d.text)
-                reason = d.finish_reason
-        finally:
-            self.engine.abort(seq)
-        if reason == "error":
-            raise APIError("INTERNAL", "the engine failed while generating")
-        body = "".join(text)
+        body = await collect(self.engine, seq, request)
+        reason = seq.finish_reason
         choice = {"index": 0, "message": {"role": "assistant", "content": body},
                   "logprobs": None, "finish_reason": reason, "stop_reason": None} if chat else \
             {"index": 0, "text": body, "logprobs": None, "finish_reason": reason, "stop_reason": None}
         return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
                              "created": int(time.time()), "model": req.model, "choices": [choice],
-                             "usage": _usage(seq)})
+                             "usage": _usage(seq, len(seq.output_token_ids))})
 
     async def _stream(self, req: _Sampling, seq: Sequence, rid: str, chat: bool) -> AsyncIterator[bytes]:
         opts = req.stream_options or StreamOptions()
@@ -173,6 +165,7 @@ class OpenAIAPI:
         stop_reason = "" if chat else ',"stop_reason":null'
         head = (f'data: {{"id":"{rid}","object":"{"chat.completion.chunk" if chat else "text_completion"}",'
                 f'"created":{int(time.time())},"model":{dumps(req.model)},"choices":[{{"index":0,')
+        delivered = 0  # tokens sent so far (the pacer may hold some the engine made)
         try:
             if chat:
                 yield (head + '"delta":{"role":"assistant","content":""},"logprobs":null,'
@@ -186,21 +179,22 @@ class OpenAIAPI:
                                                        "type": "server_error", "param": None,
                                                        "code": 500}}) + "\n\n").encode()
                     break
+                delivered += d.num_tokens
                 if not d.text and d.finish_reason is None:
                     continue
                 content = f'"delta":{{"content":{json_str(d.text)}}}' if chat else f'"text":{json_str(d.text)}'
                 reason = f'"{d.finish_reason}"' if d.finish_reason else "null"
-                usage = f',"usage":{dumps(_usage(seq))}' if opts.continuous_usage_stats else usage_null
+                usage = f',"usage":{dumps(_usage(seq, delivered))}' if opts.continuous_usage_stats \
+                    else usage_null
                 yield (f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}'
                        f'}}]{usage}}}\n\n').encode()
             if opts.include_usage:
-                yield (head[:-len('{"index":0,')] + f'],"usage":{dumps(_usage(seq))}}}\n\n').encode()
+                yield (head[:-len('{"index":0,')] + f'],"usage":{dumps(_usage(seq, delivered))}}}\n\n').encode()
             yield DONE
         finally:
             self.engine.abort(seq)
 
 
-def _usage(seq: Sequence) -> dict[str, int]:
-    n = len(seq.output_token_ids)
+def _usage(seq: Sequence, n: int) -> dict[str, int]:
     return {"prompt_tokens": seq.num_prompt_tokens, "completion_tokens": n,
             "total_tokens": seq.num_prompt_tokens + n}

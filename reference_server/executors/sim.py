@@ -1,8 +1,8 @@
 """The sim executor: a calibrated step-time model on a simulated device, and an n-gram sampler.
 
 Each step sleeps for the cost model's time (prefill tokens, decode batch size and
-context length) times the device's clock slowdown and a seeded jitter, measured
-from the step's start so error never accumulates.
+context length) times the device's clock slowdown and a seeded jitter; consecutive
+steps run deadline to deadline so error never accumulates.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from reference_server.config import CostModel
 from reference_server.executors.ngram import NGramModel
 from reference_server.scheduler import Batch
 from reference_server.sequence import Sequence
+
+
+BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last deadline continues from it
 
 
 class SimDevice:
@@ -50,6 +53,7 @@ class SimExecutor:
         self.rng = random.Random(seed)
         self._jitter_rng = random.Random(seed ^ 0x5EED)
         self._models: dict[str, NGramModel] = {}
+        self._deadline = float("-inf")
 
     def model(self, lang: str) -> NGramModel:
         if lang not in self._models:
@@ -75,8 +79,11 @@ class SimExecutor:
         return model.sample(out[-2] if len(out) > 1 else model.bos, out[-1], seq.params, rng, allow_eos)
 
     async def execute(self, batch: Batch) -> list[int]:
-        start = time.monotonic()
-        duration = self.step_time(batch)
+        now = time.monotonic()
+        # Back-to-back steps run deadline to deadline, so the engine's own work between
+        # steps is inside the modelled step time, not added on top of it.
+        start = self._deadline if 0.0 <= now - self._deadline < BACK_TO_BACK_S else now
+        self._deadline = start + self.step_time(batch)
         tokens = [self.sample(seq) for seq in batch.sampling]
-        await asyncio.sleep(max(0.0, start + duration - time.monotonic()))
+        await asyncio.sleep(max(0.0, self._deadline - time.monotonic()))
         return tokens

@@ -1,0 +1,560 @@
+"""The reference server's engine, measured from outside: real `llmchaos serve` processes on loopback.
+
+Every check compares against ground truth the test itself knows (token counts it asked for,
+usage figures the server returned, the cost model's own ratios) or against a second measurement
+taken in the same run; none relies on how fast this machine is.
+
+Servers are started once per module and shared by the tests that need the same flags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from llmchaos import languages, tokenizer
+from llmchaos.sse import Decoder
+from tests.procs import Server, serve
+
+pytestmark = pytest.mark.integration
+
+MODEL = "llmchaos-sim-8b"
+TOKEN = "T"
+ADMIN = {"authorization": f"Bearer {TOKEN}"}
+VLLM_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                     7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+VLLM_ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                    10.0, 20.0, 40.0, 80.0]
+
+
+# -- servers (one start per distinct flag set) -----------------------------------------------
+@pytest.fixture(scope="module")
+def real_time() -> Iterator[Server]:
+    """The cost model at its calibrated speed, without jitter; admin API on."""
+    with serve("--sim-time-scale", "1", "--sim-jitter", "0", "--admin-token", TOKEN) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def no_cache() -> Iterator[Server]:
+    """As `real_time`, but no prefix caching and no admin token."""
+    with serve("--sim-time-scale", "1", "--sim-jitter", "0", "--no-prefix-caching") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def tiny_kv() -> Iterator[Server]:
+    """64 blocks of 16 tokens: 1024 token slots in all. Fast clock (0.1), no pacer."""
+    with serve("--num-blocks", "64", "--block-size", "16", "--max-model-len", "1024", "--watermark", "0",
+               "--sim-time-scale", "0.1") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def wfq() -> Iterator[Server]:
+    with serve("--policy", "wfq", "--lang-weights", "en=1,de=1", "--max-num-seqs", "2",
+               "--sim-time-scale", "0.2") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def fcfs() -> Iterator[Server]:
+    with serve("--policy", "fcfs", "--max-num-seqs", "2", "--sim-time-scale", "0.2") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def paced() -> Iterator[Server]:
+    with serve("--pacer-rate", "50", "--pacer-max-gap", "0.05", "--sim-time-scale", "0.1",
+               "--admin-token", TOKEN) as s:
+        yield s
+
+
+# -- client helpers -----------------------------------------------------------------------------
+@dataclass
+class Stream:
+    """One streamed /v1/completions request as the client saw it."""
+
+    t0: float
+    raw: bytes = b""
+    content: list[tuple[float, str, int]] = field(default_factory=list)  # (time, text, completion tokens so far)
+    finish_reason: str | None = None
+    usage: dict | None = None
+    comments: int = 0
+    done: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(t for _, t, _ in self.content)
+
+    @property
+    def ttft(self) -> float:
+        return self.content[0][0] - self.t0
+
+    def gaps(self) -> list[float]:
+        times = [t for t, _, _ in self.content]
+        return [b - a for a, b in zip(times, times[1:])]
+
+    def per_token_gaps(self) -> list[float]:
+        """Each inter-chunk gap spread over the tokens its chunk delivered (chunks may be merged)."""
+        return [(t2 - t1) / (n2 - n1) for (t1, _, n1), (t2, _, n2) in zip(self.content, self.content[1:])]
+
+
+def body(prompt: str | list[int], max_tokens: int, **extra) -> dict:
+    return {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}, **extra}
+
+
+async def stream(client: httpx.AsyncClient, server: Server, req: dict, lang: str = "en") -> Stream:
+    """Send `req` and read its whole SSE stream."""
+    dec = Decoder()
+    out = Stream(t0=time.monotonic())
+    async with client.stream("POST", server.url + "/v1/completions", json=req,
+                             headers={"x-llmchaos-lang": lang}) as r:
+        assert r.status_code == 200, (await r.aread()).decode()
+        async for chunk in r.aiter_raw():
+            now = time.monotonic()
+            out.raw += chunk
+            for ev in dec.feed(chunk):
+                if ev.data == "[DONE]":
+                    out.done = True
+                    continue
+                obj = json.loads(ev.data)
+                if obj.get("usage"):
+                    out.usage = obj["usage"]
+                for choice in obj["choices"]:
+                    if choice["text"]:
+                        out.content.append((now, choice["text"], obj["usage"]["completion_tokens"]))
+                    if choice["finish_reason"]:
+                        out.finish_reason = choice["finish_reason"]
+        out.comments = dec.comments
+    return out
+
+
+def client(n: int = 64) -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+
+
+def run(coro):  # noqa: ANN001, ANN201
+    return asyncio.run(coro)
+
+
+_LINE = re.compile(r'^([^{\s]+)(?:\{(.*)\})? (\S+)$')
+
+
+def samples(server: Server) -> list[tuple[str, dict[str, str], float]]:
+    """/metrics as (name, labels, value) triples."""
+    out = []
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        assert m, line
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+def counters(server: Server, *names: str) -> dict[str, float]:
+    return {n: server.metric(n) for n in names}
+
+
+def text_prompt(tag: str, tokens: int, skip_chars: int = 0) -> str:
+    """A prefix of a language's running text with about `tokens` tokens (by the shipped tokenizer)."""
+    text = languages.get(tag).text()[skip_chars:]
+    lo, hi = 0, len(text)
+    while lo < hi:  # shortest prefix with at least `tokens` tokens
+        mid = (lo + hi) // 2
+        if tokenizer.count(text[:mid]) >= tokens:
+            hi = mid
+        else:
+            lo = mid + 1
+    return text[:lo]
+
+
+def wait_for(pred, timeout: float, what: str, interval: float = 0.02) -> float:  # noqa: ANN001
+    """Poll `pred` until true; returns the seconds it took."""
+    t0 = time.monotonic()
+    while not pred():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+    return time.monotonic() - t0
+
+
+# -- 1. cancellation ----------------------------------------------------------------------------------
+def test_cancelled_stream_frees_its_blocks_at_once(real_time: Server) -> None:
+    s = real_time
+    aborts = 'vllm:request_success_total'
+
+    def abort_count() -> float:
+        return sum(v for n, lab, v in samples(s) if n == aborts and lab.get("finished_reason") == "abort")
+
+    before = abort_count()
+
+    async def hold_and_cancel() -> tuple[float, float]:
+        """Read a few events, look at the server while the stream is open, then close it."""
+        async with client() as c:
+            dec, got = Decoder(), 0
+            async with c.stream("POST", s.url + "/v1/completions",
+                                json=body("Tell me a very long story.", 4000)) as r:
+                chunks = r.aiter_raw()  # held, not broken out of: that would close the connection early
+                while got < 5:
+                    got += len(dec.feed(await chunks.__anext__()))
+                running = await asyncio.to_thread(s.metric, "vllm:num_requests_running")
+                usage = await asyncio.to_thread(s.metric, "vllm:kv_cache_usage_perc")
+                await r.aclose()  # the client goes away mid-stream
+                await chunks.aclose()
+        return running, usage
+
+    running, usage = run(hold_and_cancel())
+    assert running == 1 and usage > 0, "the long stream should be running and holding KV blocks"
+    wait_for(lambda: s.metric("vllm:num_requests_running") == 0
+             and s.metric("vllm:kv_cache_usage_perc") == 0.0, 2.0, "running=0 and kv usage=0 after disconnect")
+    assert abort_count() == before + 1
+    assert s.metric("vllm:num_requests_waiting") == 0
+
+
+# -- 2. preemption under KV pressure ------------------------------------------------------------------
+def test_preemption_under_kv_pressure_keeps_every_output(tiny_kv: Server) -> None:
+    s = tiny_kv
+    ids = tokenizer.encode(languages.get("en").text())
+    prompts = [ids[600 * i: 600 * i + 100] for i in range(8)]  # 8 x 100 distinct tokens, no shared prefix
+    reqs = [body(p, 300, seed=1000 + i) for i, p in enumerate(prompts)]
+
+    async def all_at_once() -> list[Stream]:
+        async with client() as c:
+            return await asyncio.gather(*(stream(c, s, r) for r in reqs))
+
+    async def two_at_a_time() -> list[Stream]:  # 2 x 25 blocks fit in 64: no preemption possible
+        out = []
+        async with client() as c:
+            for i in range(0, len(reqs), 2):
+                out += await asyncio.gather(*(stream(c, s, r) for r in reqs[i:i + 2]))
+        return out
+
+    p0 = s.metric("vllm:num_preemptions_total")
+    pressured = run(all_at_once())
+    p1 = s.metric("vllm:num_preemptions_total")
+    assert p1 > p0, "8 x 400 tokens in 1024 token slots must preempt"
+    for st in pressured:
+        assert st.finish_reason == "length" and st.done
+        assert st.usage["completion_tokens"] == 300 and st.usage["prompt_tokens"] == 100
+        assert st.content[-1][2] == 300
+    assert s.metric("vllm:kv_cache_usage_perc") == 0.0 and s.metric("vllm:num_requests_running") == 0
+
+    # Ground truth for the outputs: the same seeded requests, run where nothing is preempted.
+    reference = run(two_at_a_time())
+    assert s.metric("vllm:num_preemptions_total") == p1
+    for got, want in zip(pressured, reference):
+        assert got.text == want.text, "recompute after preemption changed a request's output"
+
+
+def test_abandoned_non_streaming_request_is_cancelled(tiny_kv: Server) -> None:
+    """A client that gives up on a non-streaming request must free its slot too (README: any client)."""
+    s = tiny_kv
+
+    def by_reason(reason: str) -> float:
+        return sum(v for n, lab, v in samples(s) if n == "vllm:request_success_total"
+                   and lab["finished_reason"] == reason)
+
+    abort0, length0 = by_reason("abort"), by_reason("length")
+    gen0 = s.metric("vllm:generation_tokens_total")
+    req = {"model": MODEL, "prompt": "Tell me a long story.", "max_tokens": 900, "ignore_eos": True}
+    with pytest.raises(httpx.TimeoutException):  # ~1.3 s of decoding at this clock; give up long before
+        httpx.post(s.url + "/v1/completions", json=req, timeout=0.3)
+    # Either way the request ends (cancelled, or after all 900 tokens); then see which it was.
+    wait_for(lambda: s.metric("vllm:num_requests_running") == 0, 10.0, "the request to end")
+    generated = s.metric("vllm:generation_tokens_total") - gen0
+    assert by_reason("length") == length0, f"ran to completion after the client left ({generated:g} tokens)"
+    assert by_reason("abort") == abort0 + 1
+    assert generated < 900
+
+
+# -- 3. prefix caching --------------------------------------------------------------------------------
+def _ttft_twice(s: Server, prompt: str) -> tuple[Stream, Stream, float, float]:
+    async def go() -> tuple[Stream, Stream, float, float]:
+        async with client() as c:
+            await stream(c, s, body("warm up", 1))  # a warm connection and server path for both requests
+            h0 = await asyncio.to_thread(s.metric, "vllm:prefix_cache_hits_total")
+            first = await stream(c, s, body(prompt, 4))
+            h1 = await asyncio.to_thread(s.metric, "vllm:prefix_cache_hits_total")
+            second = await stream(c, s, body(prompt, 4))
+            h2 = await asyncio.to_thread(s.metric, "vllm:prefix_cache_hits_total")
+            return first, second, h1 - h0, h2 - h1
+    return run(go())
+
+
+def test_prefix_cache_hit_lowers_ttft(real_time: Server, no_cache: Server) -> None:
+    prompt = text_prompt("en", 1500)
+    n = tokenizer.count(prompt)
+    assert 1500 <= n <= 1510
+
+    first, second, cold_hits, warm_hits = _ttft_twice(real_time, prompt)
+    assert first.usage["prompt_tokens"] == n == second.usage["prompt_tokens"]
+    assert cold_hits == 0, "the first request must start cold"
+    assert warm_hits >= 1400 and warm_hits == (n - 1) // 16 * 16  # every full block but the last token's
+    assert second.ttft < 0.5 * first.ttft, (first.ttft, second.ttft)
+
+    first, second, cold_hits, warm_hits = _ttft_twice(no_cache, prompt)
+    assert cold_hits == warm_hits == 0
+    assert second.ttft / first.ttft > 0.8, (first.ttft, second.ttft)
+
+
+# -- 4. weighted fair queuing ---------------------------------------------------------------------------
+def _admission_order(s: Server) -> tuple[list[str], dict[tuple[str, str], float]]:
+    """Fill both slots with two long 'fr' blockers, queue 30 en then 10 de, release the blockers.
+
+    Returns the languages in first-token (= admission) order and the per-language queue gauge
+    read while all 40 were waiting.
+    """
+    def gauge() -> dict[tuple[str, str], float]:
+        return {(lab["lang"], lab["queue"]): v for n, lab, v in samples(s)
+                if n == "llmchaos_server_queue_length"}
+
+    async def go() -> tuple[list[str], dict]:
+        async with client(80) as c:
+            release = asyncio.Event()
+
+            async def blocker() -> None:
+                async with c.stream("POST", s.url + "/v1/completions", json=body("hold", 4000),
+                                    headers={"x-llmchaos-lang": "fr"}) as r:
+                    async for _ in r.aiter_raw():
+                        if release.is_set():
+                            break
+                        await asyncio.sleep(0)
+                    # leaving closes the stream: the engine aborts it and frees its slot
+
+            async def poll(pred, what: str) -> None:  # noqa: ANN001
+                t0 = time.monotonic()
+                while not pred(await asyncio.to_thread(gauge)):
+                    assert time.monotonic() - t0 < 10, f"timed out waiting for {what}"
+                    await asyncio.sleep(0.02)
+
+            blockers = [asyncio.create_task(blocker()) for _ in range(2)]
+            await poll(lambda g: g.get(("fr", "running")) == 2, "2 running blockers")
+            en = [asyncio.create_task(stream(c, s, body("Hello there", 20), "en")) for _ in range(30)]
+            await poll(lambda g: g.get(("en", "waiting")) == 30, "30 en waiting")
+            de = [asyncio.create_task(stream(c, s, body("Hello there", 20), "de")) for _ in range(10)]
+            await poll(lambda g: g.get(("de", "waiting")) == 10, "10 de waiting")
+            backlog = await asyncio.to_thread(gauge)
+            release.set()
+            await asyncio.gather(*blockers)
+            done = await asyncio.gather(*en, *de)
+        for st in done:
+            assert st.usage["completion_tokens"] == 20 and st.finish_reason == "length"
+        tagged = sorted([(st.content[0][0], "en") for st in done[:30]] +
+                        [(st.content[0][0], "de") for st in done[30:]])
+        return [lang for _, lang in tagged], backlog
+
+    return run(go())
+
+
+def test_wfq_caps_a_backlogged_language_at_its_share(wfq: Server, fcfs: Server) -> None:
+    order, backlog = _admission_order(wfq)
+    # The per-language queue gauge saw the backlog exactly.
+    assert backlog == {("fr", "running"): 2, ("en", "waiting"): 30, ("de", "waiting"): 10}
+    assert order[:20].count("en") <= 12, order
+    assert order[:20].count("de") >= 8, order
+
+    # Control: the same load under FCFS lets en take (nearly) all of the first 20 slots,
+    # so the assertion above is one the server can fail.
+    order, backlog = _admission_order(fcfs)
+    assert backlog == {("fr", "running"): 2, ("en", "waiting"): 30, ("de", "waiting"): 10}
+    assert order[:20].count("en") >= 19, order
+    # Once drained, no series is left waiting.
+    assert not [v for n, lab, v in samples(fcfs) if n == "llmchaos_server_queue_length" and v]
+
+
+# -- 5. simulated GPU clock ---------------------------------------------------------------------------
+def _gap(s: Server, n: int = 40) -> float:
+    """A stream's typical time per token (the median resists scheduling hiccups on a busy machine)."""
+    async def go() -> float:
+        async with client() as c:
+            st = await stream(c, s, body("Clocks", n))
+        assert st.usage["completion_tokens"] == n
+        return statistics.median(st.per_token_gaps())
+    return run(go())
+
+
+def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> None:
+    s, url = real_time, real_time.url + "/admin/device/clocks"
+    state = httpx.get(url, headers=ADMIN).json()
+    assert state == {"graphics_mhz": 1980.0, "max_graphics_mhz": 1980.0, "locked": False, "slowdown": 1.0}
+
+    base = _gap(s)
+    r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 990})
+    try:
+        assert r.status_code == 200
+        assert r.json() == {"graphics_mhz": 990.0, "max_graphics_mhz": 1980.0, "locked": True, "slowdown": 2.0}
+        assert httpx.get(url, headers=ADMIN).json()["locked"] is True
+        slow = _gap(s)
+    finally:
+        r = httpx.delete(url, headers=ADMIN)
+    assert 1.7 <= slow / base <= 2.3, (base, slow)
+    assert r.status_code == 200 and r.json()["locked"] is False and r.json()["slowdown"] == 1.0
+    assert httpx.get(url, headers=ADMIN).json()["locked"] is False
+    restored = _gap(s)
+    assert 0.85 <= restored / base <= 1.15, (base, restored)
+
+    # Auth and validation.
+    assert httpx.put(url, headers={"authorization": "Bearer wrong"}, json={"graphics_mhz": 990}).status_code == 401
+    assert httpx.get(url).status_code == 401
+    assert httpx.put(no_cache.url + "/admin/device/clocks", headers=ADMIN,
+                     json={"graphics_mhz": 990}).status_code == 403
+    for bad in (0, -5, 1981, 5000):
+        r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": bad})
+        assert r.status_code == 400, (bad, r.text)
+        assert r.json()["error"]["param"] == "graphics_mhz"
+    assert httpx.put(url, headers=ADMIN, json={"graphics_mhz": 990, "x": 1}).status_code == 400
+    assert httpx.get(url, headers=ADMIN).json()["locked"] is False  # nothing stuck
+
+
+# -- 6. output pacer ----------------------------------------------------------------------------------
+def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server) -> None:
+    async def gaps(s: Server) -> tuple[Stream, float]:
+        async with client() as c:
+            st = await stream(c, s, body("Pace me", 30))
+        assert st.usage["completion_tokens"] == 30
+        return st, statistics.median(st.gaps())
+
+    st, with_pacer = run(gaps(paced))
+    assert len(st.content) == 30, "the pacer releases one token per frame"
+    assert 0.015 <= with_pacer <= 0.030, with_pacer
+    _, without = run(gaps(tiny_kv))  # same sim clock (0.1), no pacer
+    assert without < with_pacer / 4, (without, with_pacer)
+
+
+def test_pacer_heartbeats_while_the_engine_is_slow(paced: Server) -> None:
+    url = paced.url + "/admin/device/clocks"
+    r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 20})  # every step 99x slower
+    assert r.status_code == 200 and r.json()["slowdown"] == pytest.approx(99.0)
+    try:
+        async def go() -> Stream:
+            async with client() as c:
+                return await stream(c, paced, body("Beat", 4))
+        st = run(go())
+    finally:
+        httpx.delete(url, headers=ADMIN)
+    assert st.usage["completion_tokens"] == 4 and st.finish_reason == "length"
+    frames = [f for f in st.raw.split(b"\n\n") if f]
+    kinds = ["comment" if f.startswith(b":") else "data" for f in frames]
+    comments = [f for f in frames if f.startswith(b":")]
+    assert comments and st.comments == len(comments)
+    for f in comments:  # a comment frame carries no field at all, so no content
+        assert all(line.startswith(b":") for line in f.split(b"\n")), f
+    # Heartbeats sit between content events, not only before the first or after the last.
+    content_idx = [i for i, f in enumerate(frames) if f.startswith(b"data: {") and b'"text":""' not in f
+                   and b'"choices":[]' not in f]
+    assert len(content_idx) >= 2
+    between = kinds[content_idx[0]:content_idx[-1]].count("comment")
+    assert between >= 1, kinds
+    assert st.text == "".join(t for _, t, _ in st.content) and len(st.content) == 4
+
+
+def test_paced_stream_usage_counts_tokens_delivered(paced: Server) -> None:
+    """With continuous_usage_stats each chunk's usage describes the stream up to that chunk."""
+    async def go() -> Stream:
+        async with client() as c:
+            return await stream(c, paced, body("Count me", 10))
+    st = run(go())
+    assert len(st.content) == 10  # one token per paced frame
+    assert [n for _, _, n in st.content] == list(range(1, 11))
+
+
+# -- 7. metrics against ground truth ------------------------------------------------------------------
+def test_metrics_match_what_clients_received(real_time: Server) -> None:
+    """Counters equal the usage the clients got. (The per-language queue gauge is checked against a
+    known backlog in the WFQ test, the only place one is built.)"""
+    s, n, max_tokens = real_time, 6, 12
+    names = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total",
+             "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
+             "vllm:e2e_request_latency_seconds_count", "vllm:request_generation_tokens_sum",
+             "vllm:request_prompt_tokens_sum")
+    before = counters(s, *names)
+    length_before = sum(v for m, lab, v in samples(s) if m == "vllm:request_success_total"
+                        and lab["finished_reason"] == "length")
+    prompts = [text_prompt(tag, 20 + 7 * i) for i, tag in enumerate(["en", "de", "fr", "es", "it", "ja"])]
+
+    async def go() -> list[Stream]:
+        async with client() as c:
+            return await asyncio.gather(*(stream(c, s, body(p, max_tokens), tag) for p, tag in
+                                          zip(prompts, ["en", "de", "fr", "es", "it", "ja"])))
+    got = run(go())
+    after = counters(s, *names)
+    d = {k: after[k] - before[k] for k in names}
+    completion = sum(st.usage["completion_tokens"] for st in got)
+    prompt = sum(st.usage["prompt_tokens"] for st in got)
+    assert completion == n * max_tokens
+    assert prompt == sum(tokenizer.count(p) for p in prompts)
+    assert d["vllm:generation_tokens_total"] == completion == d["vllm:request_generation_tokens_sum"]
+    assert d["vllm:prompt_tokens_total"] == prompt == d["vllm:request_prompt_tokens_sum"]
+    assert d["vllm:time_to_first_token_seconds_count"] == n
+    assert d["vllm:inter_token_latency_seconds_count"] == n * (max_tokens - 1)
+    assert d["vllm:e2e_request_latency_seconds_count"] == n
+    length_after = sum(v for m, lab, v in samples(s) if m == "vllm:request_success_total"
+                       and lab["finished_reason"] == "length")
+    assert length_after - length_before == n
+
+    all_samples = samples(s)
+    ttft_le = [lab["le"] for m, lab, _ in all_samples if m == "vllm:time_to_first_token_seconds_bucket"]
+    assert ttft_le == [str(b) for b in VLLM_TTFT_BUCKETS] + ["+Inf"]
+    itl_le = [lab["le"] for m, lab, _ in all_samples if m == "vllm:inter_token_latency_seconds_bucket"]
+    assert itl_le == [str(b) for b in VLLM_ITL_BUCKETS] + ["+Inf"]
+    vllm = [(m, lab) for m, lab, _ in all_samples if m.startswith("vllm:")]
+    assert vllm and all(lab.get("model_name") == MODEL for _, lab in vllm)
+    # Buckets are cumulative and end at the count.
+    ttft_buckets = [v for m, _, v in all_samples if m == "vllm:time_to_first_token_seconds_bucket"]
+    assert ttft_buckets == sorted(ttft_buckets)
+    assert ttft_buckets[-1] == s.metric("vllm:time_to_first_token_seconds_count")
+
+
+# -- 8. cost-model calibration ------------------------------------------------------------------------
+def test_cost_model_calibration_at_low_load(real_time: Server) -> None:
+    s = real_time
+    prompt = text_prompt("fr", 1000, skip_chars=5000)  # shares no prefix with other requests
+    names = ("vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
+             "vllm:inter_token_latency_seconds_sum", "vllm:inter_token_latency_seconds_count",
+             "vllm:prefix_cache_hits_total")
+    before = counters(s, *names)
+
+    async def go() -> Stream:
+        async with client() as c:
+            return await stream(c, s, body(prompt, 50), "fr")
+    st = run(go())
+    d = {k: v - before[k] for k, v in counters(s, *names).items()}
+    assert st.usage["prompt_tokens"] == tokenizer.count(prompt) >= 1000
+    assert d["vllm:prefix_cache_hits_total"] == 0
+    assert d["vllm:time_to_first_token_seconds_count"] == 1
+    assert d["vllm:inter_token_latency_seconds_count"] == 49
+    ttft = d["vllm:time_to_first_token_seconds_sum"]
+    itl = d["vllm:inter_token_latency_seconds_sum"] / 49
+    assert 0.06 <= ttft <= 0.12, ttft
+    assert 0.010 <= itl <= 0.015, itl
+
+
+# -- 9. health ----------------------------------------------------------------------------------------
+def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
+    url = real_time.url + "/healthz"
+    first = httpx.get(url).json()
+    if first["latency_probe"]["age_seconds"] > 4.0:  # about to expire: take a fresh one
+        time.sleep(5.2 - first["latency_probe"]["age_seconds"])
+        first = httpx.get(url).json()
+    time.sleep(0.05)
+    second = httpx.get(url).json()
+    assert first["status"] == second["status"] == "ready"
+    assert first["model"] == MODEL
+    p1, p2 = first["latency_probe"], second["latency_probe"]
+    assert p1["ok"] is True and p1["ttft_seconds"] > 0
+    assert p2["ttft_seconds"] == p1["ttft_seconds"], "a second call within 5 s reuses the probe"
+    assert p2["age_seconds"] > 0 and p2["age_seconds"] >= p1["age_seconds"] + 0.04
+    # The probe is internal: it never shows in the request metrics.
+    assert httpx.get(real_time.url + "/health").status_code == 200
