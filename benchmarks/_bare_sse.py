@@ -20,7 +20,8 @@ async def chat(request: Request) -> StreamingResponse:
 
     async def gen():  # noqa: ANN202
         for i in range(body["max_tokens"]):
-            yield f'{head}"delta":{{"content":{json.dumps(" word")}}},"logprobs":null,"finish_reason":null}}]}}\n\n'.encode()
+            yield (f'{head}"delta":{{"content":{json.dumps(" word")}}},"logprobs":null,'
+                   '"finish_reason":null}]}\n\n').encode()
             if i % 64 == 0:
                 await asyncio.sleep(0)
         yield b"data: [DONE]\n\n"

@@ -19,7 +19,8 @@ from _common import Counts, chat_request, open_streams, process  # noqa: E402
 
 STREAMS, TARGET_BYTES = 2000, 1 << 30
 SERVE = [sys.executable, "-m", "llmchaos.cli", "serve", "--port", "{port}", "--max-num-seqs", "2048",
-         "--num-blocks", "65536", "--max-waiting", "4096", "--sim-time-scale", "5"]  # slow steps: memory, not CPU, is measured
+         "--num-blocks", "65536", "--max-waiting", "4096",
+         "--sim-time-scale", "5"]  # slow steps: memory, not CPU, is measured
 
 
 def running(url: str) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -11,6 +11,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from llmchaos.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, buckets_1_2_5
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence
+
 
 class EngineMetrics:
     def __init__(self, model_name: str, max_model_len: int, scheduler: Scheduler) -> None:

@@ -30,14 +30,18 @@ class Language:
         return ROOT / self.tag / "prompts.jsonl"
 
     def text(self) -> str:
-        return self.text_path.read_text(encoding="utf-8")
+        return _read(self.text_path)
 
     def paragraphs(self) -> list[str]:
         return [p.strip() for p in self.text().split("\n\n") if p.strip()]
 
     def prompts(self) -> list[dict]:
-        with self.prompts_path.open(encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in _read(self.prompts_path).splitlines() if line.strip()]
+
+
+@cache
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 @cache

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
 import secrets
 from dataclasses import dataclass
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError

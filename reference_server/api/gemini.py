@@ -13,7 +13,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from reference_server.api.common import (
-    APIError, admit, bearer, check_key, check_ready, collect, dumps, language, parse_body,
+    APIError,
+    admit,
+    bearer,
+    check_key,
+    check_ready,
+    collect,
+    dumps,
+    language,
+    parse_body,
 )
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence

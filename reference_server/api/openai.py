@@ -11,11 +11,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from llmchaos import tokenizer
 from reference_server.api.common import (
-    APIError, admit, bearer, check_key, check_ready, collect, dumps, json_str, language, parse_body,
+    APIError,
+    admit,
+    bearer,
+    check_key,
+    check_ready,
+    collect,
+    dumps,
+    json_str,
+    language,
+    parse_body,
     stops,
 )
-from llmchaos import tokenizer
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
 

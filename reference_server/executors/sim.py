@@ -18,7 +18,6 @@ from reference_server.executors.ngram import NGramModel
 from reference_server.scheduler import Batch
 from reference_server.sequence import Sequence
 
-
 BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last deadline continues from it
 
 

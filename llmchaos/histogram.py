@@ -1,0 +1,140 @@
+"""Exact, mergeable high-resolution histograms keyed by (target, lang, api, phase, metric).
+
+HDR histograms with 3 significant digits (relative error <= 0.1 %), plus an exact
+sum; merging two sets adds counts bucket by bucket, so a master's merge of its
+workers' histograms equals one histogram of all their values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from hdrh.histogram import HdrHistogram
+
+from llmchaos.metrics import METRICS
+
+HIGHEST = 3_600_000_000  # one hour in microseconds
+DIGITS = 3
+QUANTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+
+
+class Key(NamedTuple):
+    target: str
+    lang: str
+    api: str
+    phase: str
+    metric: str
+
+
+class Histogram:
+    __slots__ = ("hdr", "sum", "scale")
+
+    def __init__(self, metric: str) -> None:
+        self.scale = METRICS[metric].scale
+        self.hdr = HdrHistogram(1, HIGHEST, DIGITS)
+        self.sum = 0.0
+
+    def record(self, value: float) -> None:
+        """Record a value in the metric's unit (seconds or tokens); sub-unit values count as 1."""
+        self.hdr.record_value(min(max(1, round(value * self.scale)), HIGHEST))
+        self.sum += value
+
+    @property
+    def count(self) -> int:
+        return self.hdr.get_total_count()
+
+    def quantile(self, pct: float) -> float:
+        return self.hdr.get_value_at_percentile(pct) / self.scale
+
+    def cumulative(self, bounds: Iterable[float]) -> list[int]:
+        """Counts of values <= each bound (for Prometheus buckets)."""
+        edges = sorted(bounds)
+        out, i, run = [0] * len(edges), 0, 0
+        for item in self.hdr.get_recorded_iterator():
+            value = self.hdr.get_lowest_equivalent_value(item.value_iterated_to) / self.scale
+            while i < len(edges) and value > edges[i]:
+                out[i] = run
+                i += 1
+            run += item.count_at_value_iterated_to
+        for j in range(i, len(edges)):
+            out[j] = run
+        return out
+
+    def summary(self) -> dict[str, float]:
+        if not self.count:
+            return {"count": 0}
+        s = {"count": self.count, "mean": self.sum / self.count}
+        s.update({name: self.quantile(p) for name, p in QUANTILES.items()})
+        s["max"] = self.hdr.get_max_value() / self.scale
+        return s
+
+    def merge(self, other: "Histogram") -> None:
+        self.hdr.add(other.hdr)
+        self.sum += other.sum
+
+    def encode(self) -> dict:
+        return {"hdr": self.hdr.encode().decode("ascii"), "sum": self.sum}
+
+    @classmethod
+    def decode(cls, metric: str, data: dict) -> "Histogram":
+        h = cls(metric)
+        h.hdr = HdrHistogram.decode(data["hdr"].encode("ascii"))
+        h.sum = float(data["sum"])
+        return h
+
+
+class HistogramSet:
+    """Histograms by key; `drain` hands over what was recorded since the last drain."""
+
+    def __init__(self) -> None:
+        self._h: dict[Key, Histogram] = {}
+
+    def record(self, key: Key, value: float) -> None:
+        h = self._h.get(key)
+        if h is None:
+            h = self._h[key] = Histogram(key.metric)
+        h.record(value)
+
+    def get(self, key: Key) -> Histogram | None:
+        return self._h.get(key)
+
+    def __iter__(self) -> Iterator[tuple[Key, Histogram]]:
+        return iter(list(self._h.items()))
+
+    def __len__(self) -> int:
+        return len(self._h)
+
+    def merge(self, other: "HistogramSet") -> None:
+        for key, h in other:
+            mine = self._h.get(key)
+            if mine is None:
+                self._h[key] = h
+            else:
+                mine.merge(h)
+
+    def encode(self) -> list[dict]:
+        return [{**key._asdict(), **h.encode()} for key, h in self]
+
+    @classmethod
+    def decode(cls, items: list[dict]) -> "HistogramSet":
+        out = cls()
+        for item in items:
+            key = Key(*(item[f] for f in Key._fields))
+            out._h[key] = Histogram.decode(key.metric, item)
+        return out
+
+    def combined(self, metric: str, **match: str) -> Histogram | None:
+        """A new histogram of every key of `metric` whose fields equal `match` (e.g. all phases)."""
+        out = None
+        for key, h in self:
+            if key.metric == metric and all(getattr(key, f) == v for f, v in match.items()):
+                if out is None:
+                    out = Histogram(metric)
+                out.merge(h)
+        return out
+
+    def drain(self) -> "HistogramSet":
+        out = HistogramSet()
+        out._h, self._h = self._h, {}
+        return out

@@ -1,0 +1,43 @@
+"""Locust users, one class per language of the registry (weights from the registry)."""
+
+from __future__ import annotations
+
+from locust import User, constant, tag
+
+from llmchaos import languages
+from loadtests.client import StreamClient
+
+
+class LLMUser(User):
+    """Streams completions in `lang` from the target; the plugin measures every request."""
+
+    abstract = True
+    lang = "en"
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        h = self.environment.llmchaos
+        o = self.environment.parsed_options
+        self.client = StreamClient(self.host or "", o.connect_timeout, o.stall_limit, o.request_timeout)
+        self.prompts = h.prompt_source(self.lang)
+
+    def on_stop(self) -> None:
+        self.client.close()
+
+    def generate(self) -> None:
+        self.environment.llmchaos.request(self)
+
+
+def user_class(lang: languages.Language) -> type[LLMUser]:
+    """`EnUser`, `DeUser`, ...: a task tagged with the language, so `--tags de` works too."""
+
+    @tag(lang.tag)
+    def generate(self: LLMUser) -> None:
+        LLMUser.generate(self)
+
+    name = lang.tag.capitalize() + "User"
+    return type(name, (LLMUser,), {"lang": lang.tag, "weight": lang.weight, "tasks": [generate],
+                                   "__module__": __name__, "__doc__": f"{lang.name} ({lang.tag})."})
+
+
+USER_CLASSES: dict[str, type[LLMUser]] = {tag_: user_class(lang) for tag_, lang in languages.registry().items()}
