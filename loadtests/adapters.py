@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
+import orjson
+
 LANG_HEADER = "x-llmchaos-lang"
 
 
@@ -53,8 +55,8 @@ def _error(obj: dict) -> Event | None:
                  done=True)
 
 
-def _loads(data: str) -> dict:
-    obj = json.loads(data)
+def _loads(data: str | bytes) -> dict:
+    obj = orjson.loads(data)
     if not isinstance(obj, dict):
         raise ValueError("event is not a JSON object")
     return obj
@@ -93,7 +95,7 @@ class OpenAIChat:
                      usage_tokens=usage["completion_tokens"] if usage else None)
 
     def body(self, raw: bytes) -> Event:
-        obj = _loads(raw.decode("utf-8"))
+        obj = _loads(raw)
         if (err := _error(obj)) is not None:
             return err
         msg = obj["choices"][0]
@@ -138,7 +140,7 @@ class Gemini:
         return Event(text=text, done=done, usage_tokens=usage.get("candidatesTokenCount") if done else None)
 
     def body(self, raw: bytes) -> Event:
-        ev = self.event(raw.decode("utf-8"))
+        ev = self.event(raw)  # type: ignore[arg-type]
         ev.done = True
         return ev
 

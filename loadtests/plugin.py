@@ -8,16 +8,19 @@ Prometheus metrics, and sets the exit code for `--check-slo`.
 
 from __future__ import annotations
 
+import functools
+import gc
 import logging
 import random
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import IO
 
 import gevent
 from gevent.queue import Queue
-from locust import events
+from locust import argument_parser, events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import start_http_server
@@ -33,6 +36,7 @@ from loadtests.selfwatch import SelfWatch, verdict
 
 log = logging.getLogger("llmchaos")
 ARRIVALS_MSG = "llmchaos_arrivals"
+REQUEST_ID = "x-request-id"
 
 
 def add_arguments(parser) -> None:  # noqa: ANN001 - Locust's configargparse parser
@@ -49,6 +53,10 @@ def add_arguments(parser) -> None:  # noqa: ANN001 - Locust's configargparse par
     g.add_argument("--long-context-tokens", type=int, default=0,
                    help="use generated prompts of this many tokens instead of the corpus prompts")
     g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
+    g.add_argument("--think-time", type=float, default=0.0,
+                   help="closed loop: each user waits uniform(0, T) seconds between its requests")
+    g.add_argument("--warmup", default="0s", help="requests started this long after test start are in "
+                   "phase 'warmup', kept apart from the baseline (spawning, new connections)")
     g.add_argument("--stall-limit", type=float, default=30.0, help="seconds between events = stalled")
     g.add_argument("--request-timeout", type=float, default=600.0)
     g.add_argument("--connect-timeout", type=float, default=5.0)
@@ -69,6 +77,13 @@ def add_arguments(parser) -> None:  # noqa: ANN001 - Locust's configargparse par
     g.add_argument("--push-interval", type=float, default=10.0)
 
 
+def quiet_gc() -> None:
+    """Full collections of Locust's large heap pause every stream for 40-60 ms: move what exists
+    now out of the collector's reach and collect the young generations less often."""
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 1_000)
+
+
 class Harness:
     """The plugin's per-process state, reachable as `environment.llmchaos`."""
 
@@ -82,9 +97,12 @@ class Harness:
         self.open_loop = o.rate > 0 or bool(self.profile and self.profile.stages[0].rate is not None)
         self.collector = Collector(self.slos, o.requests_sample, o.seed)
         tokenizer.load()  # not on the first request's clock
+        quiet_gc()
         self.watch = SelfWatch()
         self.queues: dict[str, Queue] = {tag: Queue() for tag in self.langs}
-        self.phase = lambda unix_time: "baseline"  # the fault schedule replaces this
+        self.fault_phase = lambda unix_time: "baseline"  # the fault schedule replaces this
+        self.warmup_s = profile.duration(o.warmup, "--warmup")
+        self.warmup_until = 0.0
         self.seed = o.seed
         self._rng = random.Random(o.seed)
         self._arrivals: gevent.Greenlet | None = None
@@ -92,7 +110,7 @@ class Harness:
         self.merged: Merged | None = None
         self.generator: dict[str, dict] = {}
         self.run_id, self.run_dir, self.started = "", None, 0.0
-        self._records: IO[str] | None = None
+        self._records: IO[bytes] | None = None
         self._loops: list[gevent.Greenlet] = []
         self._metrics_server = None
 
@@ -120,6 +138,10 @@ class Harness:
                                  o.rate > 0)
         return None
 
+    def phase(self, unix_time: float) -> str:
+        """The phase a request started in: warmup, a fault window's name, or baseline."""
+        return "warmup" if unix_time < self.warmup_until else self.fault_phase(unix_time)
+
     @property
     def is_master(self) -> bool:
         return isinstance(self.env.runner, MasterRunner)
@@ -146,9 +168,11 @@ class Harness:
         intended = self.queues[user.lang].get()[1] if self.open_loop else None
         call = self.adapter.call(self.o.model, user.prompts.next(), user.lang, self.o.max_tokens,
                                  not self.o.no_stream, self.o.lang_in_body, self.o.api_key)
+        rid = uuid.uuid4().hex
+        call.headers[REQUEST_ID] = rid
         now_unix, now_perf = time.time(), time.perf_counter()
         intended = now_unix if intended is None else intended
-        rec = RequestRecord(user.lang, self.adapter.name, user.host or "", self.phase(intended),
+        rec = RequestRecord(user.lang, self.adapter.name, user.host or "", self.phase(intended), rid,
                             self.open_loop, intended)
         try:
             user.client.run(self.adapter, call, not self.o.no_stream, rec, now_perf - (now_unix - intended))
@@ -198,8 +222,9 @@ class Harness:
         for lang, q in self.queues.items():
             while not q.empty():
                 _, due = q.get()
-                rec = RequestRecord(lang, self.adapter.name, self.env.host or "", self.phase(due), True, due,
-                                    sent=time.time(), outcome="cancelled", error="never sent: test stopped")
+                rec = RequestRecord(lang, self.adapter.name, self.env.host or "", self.phase(due), open_loop=True,
+                                    intended=due, sent=time.time(), outcome="cancelled",
+                                    error="never sent: test stopped")
                 self.collector.add(rec)
 
     # -- master / single process -----------------------------------------------------------------
@@ -208,7 +233,7 @@ class Harness:
         if self.o.results_dir:
             self.run_dir = Path(self.o.results_dir) / self.run_id
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self._records = open(self.run_dir / "requests.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+            self._records = open(self.run_dir / "requests.jsonl", "wb")  # noqa: SIM115
         self.merged = Merged(self._records, local=None if self.is_master else self.collector)
         self.generator = {}
         reg = exporters.registry(self.merged)
@@ -317,6 +342,9 @@ class Harness:
 
 def install() -> None:
     """Register the plugin with Locust's events (called by the locustfile)."""
+    # A worker handling a spawn message rebuilds Locust's whole argument parser once per option
+    # (~0.3 s with every stream in flight stalled); its result never changes, so build it once.
+    argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
     events.init_command_line_parser.add_listener(add_arguments)
 
     @events.init.add_listener
@@ -350,6 +378,7 @@ def install() -> None:
     @events.test_start.add_listener
     def _(environment: Environment, **kw: object) -> None:
         h: Harness = environment.llmchaos
+        h.warmup_until = time.time() + h.warmup_s
         h.watch.start()
         if h.is_worker:
             return
@@ -363,6 +392,10 @@ def install() -> None:
                     environment.runner.send_message(ARRIVALS_MSG, vars(plan), client_id=cid)
             else:
                 h.start_arrivals(h.plan())
+
+    @events.spawning_complete.add_listener
+    def _(user_count: int, **kw: object) -> None:
+        quiet_gc()  # the users and their clients live until the end
 
     @events.test_stop.add_listener
     def _(environment: Environment, **kw: object) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from llmchaos import tokenizer
 
@@ -15,6 +15,7 @@ class RequestRecord:
     api: str
     target: str
     phase: str = "baseline"
+    request_id: str = ""  # sent as x-request-id, to match the target's own logs
     open_loop: bool = False
     intended: float = 0.0  # unix time the request was due (the actual send in closed loop)
     sent: float = 0.0  # unix time of the actual send
@@ -87,13 +88,16 @@ class RequestRecord:
             out["e2e_sent"] = [self.e2e - self.schedule_lag]
         return out
 
-    def to_json(self) -> dict:
-        d = asdict(self)
-        del d["chunks"]
-        own = self.own_tokens()
-        d.update(output_tokens=self.output_tokens, own_tokens=own, chars=len(self.text),
-                 chars_per_token=round(len(self.text) / own, 3) if own else None,
-                 tokens_disagree=self.usage_tokens is not None and own > 0
-                 and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens),
-                 schedule_lag=self.schedule_lag)
-        return d
+    def to_json(self, own: int) -> dict:
+        """The requests.jsonl line; `own` is our tokenizer's count of the text (counted in batches)."""
+        text = self.text
+        return {"request_id": self.request_id, "lang": self.lang, "api": self.api, "target": self.target,
+                "phase": self.phase,
+                "open_loop": self.open_loop, "intended": self.intended, "sent": self.sent,
+                "schedule_lag": self.schedule_lag, "outcome": self.outcome, "status": self.status,
+                "error": self.error, "retry_after": self.retry_after, "ttft": self.ttft, "e2e": self.e2e,
+                "gaps": self.gaps, "usage_tokens": self.usage_tokens,
+                "output_tokens": self.usage_tokens if self.usage_tokens is not None else own,
+                "own_tokens": own, "chars": len(text), "chars_per_token": round(len(text) / own, 3) if own else None,
+                "tokens_disagree": self.usage_tokens is not None and own > 0
+                and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens)}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from locust import User, constant, tag
+import random
+
+from locust import User, tag
 
 from llmchaos import languages
 from loadtests.client import StreamClient
@@ -13,7 +15,10 @@ class LLMUser(User):
 
     abstract = True
     lang = "en"
-    wait_time = constant(0)
+
+    def wait_time(self) -> float:
+        think = self.environment.parsed_options.think_time
+        return random.uniform(0.0, think) if think > 0 and not self.environment.llmchaos.open_loop else 0.0
 
     def on_start(self) -> None:
         h = self.environment.llmchaos

@@ -1,0 +1,64 @@
+"""Run real Locust (one process, or a master with workers) against a target and read its results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from llmchaos import results
+from tests.procs import ROOT, free_port
+
+LOCUST = [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary"]
+
+
+def _pin(cpu: int | None):  # noqa: ANN202
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
+def locust(*args: str, cpu: int | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    return subprocess.run([*LOCUST, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=_pin(cpu))
+
+
+def distributed(*args: str, workers: int = 2, cpu: int | None = None, master_cpu: int | None = None,
+                timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """A master and `workers` worker processes (workers pinned to `cpu`, the master to `master_cpu`);
+    workers are stopped by PID if still alive."""
+    port = free_port()
+    procs = [subprocess.Popen([*LOCUST[:-2], "--worker", "--master-port", str(port)], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_pin(cpu))
+             for _ in range(workers)]
+    try:
+        return subprocess.run([*LOCUST, "--master", "--master-bind-port", str(port), "--expect-workers",
+                               str(workers), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=_pin(master_cpu))
+    finally:
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def only_run(results_dir: Path) -> tuple[dict, object, list[dict]]:
+    (run_dir,) = [p for p in results_dir.iterdir() if p.is_dir()]
+    run, hist = results.load(run_dir)
+    with open(run_dir / "requests.jsonl", encoding="utf-8") as f:
+        requests = [json.loads(line) for line in f]
+    return run, hist, requests
+
+
+def nearest_rank(values: list[float], pct: float) -> float:
+    """The percentile as HDR histograms define it: the value at rank round(pct% of n), at least 1."""
+    s = sorted(values)
+    return s[max(1, int(pct / 100 * len(s) + 0.5)) - 1]
+
+
+def summary(run: dict, lang: str, metric: str, phase: str = "baseline") -> dict:
+    rows = [r for r in run["summaries"] if (r["lang"], r["metric"], r["phase"]) == (lang, metric, phase)]
+    assert len(rows) == 1, rows
+    return rows[0]

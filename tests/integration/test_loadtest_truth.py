@@ -1,0 +1,85 @@
+"""The harness's percentiles against a server that sleeps known, seeded amounts and records them."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.integration.loadtest_helpers import distributed, locust, nearest_rank, only_run, summary
+from tests.servers import scripted
+
+LANGS = ("en", "de", "zh", "ja")
+MAX_TOKENS = 30
+
+
+def truth(url: str, requests: list[dict]) -> dict[str, dict[str, list[float]]]:
+    """What the server did for the requests the harness counts in the baseline (matched by x-request-id):
+    TTFT from the request's send to the server's first content write (the server cannot see its own
+    intake queue, which is real latency), ITL from the server's content writes."""
+    sent = {r["request_id"]: r["sent"] for r in requests if r["phase"] == "baseline" and r["outcome"] == "ok"}
+    out: dict[str, dict[str, list[float]]] = {lang: {"ttft": [], "itl": []} for lang in LANGS}
+    for r in httpx.get(url + "/truth", timeout=30).json()["requests"]:
+        if r["request_id"] in sent:
+            assert r["mode"] == "ok" and r["output_tokens"] == MAX_TOKENS and not r["disconnected"]
+            out[r["lang"]]["ttft"].append(r["start_unix"] + r["ttft_s"] - sent[r["request_id"]])
+            out[r["lang"]]["itl"].extend(r["gaps_s"])
+    return out
+
+
+# p50 within 1 ms or 1 %. p99 within 5 %: on this 2-core machine, shared with the target, a
+# request's own error is 0.2 ms at the median but 2-10 ms in the worst 1 % (the generator's
+# wake-up when both cores are busy), which moves the tail by a few percent from run to run.
+TOLERANCE = {50: (0.001, 0.01), 99: (0.002, 0.05)}
+
+
+def check(run: dict, url: str, requests: list[dict]) -> list[str]:
+    """Every language's p50 and p99 of TTFT and ITL against the truth, within TOLERANCE."""
+    problems, t = [], truth(url, requests)
+    for lang in LANGS:
+        for metric in ("ttft", "itl"):
+            row = summary(run, lang, metric)
+            assert row["count"] == len(t[lang][metric])
+            for pct, name in ((50, "p50"), (99, "p99")):
+                want, got = nearest_rank(t[lang][metric], pct), row[name]
+                absolute, relative = TOLERANCE[pct]
+                if abs(got - want) > max(absolute, relative * want):
+                    problems.append(f"{lang} {metric} {name}: harness {got * 1000:.2f} ms, truth {want * 1000:.2f} ms")
+    return problems
+
+
+# Users spawn over 5 s (new connections): those requests are the warmup phase, apart from the baseline.
+ARGS = ("-u", "200", "-r", "40", "-t", "18s", "--warmup", "6s", "--think-time", "0.5", "--langs", ",".join(LANGS),
+        "--max-tokens", str(MAX_TOKENS))
+
+
+def merged_exactly(run: dict, requests: list[dict]) -> list[str]:
+    """The master's merged percentiles equal those of every value the workers measured (HDR: 0.1 %)."""
+    problems = []
+    for lang in LANGS:
+        mine = [r for r in requests if r["lang"] == lang and r["phase"] == "baseline" and r["outcome"] == "ok"]
+        values = {"ttft": [r["ttft"] for r in mine], "itl": [g for r in mine for g in r["gaps"]]}
+        for metric, vals in values.items():
+            row = summary(run, lang, metric)
+            for pct in (50, 90, 99, 99.9):
+                want, got = nearest_rank(vals, pct), row[f"p{pct:g}".replace(".", "")]
+                if row["count"] != len(vals) or abs(got - want) > 1e-6 + 0.001 * want:
+                    problems.append(f"{lang} {metric} p{pct}: merged {got}, measured {want}")
+    return problems
+
+
+@pytest.mark.parametrize("mode", ["one process", "master and two workers"])
+def test_percentiles_match_the_servers_truth(tmp_path, mode):
+    # The target has CPU 0 to itself. One process measures on CPU 1; a master and two workers
+    # share both cores with the target (4 processes on this 2-core machine), so their streams
+    # deliver half as many events per second.
+    itl = ("40", "60") if mode == "one process" else ("80", "120")
+    with scripted.running(7, "--itl-ms", *itl, cpu=0) as url:
+        args = ("--host", url, "--results-dir", str(tmp_path), *ARGS)
+        proc = locust(*args, cpu=1) if mode == "one process" else distributed(*args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        run, _, requests = only_run(tmp_path)
+        assert run["validity"]["valid"], run["generator"]
+        assert sum(1 for r in requests if r["outcome"] == "ok") > 600
+        assert merged_exactly(run, requests) == []
+        problems = check(run, url, requests)
+        assert problems == [], "\n".join(problems)

@@ -1,0 +1,1 @@
+"""Test servers: processes the harness's own tests drive as ground truth."""
