@@ -106,11 +106,29 @@ def run_serve(args: argparse.Namespace) -> None:
     serve(cfg, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level)
 
 
+def add_push_delete(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("push-delete", help="delete a run's group from a Pushgateway")
+    p.add_argument("--gateway", required=True, help="Pushgateway URL")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--job", default="llmchaos")
+    p.set_defaults(func=run_push_delete)
+
+
+def run_push_delete(args: argparse.Namespace) -> None:
+    from prometheus_client import delete_from_gateway
+
+    try:
+        delete_from_gateway(args.gateway, job=args.job, grouping_key={"run_id": args.run_id}, timeout=10)
+    except OSError as e:
+        raise UsageError(f"cannot delete from {args.gateway}: {e}", field="--gateway") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmchaos", description=__doc__)
     parser.add_argument("--version", action="version", version=f"llmchaos {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_serve(sub)
+    add_push_delete(sub)
     return parser
 
 

@@ -91,7 +91,7 @@ class StreamClient:
         if not ctype.startswith("text/event-stream"):
             rec.outcome, rec.error = "malformed", f"content-type {ctype!r}"
             return
-        decoder, last, deadline = sse.Decoder(), 0.0, start + self.request_timeout
+        decoder, last, deadline, seen = sse.Decoder(), 0.0, start + self.request_timeout, 0
         readline, chunks, gaps = resp.readline, rec.chunks, rec.gaps
         while True:
             try:
@@ -104,12 +104,15 @@ class StreamClient:
                 rec.error = f"no data for {self.stall_limit:g}s"
                 return
             now = time.perf_counter()
-            if not line:
-                rec.outcome = "malformed" if decoder.pending() and not chunks and not decoder.comments \
-                    else "truncated"
-                rec.error = "stream ended without a terminator"
+            if not line:  # the end: was it a stream cut short, or never a stream at all?
+                junk = resp.read()  # bytes that never ended in a newline
+                if junk and not seen and not decoder.comments:
+                    rec.outcome, rec.error = "malformed", f"not an event stream: {junk[:80]!r}"
+                else:
+                    rec.outcome, rec.error = "truncated", "stream ended without a terminator"
                 return
             for ev in decoder.feed(line):
+                seen += 1
                 if not ev.valid_utf8:
                     rec.outcome, rec.error = "malformed", "invalid UTF-8 in an event"
                     return
