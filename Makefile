@@ -37,6 +37,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/server_throughput.py
 	$(BIN)/python benchmarks/server_memory.py
+	$(BIN)/python benchmarks/client_throughput.py
 
 tokenizer: $(STAMP)
 	$(BIN)/python -m llmchaos.tokenizer
