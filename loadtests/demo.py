@@ -1,11 +1,13 @@
-"""`make demo`: start the reference server and stream one request per language through it.
+"""`make demo`: the reference server on loopback, one request per language streamed through it,
+then a short Locust load in every language that writes a results directory and an HTML report.
 
-The first slice of the demo; the load test and fault schedule join it later.
+The fault schedule and the SSE proxy join it later.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -45,6 +47,17 @@ def stream_one(client: httpx.Client, url: str, lang: str, prompt: str) -> dict:
             "tokens": usage.get("completion_tokens"), "text": "".join(text)}
 
 
+def run_load(url: str, results: str = "results") -> None:
+    """A 20 s per-language closed-loop load; Locust prints the llmchaos summary at the end."""
+    html = os.path.join(results, "locust-report.html")
+    os.makedirs(results, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary",
+                    "--host", url, "-u", "24", "-r", "12", "-t", "20s", "--warmup", "3s", "--think-time", "0.5",
+                    "--max-tokens", "64", "--results-dir", results, "--html", html], check=False)
+    print(f"\nresults: {os.path.abspath(results)}/<run_id>/run.json, histograms/, requests.jsonl; "
+          f"Locust's report: {os.path.abspath(html)}")
+
+
 def main() -> int:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -64,7 +77,8 @@ def main() -> int:
                 r = stream_one(client, url, tag, lang.prompts()[0]["prompt"])
                 snippet = r["text"].replace("\n", " ")[:60]
                 print(f"{tag:4} {r['ttft_ms']:8.1f} {r['e2e_ms']:8.1f} {r['tokens']:6}  {snippet}")
-            print(f"\nserver metrics: {url}/metrics (vLLM names)")
+            print(f"\nserver metrics: {url}/metrics (vLLM names)\n")
+        run_load(url)
     finally:
         server.terminate()
         server.wait(15)
