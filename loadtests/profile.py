@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from llmchaos import yamlfile
 from llmchaos.errors import UsageError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -102,15 +103,7 @@ def shape(kind: str, levels: list[float], stage_duration: float, open_loop: bool
 
 def load(path: str) -> Profile:
     """Read a YAML profile; every error names the file, line and field."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            node = yaml.compose(f)
-    except OSError as e:
-        raise UsageError(str(e.strerror), file=path) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise UsageError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path,
-                         line=mark.line + 1 if mark else None) from None
+    node = yamlfile.compose(path)
     if not isinstance(node, yaml.MappingNode):
         raise UsageError("a profile is a mapping with 'stages'", file=path, line=1)
     top = {k.value: v for k, v in node.value}
@@ -126,7 +119,7 @@ def load(path: str) -> Profile:
         line = item.start_mark.line + 1
         if not isinstance(item, yaml.MappingNode):
             raise UsageError("must be a mapping", file=path, line=line, field=f"stages[{i}]")
-        raw = {k.value: yaml.safe_load(yaml.serialize(v)) for k, v in item.value}
+        raw = {k.value: yamlfile.value(v) for k, v in item.value}
         lines = {k.value: k.start_mark.line + 1 for k, _ in item.value}
         for k in raw:
             if k not in ("duration", "users", "spawn_rate", "rate"):
@@ -146,4 +139,4 @@ def load(path: str) -> Profile:
         raise UsageError("mixes users and rate stages", file=path, line=stages_node.start_mark.line + 1,
                          field="stages")
     ramp = top.get("ramp")
-    return Profile(tuple(stages), ramp=bool(ramp and yaml.safe_load(yaml.serialize(ramp))))
+    return Profile(tuple(stages), ramp=bool(ramp and yamlfile.value(ramp)))

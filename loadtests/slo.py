@@ -12,7 +12,7 @@ import re
 
 import yaml
 
-from llmchaos import languages
+from llmchaos import languages, yamlfile
 from llmchaos.errors import UsageError
 from llmchaos.histogram import HistogramSet
 from loadtests.record import RequestRecord
@@ -25,14 +25,7 @@ def load(path: str | None) -> Slos:
     slos: Slos = {tag: dict(lang.slo) for tag, lang in languages.registry().items()}
     if not path:
         return slos
-    try:
-        with open(path, encoding="utf-8") as f:
-            node = yaml.compose(f)
-    except OSError as e:
-        raise UsageError(str(e.strerror), file=path) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise UsageError("invalid YAML", file=path, line=mark.line + 1 if mark else None) from None
+    node = yamlfile.compose(path)
     if not isinstance(node, yaml.MappingNode):
         raise UsageError("an SLO file maps language -> {ttft_p99_ms: ..}", file=path, line=1)
     for k, v in node.value:
@@ -45,7 +38,7 @@ def load(path: str | None) -> Slos:
             if not SLO_KEY.fullmatch(mk.value):
                 raise UsageError("unknown SLO (use e.g. ttft_p99_ms, itl_p99_ms)", file=path,
                                  line=mk.start_mark.line + 1, field=where)
-            value = yaml.safe_load(yaml.serialize(mv))
+            value = yamlfile.value(mv)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise UsageError(f"must be a positive number of ms, got {value!r}", file=path,
                                  line=mv.start_mark.line + 1, field=where)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -20,14 +19,13 @@ from google.genai import types
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
-from tests.procs import Server, serve
+from tests.integration.conftest import SMALL_LEN
+from tests.procs import Server
 
 pytestmark = pytest.mark.integration
 
 MODEL = "llmchaos-sim-8b"
 KEY = "goog-test-key"
-SMALL_LEN = 256
-FAST = ("--sim-time-scale", "0.2")
 BASE = f"/v1beta/models/{MODEL}"
 CONTENTS = [{"role": "user", "parts": [{"text": "Tell me something interesting."}]}]
 
@@ -133,31 +131,6 @@ def sdk_client(server: Server, key: str = "k") -> genai.Client:
 
 
 # -- servers ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    with serve(*FAST) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=60) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def guarded() -> Iterator[Server]:
-    with serve(*FAST, "--api-key", KEY, "--max-model-len", str(SMALL_LEN)) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def slow() -> Iterator[Server]:
-    with serve("--sim-time-scale", "1", "--startup-delay", "3", "--max-num-seqs", "1",
-               "--max-waiting", "2", wait_ready=False) as s:
-        yield s
-
-
 # -- streaming ------------------------------------------------------------------------------------
 def test_stream_sse_shape_and_usage(client: httpx.Client):
     chunks = sse(client, body(maxOutputTokens=20, temperature=0))

@@ -19,14 +19,13 @@ import pytest
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
+from tests.integration.conftest import SMALL_LEN
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
 
 MODEL = "llmchaos-sim-8b"
 KEY = "sk-test-key"
-SMALL_LEN = 256
-FAST = ("--sim-time-scale", "0.2")
 MSGS = [{"role": "user", "content": "Tell me something interesting."}]
 
 
@@ -88,37 +87,10 @@ def assert_error(r: httpx.Response, status: int, typ: str, code: str | None = No
 
 # -- servers ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    with serve(*FAST) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=60) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def guarded() -> Iterator[Server]:
-    """--api-key and a small context window."""
-    with serve(*FAST, "--api-key", KEY, "--max-model-len", str(SMALL_LEN)) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def guarded_client(guarded: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=guarded.url, timeout=60,
                       headers={"authorization": f"Bearer {KEY}"}) as c:
         yield c
-
-
-@pytest.fixture(scope="module")
-def slow() -> Iterator[Server]:
-    """Starts slowly (503 meanwhile), then runs one sequence at a time with two waiting at most."""
-    with serve("--sim-time-scale", "1", "--startup-delay", "3", "--max-num-seqs", "1",
-               "--max-waiting", "2", wait_ready=False) as s:
-        yield s
 
 
 # -- models ---------------------------------------------------------------------------------------
