@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from llmchaos.metrics import METRICS
@@ -37,8 +38,25 @@ class Histogram:
 
     def record(self, value: float) -> None:
         """Record a value in the metric's unit (seconds or tokens); sub-unit values count as 1."""
-        self.hdr.record_value(min(max(1, round(value * self.scale)), HIGHEST))
-        self.sum += value
+        self.record_many((value,))
+
+    def record_many(self, values: Iterable[float]) -> None:
+        """Record values; hdrh's own record_value costs ~4.5 us each, this index arithmetic (the same
+        as hdrh's, with int.bit_length) ~0.6 us, which matters when a request ends with 1,000 ITLs."""
+        h, scale = self.hdr, self.scale
+        counts, mask, unit = h.counts, h.sub_bucket_mask, h.unit_magnitude
+        half_mag, half = h.sub_bucket_half_count_magnitude, h.sub_bucket_half_count
+        lo, hi, n, total = h.min_value, h.max_value, 0, 0.0
+        for value in values:
+            v = min(max(1, round(value * scale)), HIGHEST)
+            bucket = (v | mask).bit_length() - unit - half_mag - 1
+            counts[((bucket + 1) << half_mag) + (v >> (bucket + unit)) - half] += 1
+            lo, hi = (v if v < lo else lo), (v if v > hi else hi)
+            n += 1
+            total += value
+        h.total_count += n
+        h.min_value, h.max_value = lo, hi
+        self.sum += total
 
     @property
     def count(self) -> int:
@@ -48,17 +66,14 @@ class Histogram:
         return self.hdr.get_value_at_percentile(pct) / self.scale
 
     def cumulative(self, bounds: Iterable[float]) -> list[int]:
-        """Counts of values <= each bound (for Prometheus buckets)."""
-        edges = sorted(bounds)
-        out, i, run = [0] * len(edges), 0, 0
-        for item in self.hdr.get_recorded_iterator():
-            value = self.hdr.get_lowest_equivalent_value(item.value_iterated_to) / self.scale
-            while i < len(edges) and value > edges[i]:
-                out[i] = run
-                i += 1
-            run += item.count_at_value_iterated_to
-        for j in range(i, len(edges)):
-            out[j] = run
+        """Counts of values <= each bound (for Prometheus buckets), from a prefix sum of the counts
+        (a scrape must not walk 23,552 counters per histogram in Python)."""
+        h = self.hdr
+        running = np.cumsum(np.frombuffer(h.counts, dtype=np.uint64, count=h.counts_len))
+        out = []
+        for bound in bounds:
+            v = min(int(bound * self.scale), HIGHEST)
+            out.append(int(running[h._counts_index_for(v)]) if v >= 1 else 0)
         return out
 
     def summary(self) -> dict[str, float]:
@@ -91,10 +106,13 @@ class HistogramSet:
         self._h: dict[Key, Histogram] = {}
 
     def record(self, key: Key, value: float) -> None:
+        self.record_many(key, (value,))
+
+    def record_many(self, key: Key, values: Iterable[float]) -> None:
         h = self._h.get(key)
         if h is None:
             h = self._h[key] = Histogram(key.metric)
-        h.record(value)
+        h.record_many(values)
 
     def get(self, key: Key) -> Histogram | None:
         return self._h.get(key)

@@ -29,9 +29,8 @@ class Collector:
     def add(self, rec: RequestRecord) -> None:
         base = (rec.target, rec.lang, rec.api, rec.phase)
         for metric, values in rec.samples().items():
-            key = Key(*base, metric)
-            for v in values:
-                self.hist.record(key, v)
+            if values:
+                self.hist.record_many(Key(*base, metric), values)
         self.outcomes[(*base, rec.outcome)] += 1
         self.slo_counts[(*base, "issued")] += 1
         if slo.attained(rec, self.slos.get(rec.lang, {})):

@@ -1,7 +1,7 @@
 import math
 import random
 
-from llmchaos.histogram import Histogram, HistogramSet, Key
+from llmchaos.histogram import HIGHEST, Histogram, HistogramSet, Key
 
 
 def exact_quantile(values: list[float], pct: float) -> float:
@@ -66,3 +66,18 @@ def test_combined_and_drain():
     assert s.combined("itl") is None
     drained = s.drain()
     assert len(drained) == 3 and len(s) == 0
+
+
+def test_fast_recording_fills_the_same_buckets_as_hdrh():
+    rng = random.Random(4)
+    values = [rng.choice([rng.uniform(1e-7, 1e-3), rng.lognormvariate(-4, 2), rng.uniform(1, 5000)])
+              for _ in range(20000)]
+    ours = Histogram("e2e")
+    ours.record_many(values)
+    ref = Histogram("e2e")
+    for v in values:
+        ref.hdr.record_value(min(max(1, round(v * ref.scale)), HIGHEST))
+    assert list(ours.hdr.counts) == list(ref.hdr.counts)
+    assert (ours.count, ours.hdr.min_value, ours.hdr.max_value) == (ref.count, ref.hdr.min_value, ref.hdr.max_value)
+    assert HistogramSet.decode([{**Key("t", "en", "a", "b", "e2e")._asdict(), **ours.encode()}]).get(
+        Key("t", "en", "a", "b", "e2e")).quantile(99) == ref.quantile(99)
