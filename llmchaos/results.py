@@ -20,14 +20,18 @@ from llmchaos.histogram import HistogramSet
 
 SCHEMA_VERSION = 1
 
+
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
 
 def iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
 
+
 def host_info() -> dict:
     return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]}
+
 
 def summaries(hist: HistogramSet) -> list[dict]:
     rows = []
@@ -35,6 +39,7 @@ def summaries(hist: HistogramSet) -> list[dict]:
         rows.append({**key._asdict(), "unit": "tokens" if key.metric == "output_tokens" else "seconds",
                      **h.summary()})
     return rows
+
 
 def write(run_dir: Path, run: dict, hist: HistogramSet) -> Path:
     """Write run.json and the histograms; `run` holds everything but the summaries."""
@@ -50,6 +55,7 @@ def write(run_dir: Path, run: dict, hist: HistogramSet) -> Path:
             "summaries": summaries(hist)}
     (run_dir / "run.json").write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
     return run_dir
+
 
 def load(run_dir: str | Path) -> tuple[dict, HistogramSet]:
     """Read a run directory back; a bad one is a UsageError naming the file and field."""

@@ -30,7 +30,7 @@ from llmchaos.errors import UsageError
 from loadtests import arrivals, exporters, profile, slo
 from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector, Merged
-from loadtests.prompts import PromptSource, long_context
+from loadtests.prompts import LongContextSource, PromptSource
 from loadtests.record import RequestRecord
 from loadtests.selfwatch import SelfWatch, verdict
 
@@ -151,15 +151,10 @@ class Harness:
         return isinstance(self.env.runner, WorkerRunner)
 
     # -- requests ---------------------------------------------------------------------------
-    def prompt_source(self, lang: str):  # noqa: ANN201 - PromptSource or a long-context generator
+    def prompt_source(self, lang: str) -> PromptSource | LongContextSource:
         rng = random.Random(self._rng.random())
         if self.o.long_context_tokens > 0:
-            n = self.o.long_context_tokens
-
-            class Long:
-                def next(self) -> str:
-                    return long_context(lang, n, rng)
-            return Long()
+            return LongContextSource(lang, self.o.long_context_tokens, rng)
         sizes = {s.strip() for s in self.o.prompt_sizes.split(",") if s.strip()} or None
         return PromptSource(lang, rng, sizes)
 

@@ -31,6 +31,16 @@ class PromptSource:
         return self.prompts[self.rng.randrange(len(self.prompts))]
 
 
+class LongContextSource:
+    """Generated prompts of `num_tokens` tokens each, instead of the corpus prompts."""
+
+    def __init__(self, lang: str, num_tokens: int, rng: random.Random) -> None:
+        self.lang, self.num_tokens, self.rng = lang, num_tokens, rng
+
+    def next(self) -> str:
+        return long_context(self.lang, self.num_tokens, self.rng)
+
+
 def long_context(lang: str, num_tokens: int, rng: random.Random) -> str:
     """A prompt of about `num_tokens` tokens: the language's paragraphs in a seeded order, then an ask."""
     paragraphs = languages.get(lang).paragraphs()

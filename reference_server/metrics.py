@@ -6,7 +6,7 @@ from collections import Counter as Tally
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from llmchaos.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, buckets_1_2_5
 from reference_server.scheduler import Scheduler
@@ -107,8 +107,6 @@ def _tally(s: Scheduler) -> Tally:
 
 
 def _counter(name: str, doc: str, labels: list[str], value: float) -> Metric:
-    from prometheus_client.core import CounterMetricFamily
-
     c = CounterMetricFamily(name, doc, labels=["model_name"])
     c.add_metric(labels, value)
     return c
