@@ -8,8 +8,10 @@ latencies count from it, which corrects for coordinated omission.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from loadtests.profile import Profile, Stage
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,14 @@ class ArrivalPlan:
     duration: float | None  # stop generating after this many seconds (None: until stopped)
     worker: int = 0
     workers: int = 1
+    stages: tuple[tuple[float, float], ...] = ()  # (duration, rate) of a profile; empty: `rate` throughout
+    ramp: bool = False
+
+    def rate_at(self, t: float) -> float | None:
+        """The master's rate at `t` seconds into the schedule; None once a profile is over."""
+        if not self.stages:
+            return self.rate
+        return Profile(tuple(Stage(d, rate=r) for d, r in self.stages), self.ramp).rate(t)
 
 
 def interval(kind: str, rate: float, burstiness: float, rng: random.Random) -> float:
@@ -36,15 +46,14 @@ def interval(kind: str, rate: float, burstiness: float, rng: random.Random) -> f
     return 1.0 / rate
 
 
-def schedule(plan: ArrivalPlan, rate_at: Callable[[float], float | None]) -> Iterator[tuple[int, float, str]]:
+def schedule(plan: ArrivalPlan) -> Iterator[tuple[int, float, str]]:
     """This worker's share: (index, intended unix time, lang), in time order."""
     rng = random.Random(plan.seed)
     t, k = 0.0, 0
-    while True:
-        rate = rate_at(t)
-        if rate is None or (plan.duration is not None and t >= plan.duration):
-            return
+    while (rate := plan.rate_at(t)) is not None:
         t += interval(plan.arrival, rate, plan.burstiness, rng)
+        if plan.rate_at(t) is None or (plan.duration is not None and t >= plan.duration):
+            return
         lang = rng.choices(plan.langs, plan.weights)[0]
         if k % plan.workers == plan.worker:
             yield k, plan.t0 + t, lang

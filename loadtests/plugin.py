@@ -15,6 +15,7 @@ import random
 import sys
 import time
 import uuid
+from collections import defaultdict
 from pathlib import Path
 from typing import IO
 
@@ -88,23 +89,15 @@ class Harness:
     """The plugin's per-process state, reachable as `environment.llmchaos`."""
 
     def __init__(self, env: Environment) -> None:
-        o = env.parsed_options
-        self.env, self.o = env, o
-        self.adapter = ADAPTERS[o.api]
-        self.langs = self._langs()
-        self.slos = slo.load(o.slo or None)
-        self.profile = self._profile()
-        self.open_loop = o.rate > 0 or bool(self.profile and self.profile.stages[0].rate is not None)
-        self.collector = Collector(self.slos, o.requests_sample, o.seed)
+        self.env = env
+        self.collector = Collector({}, 1.0, env.parsed_options.seed)
+        self.configure()
         tokenizer.load()  # not on the first request's clock
         quiet_gc()
         self.watch = SelfWatch()
-        self.queues: dict[str, Queue] = {tag: Queue() for tag in self.langs}
+        self.queues: defaultdict[str, Queue] = defaultdict(Queue)
         self.fault_phase = lambda unix_time: "baseline"  # the fault schedule replaces this
-        self.warmup_s = profile.duration(o.warmup, "--warmup")
         self.warmup_until = 0.0
-        self.seed = o.seed
-        self._rng = random.Random(o.seed)
         self._arrivals: gevent.Greenlet | None = None
         # master / single process only
         self.merged: Merged | None = None
@@ -115,6 +108,19 @@ class Harness:
         self._metrics_server = None
 
     # -- options ----------------------------------------------------------------------------
+    def configure(self) -> None:
+        """Read the options; a worker reads them again when the master's first spawn message
+        brings the run's own (a worker starts with its defaults)."""
+        o = self.o = self.env.parsed_options
+        self.adapter = ADAPTERS[o.api]
+        self.langs = self._langs()
+        self.slos = slo.load(o.slo or None)
+        self.profile = self._profile()
+        self.open_loop = o.rate > 0 or bool(self.profile and self.profile.stages[0].rate is not None)
+        self.warmup_s = profile.duration(o.warmup, "--warmup")
+        self.seed, self._rng = o.seed, random.Random(o.seed)
+        self.collector.slos, self.collector.sample_rate = self.slos, o.requests_sample
+
     def _langs(self) -> list[str]:
         tags = [t.strip() for t in self.o.langs.split(",") if t.strip()] or list(languages.registry())
         for t in tags:
@@ -190,20 +196,17 @@ class Harness:
     # -- open loop ---------------------------------------------------------------------------
     def plan(self, worker: int = 0, workers: int = 1, t0: float | None = None) -> arrivals.ArrivalPlan:
         weights = tuple(languages.get(t).weight for t in self.langs)
+        stages = tuple((s.duration, s.rate) for s in self.profile.stages) if self.profile else ()
         return arrivals.ArrivalPlan(t0 or time.time() + 1.0, self.o.rate, self.o.arrival, self.o.burstiness,
-                                    self.seed, tuple(self.langs), weights, None, worker, workers)
+                                    self.seed, tuple(self.langs), weights, None, worker, workers, stages,
+                                    bool(self.profile and self.profile.ramp))
 
     def start_arrivals(self, plan: arrivals.ArrivalPlan) -> None:
         self.stop_arrivals()
         self._arrivals = gevent.spawn(self._dispatch, plan)
 
-    def _rate_at(self, t: float) -> float | None:
-        if self.profile is None:
-            return self.o.rate
-        return self.profile.rate(t)
-
     def _dispatch(self, plan: arrivals.ArrivalPlan) -> None:
-        for k, due, lang in arrivals.schedule(plan, self._rate_at):
+        for k, due, lang in arrivals.schedule(plan):
             wait = due - time.time()
             if wait > 0:
                 gevent.sleep(wait)
@@ -358,7 +361,9 @@ def install() -> None:
         runner = environment.runner
         if isinstance(runner, WorkerRunner):
             runner.register_message(ARRIVALS_MSG, lambda environment, msg, **_: h.start_arrivals(
-                arrivals.ArrivalPlan(**msg.data)))
+                arrivals.ArrivalPlan(**{**msg.data, "langs": tuple(msg.data["langs"]),
+                                        "weights": tuple(msg.data["weights"]),
+                                        "stages": tuple(map(tuple, msg.data["stages"]))})))
 
         def report(client_id: str, data: dict, **kw: object) -> None:
             data["llmchaos"] = {"collector": h.collector.report(), "watch": h.watch.drain()}
@@ -373,6 +378,8 @@ def install() -> None:
     @events.test_start.add_listener
     def _(environment: Environment, **kw: object) -> None:
         h: Harness = environment.llmchaos
+        if h.is_worker:
+            h.configure()
         h.warmup_until = time.time() + h.warmup_s
         h.watch.start()
         if h.is_worker:
