@@ -7,9 +7,14 @@ CPU time shows up as latency in every stream in flight.
 
 from __future__ import annotations
 
+import socket
+import struct
+import sys
 import time
+import types
 
 import gevent
+import gevent.socket
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from geventhttpclient.url import URL
@@ -17,6 +22,42 @@ from geventhttpclient.url import URL
 from llmchaos import sse
 from loadtests.adapters import Adapter, Call
 from loadtests.record import RequestRecord
+
+SO_TIMESTAMPNS = 35  # Linux; the socket module does not name it
+RX_CMSG = socket.CMSG_SPACE(16)
+
+
+class TimestampedSocket(gevent.socket.socket):
+    """Keeps the kernel's receive time (SO_TIMESTAMPNS, unix seconds) of the bytes of its last read,
+    so an event is timed when it reached the host, not when a busy generator got to it."""
+
+    __slots__ = ("rx_time",)
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.rx_time: float | None = None
+        if sys.platform == "linux":
+            self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+    def recv(self, n: int, flags: int = 0) -> bytes:
+        data, ancillary, _, _ = self.recvmsg(n, RX_CMSG, flags)
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", payload[:16])
+                self.rx_time = sec + nsec * 1e-9
+        return data
+
+
+def _timestamped(pool, family: int, socktype: int, protocol: int) -> TimestampedSocket:  # noqa: ANN001
+    return TimestampedSocket(family, socktype, protocol)
+
+
+def received_at(resp, now_perf: float) -> float:  # noqa: ANN001
+    """When the bytes just read arrived, on the perf_counter clock (now, without a kernel stamp)."""
+    rx = getattr(getattr(resp, "_sock", None), "rx_time", None)
+    if rx is None:
+        return now_perf
+    return min(now_perf, now_perf - (time.time() - rx))
 
 
 class StreamClient:
@@ -34,6 +75,9 @@ class StreamClient:
         if self._http is None:
             self._http = HTTPClient.from_url(self.url, concurrency=1, connection_timeout=self.connect_timeout,
                                              network_timeout=self.stall_limit)
+            if self.url.scheme == "http":  # TLS hides the kernel's stamps; https keeps the read time
+                pool = self._http._connection_pool
+                pool._create_tcp_socket = types.MethodType(_timestamped, pool)
         return self._http
 
     def close(self) -> None:
@@ -103,7 +147,7 @@ class StreamClient:
                 rec.outcome = "stalled" if now < deadline else "timeout"
                 rec.error = f"no data for {self.stall_limit:g}s"
                 return
-            now = time.perf_counter()
+            now = received_at(resp, time.perf_counter())
             if not line:  # the end: was it a stream cut short, or never a stream at all?
                 junk = resp.read()  # bytes that never ended in a newline
                 if junk and not seen and not decoder.comments:
