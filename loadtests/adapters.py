@@ -91,8 +91,8 @@ class OpenAIChat:
         if (err := _error(obj)) is not None:
             return err
         choices, usage = obj["choices"], obj.get("usage")
-        return Event(text="".join(self._text(c) for c in choices),
-                     usage_tokens=usage["completion_tokens"] if usage else None)
+        text = self._text(choices[0]) if len(choices) == 1 else "".join(self._text(c) for c in choices)
+        return Event(text=text, usage_tokens=usage["completion_tokens"] if usage else None)
 
     def body(self, raw: bytes) -> Event:
         obj = _loads(raw)

@@ -28,8 +28,9 @@ RX_CMSG = socket.CMSG_SPACE(16)
 
 
 class TimestampedSocket(gevent.socket.socket):
-    """Keeps the kernel's receive time (SO_TIMESTAMPNS, unix seconds) of the bytes of its last read,
-    so an event is timed when it reached the host, not when a busy generator got to it."""
+    """Keeps the kernel's receive time (SO_TIMESTAMPNS) of the bytes of its last read, on the
+    perf_counter clock, so an event is timed when it reached the host, not when a busy generator
+    got to it."""
 
     __slots__ = ("rx_time",)
 
@@ -44,7 +45,8 @@ class TimestampedSocket(gevent.socket.socket):
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = struct.unpack("qq", payload[:16])
-                self.rx_time = sec + nsec * 1e-9
+                now = time.perf_counter()
+                self.rx_time = min(now, now - (time.time() - sec - nsec * 1e-9))
         return data
 
 
@@ -52,12 +54,10 @@ def _timestamped(pool, family: int, socktype: int, protocol: int) -> Timestamped
     return TimestampedSocket(family, socktype, protocol)
 
 
-def received_at(resp, now_perf: float) -> float:  # noqa: ANN001
+def received_at(resp) -> float:  # noqa: ANN001
     """When the bytes just read arrived, on the perf_counter clock (now, without a kernel stamp)."""
     rx = getattr(getattr(resp, "_sock", None), "rx_time", None)
-    if rx is None:
-        return now_perf
-    return min(now_perf, now_perf - (time.time() - rx))
+    return time.perf_counter() if rx is None else rx
 
 
 class StreamClient:
@@ -147,7 +147,7 @@ class StreamClient:
                 rec.outcome = "stalled" if now < deadline else "timeout"
                 rec.error = f"no data for {self.stall_limit:g}s"
                 return
-            now = received_at(resp, time.perf_counter())
+            now = received_at(resp)
             if not line:  # the end: was it a stream cut short, or never a stream at all?
                 junk = resp.read()  # bytes that never ended in a newline
                 if junk and not seen and not decoder.comments:
