@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/server_throughput.py
 	$(BIN)/python benchmarks/server_memory.py
 	$(BIN)/python benchmarks/client_throughput.py
+	$(BIN)/python benchmarks/proxy_overhead.py
 
 tokenizer: $(STAMP)
 	$(BIN)/python -m llmchaos.tokenizer

@@ -106,6 +106,24 @@ def run_serve(args: argparse.Namespace) -> None:
     serve(cfg, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level)
 
 
+def add_proxy(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("proxy", help="run the SSE chaos proxy in front of an upstream")
+    p.add_argument("--listen", default="127.0.0.1:9100", help="HOST:PORT")
+    p.add_argument("--upstream", required=True, help="base URL of the server to forward to")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run_proxy)
+
+
+def run_proxy(args: argparse.Namespace) -> None:
+    from faults import sse_proxy
+
+    if not args.listen.rpartition(":")[2].isdigit():
+        raise UsageError(f"expected HOST:PORT, got {args.listen!r}", field="--listen")
+    if not args.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"expected an http(s) URL, got {args.upstream!r}", field="--upstream")
+    sse_proxy.serve(args.listen, args.upstream, args.seed)
+
+
 def add_push_delete(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("push-delete", help="delete a run's group from a Pushgateway")
     p.add_argument("--gateway", required=True, help="Pushgateway URL")
@@ -128,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"llmchaos {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_serve(sub)
+    add_proxy(sub)
     add_push_delete(sub)
     return parser
 

@@ -1,0 +1,125 @@
+"""The SSE chaos proxy in front of the real reference server: each misbehaviour, and a clean revert."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from llmchaos.sse import Decoder
+from tests.procs import ROOT, free_port, serve, stop
+
+FAULT = "/_llmchaos/fault"
+
+
+@contextlib.contextmanager
+def proxy(upstream: str) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "proxy", "--listen", f"127.0.0.1:{port}",
+                             "--upstream", upstream], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + FAULT).status_code == 200:
+                    break
+            time.sleep(0.05)
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def urls() -> Iterator[tuple[str, str]]:
+    with serve("--sim-time-scale", "0.1") as server, proxy(server.url) as p:
+        yield server.url, p
+
+
+def stream(url: str, lang: str = "en", max_tokens: int = 20) -> dict:
+    body = {"model": "llmchaos-sim-8b", "stream": True, "max_tokens": max_tokens, "temperature": 0,
+            "ignore_eos": True, "messages": [{"role": "user", "content": "Tell me about caches."}]}
+    start, d, out = time.perf_counter(), Decoder(), {"texts": [], "done": False, "ttft": None, "error": None}
+    try:
+        with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers={"x-llmchaos-lang": lang},
+                          timeout=30) as r:
+            out["status"], out["retry_after"] = r.status_code, r.headers.get("retry-after")
+            for raw in r.iter_raw():
+                for ev in d.feed(raw):
+                    if ev.data == "[DONE]":
+                        out["done"] = True
+                        continue
+                    piece = json.loads(ev.data)["choices"][0]["delta"].get("content") if r.status_code == 200 \
+                        and json.loads(ev.data)["choices"] else None
+                    if piece:
+                        out["ttft"] = out["ttft"] or time.perf_counter() - start
+                        out["texts"].append(piece)
+    except httpx.HTTPError as e:
+        out["error"] = type(e).__name__
+    return out
+
+
+def set_fault(p: str, **params) -> dict:  # noqa: ANN003
+    r = httpx.put(p + FAULT, json=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_no_fault_forwards_every_event_unchanged(urls):
+    direct, p = urls
+    httpx.delete(p + FAULT)
+    a, b = stream(direct), stream(p)
+    assert a["texts"] == b["texts"] and len(a["texts"]) == 20 and b["done"]
+
+
+def test_drop_delay_cut_reset_and_errors(urls):
+    direct, p = urls
+    full = stream(direct)["texts"]
+    set_fault(p, name="drop", drop_ratio=0.5, seed=3)
+    dropped = stream(p)
+    assert 4 <= len(dropped["texts"]) <= 16 and dropped["done"]
+    assert all(t in full for t in dropped["texts"])
+
+    set_fault(p, name="slow-first", first_event_delay=0.6)
+    assert stream(p)["ttft"] > 0.6 > stream(direct)["ttft"]
+
+    set_fault(p, name="cut", cut_after=5)
+    cut = stream(p)
+    assert not cut["done"] and len(cut["texts"]) == 4  # the role chunk, then 4 content events
+
+    set_fault(p, name="reset", cut_after=5, reset=True)
+    reset = stream(p)
+    assert not reset["done"] and reset["error"] is not None
+
+    set_fault(p, name="overload", error_ratio=1.0, error_status=503, retry_after=2)
+    err = stream(p)
+    assert err["status"] == 503 and err["retry_after"] == "2"
+
+
+def test_fault_per_language_and_revert(urls):
+    direct, p = urls
+    state = set_fault(p, name="de-only", cut_after=3, langs=["de"])
+    assert state["active"] and state["fault"]["langs"] == ["de"]
+    assert not stream(p, "de")["done"] and stream(p, "en")["done"]
+    assert httpx.delete(p + FAULT).json() == {"active": False, "fault": None}
+    assert stream(p, "de")["done"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"drop_ratio": 1.5}, "drop_ratio must be within [0, 1]"),
+    ({"jitter": -1}, "jitter must not be negative"),
+    ({"error_status": 404}, "error_status must be one of"),
+    ({"colour": "red"}, "unknown field 'colour'"),
+])
+def test_bad_fault_is_refused_and_nothing_applied(urls, params, message):
+    _, p = urls
+    httpx.delete(p + FAULT)
+    r = httpx.put(p + FAULT, json=params)
+    assert r.status_code == 400 and message in r.json()["error"]
+    assert httpx.get(p + FAULT).json()["active"] is False
