@@ -124,6 +124,100 @@ def run_proxy(args: argparse.Namespace) -> None:
     sse_proxy.serve(args.listen, args.upstream, args.seed)
 
 
+def add_faults(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("faults", help="run, probe or recover fault schedules")
+    fsub = p.add_subparsers(dest="faults_command", required=True)
+    run = fsub.add_parser("run", help="run a schedule from now")
+    run.add_argument("schedule")
+    run.add_argument("--dry-run", action="store_true", help="print the plan with absolute times")
+    run.add_argument("--duration", type=_positive(float), default=None,
+                     help="seconds to run (default: until the last window ends; needed with 'every')")
+    run.add_argument("--journal", default=None)
+    run.add_argument("--timeline", default=None, help="write the windows as they ran (JSON)")
+    run.set_defaults(func=run_faults)
+    rec = fsub.add_parser("recover", help="revert whatever the journal still holds")
+    rec.add_argument("--journal", default=None)
+    rec.set_defaults(func=run_recover)
+    probe = fsub.add_parser("probe", help="check each target of a schedule can be injected")
+    probe.add_argument("schedule")
+    probe.set_defaults(func=run_probe)
+
+
+def _journal(path: str | None):  # noqa: ANN202
+    from faults.journal import DEFAULT, Journal
+
+    return Journal(path or DEFAULT)
+
+
+def run_faults(args: argparse.Namespace) -> None:
+    import json
+    import signal
+    import time
+    from datetime import datetime, timezone
+
+    from faults import schedule
+    from faults.runner import KINDS, Runner
+
+    plan = schedule.load(args.schedule, KINDS)
+    repeats = any(f.every for f in plan.faults)
+    if repeats and args.duration is None:
+        raise UsageError("a schedule with 'every' needs --duration", field="--duration")
+    horizon = args.duration or max((w.end for w in plan.windows()), default=0.0)
+    windows = plan.windows(horizon)
+    t0 = time.time() + 0.5
+    if args.dry_run:
+        print(f"seed {plan.seed}; {len(windows)} windows from {datetime.fromtimestamp(t0, timezone.utc).isoformat()}")
+        for w in windows:
+            start, end = (datetime.fromtimestamp(t0 + x, timezone.utc).isoformat(timespec="milliseconds")
+                          for x in (w.start, w.end))
+            print(f"{start} -> {end}  {w.name:16} {w.kind:9} {json.dumps(w.target)} {json.dumps(w.params)}")
+        return
+    for spec in plan.faults:
+        reason = KINDS[spec.kind](spec.target).probe()
+        if reason:
+            raise UsageError(f"cannot inject {spec.kind}: {reason}", file=args.schedule, line=spec.line,
+                             field=spec.name)
+    runner = Runner(plan, _journal(args.journal), horizon)
+    stop = lambda *_: runner.stop()  # noqa: E731 - the signal handler
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    runner.start(t0)
+    while not runner.stopping.is_set() and time.time() < t0 + horizon:
+        runner.stopping.wait(0.1)
+    runner.stop(timeout=5.0)
+    if args.timeline:
+        with open(args.timeline, "w", encoding="utf-8") as f:
+            json.dump(runner.timeline_json(), f, indent=1)
+    failed = [a for a in runner.timeline if a.error]
+    for a in failed:
+        print(f"llmchaos: {a.name}: {a.error}", file=sys.stderr)
+    if failed:
+        raise SystemExit(1)
+
+
+def run_recover(args: argparse.Namespace) -> None:
+    from faults.runner import recover
+
+    lines = recover(_journal(args.journal))
+    print("\n".join(lines) if lines else "nothing to recover")
+    if any(line.startswith("could not") for line in lines):
+        raise SystemExit(1)
+
+
+def run_probe(args: argparse.Namespace) -> None:
+    from faults import schedule
+    from faults.runner import KINDS
+
+    plan = schedule.load(args.schedule, KINDS)
+    bad = 0
+    for spec in plan.faults:
+        reason = KINDS[spec.kind](spec.target).probe()
+        bad += reason is not None
+        print(f"{spec.name:16} {spec.kind:9} {'ok' if reason is None else 'NO: ' + reason}")
+    if bad:
+        raise SystemExit(1)
+
+
 def add_push_delete(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("push-delete", help="delete a run's group from a Pushgateway")
     p.add_argument("--gateway", required=True, help="Pushgateway URL")
@@ -147,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_serve(sub)
     add_proxy(sub)
+    add_faults(sub)
     add_push_delete(sub)
     return parser
 

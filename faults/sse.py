@@ -1,0 +1,57 @@
+"""`sse`: a fault window on an SSE chaos proxy (`llmchaos proxy`), through its control API."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import ClassVar
+
+import httpx
+
+from faults.base import FieldError, InjectError, only_keys
+from faults.sse_proxy import CONTROL, SSEFault
+
+
+class SSE:
+    kind: ClassVar[str] = "sse"
+
+    @classmethod
+    def check(cls, target: dict, params: dict) -> None:
+        only_keys("target", target, {"proxy"}, {"proxy"})
+        only_keys("params", params, {f.name for f in fields(SSEFault)} - {"name"})
+        try:
+            SSEFault.from_json(params)
+        except (ValueError, TypeError) as e:
+            raise FieldError("params." + str(e).split(" ")[0], str(e)) from None
+
+    def __init__(self, target: dict) -> None:
+        self.url = f"http://{target['proxy']}{CONTROL}"
+        self.http = httpx.Client(timeout=5)  # built once: building one costs tens of ms
+
+    def _call(self, method: str, **kw: object) -> dict:
+        try:
+            r = self.http.request(method, self.url, **kw)  # type: ignore[arg-type]
+        except httpx.TransportError as e:
+            raise InjectError(f"proxy at {self.url} unreachable: {e}") from None
+        if r.status_code != 200:
+            raise InjectError(f"proxy refused ({r.status_code}): {r.text[:200]}")
+        return r.json()
+
+    def probe(self) -> str | None:
+        try:
+            self._call("GET")
+        except InjectError as e:
+            return str(e)
+        return None
+
+    def apply(self, name: str, params: dict) -> None:
+        self._call("PUT", json={**params, "name": name})
+
+    def revert(self) -> None:
+        try:
+            self._call("DELETE")
+        except InjectError:
+            if self.probe() is None:  # reachable but refusing: a real failure
+                raise  # an unreachable proxy holds no fault: already gone
+
+    def read_back(self) -> dict:
+        return self._call("GET")

@@ -1,0 +1,121 @@
+"""The fault runner against real targets (the SSE proxy and the reference server's simulated GPU):
+windows on time, reverted at the end, on SIGTERM within 1 s, and by `faults recover` after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.integration.test_sse_proxy import FAULT, proxy
+from tests.procs import ROOT, serve
+
+TOKEN = "admin-secret"
+
+
+@pytest.fixture(scope="module")
+def targets() -> Iterator[tuple[str, str]]:
+    with serve("--sim-time-scale", "0.1", "--admin-token", TOKEN) as server, proxy(server.url) as p:
+        yield server.url, p
+
+
+def write_schedule(tmp_path, server: str, p: str, at: str = "300ms", length: str = "1s") -> str:
+    path = tmp_path / "schedule.yaml"
+    path.write_text(f"""seed: 3
+faults:
+  - name: drop
+    kind: sse
+    target: {{proxy: "{p.split('//')[1]}"}}
+    at: {at}
+    duration: {length}
+    params: {{drop_ratio: 0.5}}
+  - name: slow-gpu
+    kind: gpu_clock
+    target: {{sim: "{server}", token_env: LLMCHAOS_ADMIN_TOKEN}}
+    at: {at}
+    duration: {length}
+    params: {{graphics_mhz: 990}}
+""")
+    return str(path)
+
+
+def state(server: str, p: str) -> tuple[bool, bool]:
+    clocks = httpx.get(server + "/admin/device/clocks", headers={"authorization": f"Bearer {TOKEN}"}).json()
+    return httpx.get(p + FAULT).json()["active"], clocks["locked"]
+
+
+def start(schedule: str, journal, *extra: str) -> subprocess.Popen:  # noqa: ANN001
+    return subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "faults", "run", schedule, "--journal",
+                             str(journal), *extra], cwd=ROOT, env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_active(server: str, p: str, proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while state(server, p) != (True, True):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"faults never became active: {proc.communicate(timeout=10)}")
+        time.sleep(0.02)
+
+
+def test_windows_apply_on_time_and_revert(tmp_path, targets):
+    server, p = targets
+    journal, timeline = tmp_path / "j.json", tmp_path / "timeline.json"
+    proc = start(write_schedule(tmp_path, server, p), journal, "--timeline", str(timeline))
+    wait_active(server, p, proc)
+    assert len(json.loads(journal.read_text())) == 2  # written before applying
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert state(server, p) == (False, False) and json.loads(journal.read_text()) == []
+    windows = json.loads(timeline.read_text())
+    assert {w["name"] for w in windows} == {"drop", "slow-gpu"}
+    for w in windows:
+        assert abs(w["actual_start"] - w["planned_start"]) < 0.05 and abs(w["actual_end"] - w["planned_end"]) < 0.05
+
+
+def test_sigterm_reverts_within_a_second(tmp_path, targets):
+    server, p = targets
+    proc = start(write_schedule(tmp_path, server, p, length="60s"), tmp_path / "j.json")
+    wait_active(server, p, proc)
+    t = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    while state(server, p) != (False, False):
+        assert time.monotonic() - t < 1.0, "not reverted within 1 s of SIGTERM"
+        time.sleep(0.01)
+    proc.wait(10)
+
+
+def test_sigkill_leaves_the_journal_and_recover_cleans_up(tmp_path, targets):
+    server, p = targets
+    journal = tmp_path / "j.json"
+    proc = start(write_schedule(tmp_path, server, p, length="60s"), journal)
+    wait_active(server, p, proc)
+    proc.kill()
+    proc.wait(10)
+    assert state(server, p) == (True, True) and len(json.loads(journal.read_text())) == 2
+    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
+                       cwd=ROOT, env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("reverted") == 2
+    assert state(server, p) == (False, False) and json.loads(journal.read_text()) == []
+
+
+def test_probe_says_what_cannot_be_injected(tmp_path, targets):
+    server, p = targets
+    path = tmp_path / "gpu.yaml"
+    path.write_text("faults:\n  - {name: real-gpu, kind: gpu_clock, target: {gpu: 0}, at: 0s, duration: 1s, "
+                    "params: {graphics_mhz: 600}}\n")
+    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "probe", str(path)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "real-gpu" in r.stdout and "NO: no NVIDIA GPU here" in r.stdout
+    run = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal",
+                          str(tmp_path / "j.json")], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 2 and "cannot inject gpu_clock: no NVIDIA GPU here" in run.stderr
+    assert not (tmp_path / "j.json").exists()

@@ -1,0 +1,84 @@
+import subprocess
+import sys
+
+import pytest
+
+from faults import schedule
+from faults.runner import KINDS
+from llmchaos.errors import UsageError
+from tests.procs import ROOT
+
+GOOD = """seed: 7
+faults:
+  - name: drop
+    kind: sse
+    target: {proxy: "127.0.0.1:9100"}
+    at: 2s
+    duration: 1s
+    every: 5s
+    params: {drop_ratio: 0.15}
+  - name: slow-gpu
+    kind: gpu_clock
+    target: {sim: "http://127.0.0.1:8000"}
+    at: 500ms
+    duration: 3s
+    params: {graphics_mhz: 660}
+"""
+
+
+def load(tmp_path, text: str) -> schedule.Schedule:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return schedule.load(str(p), KINDS)
+
+
+def test_windows_repeat_and_sort(tmp_path):
+    s = load(tmp_path, GOOD)
+    assert s.seed == 7
+    windows = s.windows(horizon=13)
+    assert [(w.name, w.start, w.end) for w in windows] == [
+        ("slow-gpu", 0.5, 3.5), ("drop", 2.0, 3.0), ("drop", 7.0, 8.0), ("drop", 12.0, 13.0)]
+
+
+BAD = [
+    (GOOD.replace("kind: sse", "kind: plague"), ":4: faults[0].kind: unknown kind 'plague'"),
+    (GOOD.replace("at: 500ms", "at: 1500ms").replace("kind: gpu_clock", "kind: sse").replace(
+        '{sim: "http://127.0.0.1:8000"}', '{proxy: "127.0.0.1:9100"}').replace("{graphics_mhz: 660}", "{}"),
+     ":3: faults[0]: overlaps 'slow-gpu'"),
+    (GOOD.replace("duration: 3s", "duration: -3s"), ":14: faults[1].duration: bad duration '-3s'"),
+    (GOOD.replace('    target: {proxy: "127.0.0.1:9100"}\n', ""), ":3: faults[0].target: missing"),
+    (GOOD.replace("    every: 5s\n", "    every: 5s\n    colour: red\n"), ":9: faults[0].colour: unknown field"),
+    (GOOD.replace("at: 2s", "at: 2 fortnights"), ":6: faults[0].at: bad duration"),
+    (GOOD.replace("{drop_ratio: 0.15}", "{drop_ratio: 3}"), ":9: faults[0].params.drop_ratio: drop_ratio must"),
+    (GOOD.replace("{graphics_mhz: 660}", "{graphics_mhz: fast}"), ":15: faults[1].params.graphics_mhz: must"),
+    (GOOD.replace("every: 5s", "every: 500ms"), ":8: faults[0].every: must be at least the duration"),
+    (GOOD.replace("name: slow-gpu", "name: drop"), ":10: faults[1].name: duplicate name 'drop'"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD)
+def test_bad_schedules_name_file_line_and_field(tmp_path, text, message):
+    with pytest.raises(UsageError) as e:
+        load(tmp_path, text)
+    assert str(e.value).startswith(str(tmp_path / "s.yaml") + message.split(" ")[0]), str(e.value)
+    assert message.split(": ", 1)[1] in str(e.value)
+
+
+def test_cli_rejects_a_bad_schedule_with_exit_2_and_touches_nothing(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(BAD[0][0])
+    journal = tmp_path / "journal.json"
+    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "run", str(p), "--journal", str(journal)],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "faults[0].kind" in r.stderr
+    assert not journal.exists()
+
+
+def test_dry_run_prints_the_plan(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text(GOOD)
+    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "run", str(p), "--dry-run", "--duration",
+                        "10"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("seed 7; 3 windows") and "slow-gpu" in lines[1] and "drop" in lines[2]
