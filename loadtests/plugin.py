@@ -31,12 +31,14 @@ from llmchaos.errors import UsageError
 from loadtests import arrivals, exporters, profile, slo
 from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector, Merged
+from loadtests.faultphase import FaultPhases
 from loadtests.prompts import LongContextSource, PromptSource
 from loadtests.record import RequestRecord
 from loadtests.selfwatch import SelfWatch, verdict
 
 log = logging.getLogger("llmchaos")
 ARRIVALS_MSG = "llmchaos_arrivals"
+FAULTS_MSG = "llmchaos_faults"
 REQUEST_ID = "x-request-id"
 
 
@@ -71,6 +73,8 @@ def add_arguments(parser) -> None:  # noqa: ANN001 - Locust's configargparse par
     g.add_argument("--stage-duration", default="30s")
     g.add_argument("--slo", default="", help="YAML SLOs per language (default: the registry)")
     g.add_argument("--check-slo", action="store_true", help="exit 1 when an SLO fails")
+    g.add_argument("--schedule", default="", help="fault schedule (YAML); run by the master, phases tag requests")
+    g.add_argument("--fault-journal", default="", help="recovery journal (default: the user's state dir)")
     g.add_argument("--results-dir", default="", help="write DIR/<run_id>/ results")
     g.add_argument("--requests-sample", type=float, default=1.0, help="fraction of requests in requests.jsonl")
     g.add_argument("--prometheus-port", type=int, default=0, help="serve live metrics (master)")
@@ -91,12 +95,13 @@ class Harness:
     def __init__(self, env: Environment) -> None:
         self.env = env
         self.collector = Collector({}, 1.0, env.parsed_options.seed)
+        self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
         self.configure()
         tokenizer.load()  # not on the first request's clock
         quiet_gc()
         self.watch = SelfWatch()
         self.queues: defaultdict[str, Queue] = defaultdict(Queue)
-        self.fault_phase = lambda unix_time: "baseline"  # the fault schedule replaces this
+        self.fault_timeline: list[dict] = []
         self.warmup_until = 0.0
         self._arrivals: gevent.Greenlet | None = None
         # master / single process only
@@ -119,6 +124,10 @@ class Harness:
         self.open_loop = o.rate > 0 or bool(self.profile and self.profile.stages[0].rate is not None)
         self.warmup_s = profile.duration(o.warmup, "--warmup")
         self.seed, self._rng = o.seed, random.Random(o.seed)
+        self.faults = FaultPhases(o.schedule, o.fault_journal, o.run_time, probe=not self.is_worker) \
+            if o.schedule else None
+        if self.faults is not None and self.fault_t0 is not None:
+            self.faults.t0 = self.fault_t0
         self.collector.slos, self.collector.sample_rate = self.slos, o.requests_sample
 
     def _langs(self) -> list[str]:
@@ -146,7 +155,9 @@ class Harness:
 
     def phase(self, unix_time: float) -> str:
         """The phase a request started in: warmup, a fault window's name, or baseline."""
-        return "warmup" if unix_time < self.warmup_until else self.fault_phase(unix_time)
+        if unix_time < self.warmup_until:
+            return "warmup"
+        return self.faults.phase(unix_time) if self.faults else "baseline"
 
     @property
     def is_master(self) -> bool:
@@ -234,7 +245,7 @@ class Harness:
             self._records = open(self.run_dir / "requests.jsonl", "wb")  # noqa: SIM115
         self.merged = Merged(self._records, local=None if self.is_master else self.collector)
         self.generator = {}
-        reg = exporters.registry(self.merged)
+        reg = exporters.registry(self.merged, self.faults.active if self.faults else None)
         if self.o.prometheus_port and self._metrics_server is None:
             self._metrics_server = start_http_server(self.o.prometheus_port, addr="0.0.0.0", registry=reg)
         if self.o.push_gateway:
@@ -307,7 +318,7 @@ class Harness:
             "seeds": {"seed": self.seed}, "host": results.host_info(),
             "generator": gen["processes"],
             "validity": {"valid": not gen["flags"], "flags": gen["flags"]},
-            "faults": [],
+            "faults": self.fault_timeline,
             "outcomes": [dict(zip(("target", "lang", "api", "phase", "outcome", "count"), (*k, n)))
                          for k, n in sorted(merged.outcomes.items())],
             "slo": slo_rows,
@@ -365,6 +376,13 @@ def install() -> None:
                                         "weights": tuple(msg.data["weights"]),
                                         "stages": tuple(map(tuple, msg.data["stages"]))})))
 
+            def fault_clock(environment: Environment, msg, **_: object) -> None:  # noqa: ANN001
+                h.fault_t0 = msg.data["t0"]  # before the spawn message brings the schedule option
+                if h.faults is not None:
+                    h.faults.t0 = h.fault_t0
+
+            runner.register_message(FAULTS_MSG, fault_clock)
+
         def report(client_id: str, data: dict, **kw: object) -> None:
             data["llmchaos"] = {"collector": h.collector.report(), "watch": h.watch.drain()}
 
@@ -385,6 +403,12 @@ def install() -> None:
         if h.is_worker:
             return
         h.begin()
+        if h.faults:
+            t0 = time.time() + 0.5
+            h.faults.start(t0)
+            if h.is_master:
+                for client in environment.runner.clients.values():
+                    environment.runner.send_message(FAULTS_MSG, {"t0": t0}, client_id=client.id)
         if h.open_loop:
             if h.is_master:
                 clients = sorted(c.id for c in environment.runner.clients.values())
@@ -401,7 +425,10 @@ def install() -> None:
 
     @events.test_stop.add_listener
     def _(environment: Environment, **kw: object) -> None:
-        environment.llmchaos.stop_arrivals()
+        h: Harness = environment.llmchaos
+        h.stop_arrivals()
+        if h.faults and not h.is_worker:
+            h.fault_timeline = h.faults.stop()
 
     @events.quitting.add_listener
     def _(environment: Environment, **kw: object) -> None:

@@ -1,0 +1,57 @@
+"""A Locust run against the reference server through the SSE proxy, with a schedule of two windows:
+run.json shows the windows and per-phase percentiles, and the fault phases are worse than baseline."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
+from tests.integration.test_sse_proxy import FAULT, proxy
+from tests.procs import serve
+
+TOKEN = "admin-secret"
+
+
+@pytest.mark.parametrize("mode", ["one process", "master and two workers"])
+def test_fault_windows_in_the_results(tmp_path, monkeypatch, mode):
+    with serve("--sim-time-scale", "0.3", "--admin-token", TOKEN) as server, proxy(server.url) as p:
+        schedule = tmp_path / "schedule.yaml"
+        schedule.write_text(f"""seed: 1
+faults:
+  - name: first-token-delay
+    kind: sse
+    target: {{proxy: "{p.split('//')[1]}"}}
+    at: 3s
+    duration: 3s
+    params: {{first_event_delay: 0.3}}
+  - name: gpu-at-660mhz
+    kind: gpu_clock
+    target: {{sim: "{server.url}"}}
+    at: 8s
+    duration: 3s
+    params: {{graphics_mhz: 660}}
+""")
+        monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)  # inherited by Locust and its workers
+        args = ("--host", p, "--results-dir", str(tmp_path / "results"), "-u", "8", "-r", "8", "-t", "13s",
+                "--langs", "en,de", "--max-tokens", "24", "--schedule", str(schedule), "--fault-journal",
+                str(tmp_path / "journal.json"))
+        proc = locust(*args) if mode == "one process" else distributed(*args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert httpx.get(p + FAULT).json()["active"] is False  # reverted at the end
+        assert json.loads((tmp_path / "journal.json").read_text()) == []
+    run, _, requests = only_run(tmp_path / "results")
+    windows = {w["name"]: w for w in run["faults"]}
+    assert set(windows) == {"first-token-delay", "gpu-at-660mhz"}
+    for w in windows.values():
+        assert abs(w["actual_start"] - w["planned_start"]) < 0.05 and w["actual_end"] is not None
+    for lang in ("en", "de"):
+        base = summary(run, lang, "ttft", "baseline")
+        delayed = summary(run, lang, "ttft", "first-token-delay")
+        slow = summary(run, lang, "itl", "gpu-at-660mhz")
+        assert delayed["p50"] > base["p50"] + 0.25  # the proxy held the first event 0.3 s
+        assert slow["p50"] > 2.5 * summary(run, lang, "itl", "baseline")["p50"]  # 1980/660 = 3x step time
+    phases = {r["phase"] for r in requests}
+    assert {"baseline", "first-token-delay", "gpu-at-660mhz"} <= phases
