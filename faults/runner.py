@@ -12,11 +12,13 @@ from dataclasses import asdict, dataclass
 from faults.base import InjectError
 from faults.gpu_clock import GpuClock
 from faults.journal import Journal
+from faults.netem import Netem
 from faults.schedule import Schedule, Window
 from faults.sse import SSE
+from faults.tbf import Tbf
 
 log = logging.getLogger("llmchaos.faults")
-KINDS: dict[str, type] = {k.kind: k for k in (SSE, GpuClock)}
+KINDS: dict[str, type] = {k.kind: k for k in (SSE, GpuClock, Netem, Tbf)}
 
 
 @dataclass

@@ -82,3 +82,22 @@ def test_dry_run_prints_the_plan(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith("seed 7; 3 windows") and "slow-gpu" in lines[1] and "drop" in lines[2]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"delay": "100ms", "jitter": "30ms", "loss": "0.5%"}, None),
+    ({"jitter": "30ms"}, "params.jitter: needs a delay"),
+    ({"loss": "150%"}, "params.loss: a percentage, at most 100"),
+    ({"delay": "fast"}, "params.delay: expected a number in ms"),
+    ({"delay": "10ms", "rate": "1mbit"}, "params.rate: unknown field"),
+])
+def test_netem_params(params, message):
+    from faults.base import FieldError
+    from faults.netem import Netem
+
+    if message is None:
+        assert Netem.options(params) == {"delay": 100_000, "jitter": 30_000, "loss": 0.5}
+        return
+    with pytest.raises(FieldError) as e:
+        Netem.options(params)
+    assert f"{e.value.field}: {e.value}".startswith(message)

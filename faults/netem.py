@@ -1,0 +1,37 @@
+"""`netem`: delay, jitter, correlation, loss, duplication and reordering on an interface.
+Params: delay and jitter (`100ms`), correlation, loss, duplicate, reorder (`0.5%`)."""
+
+from __future__ import annotations
+
+from faults.base import FieldError, only_keys
+from faults.qdisc import RootQdisc, number
+
+PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder"}
+
+
+class Netem(RootQdisc):
+    kind = "netem"
+    qdisc = "netem"
+
+    @classmethod
+    def options(cls, params: dict) -> dict:
+        only_keys("params", params, PARAMS)
+        if not params:
+            raise FieldError("params", "give at least one of " + ", ".join(sorted(PARAMS)))
+        opts: dict = {}
+        if "delay" in params:
+            opts["delay"] = int(number(params, "delay", "ms") * 1000)  # microseconds
+        if "jitter" in params:
+            if "delay" not in params:
+                raise FieldError("params.jitter", "needs a delay")
+            opts["jitter"] = int(number(params, "jitter", "ms") * 1000)
+        for key, arg in (("correlation", "delay_corr"), ("loss", "loss"), ("duplicate", "duplicate"),
+                         ("reorder", "prob_reorder")):
+            if key in params:
+                pct = number(params, key, "%")
+                if pct > 100:
+                    raise FieldError(f"params.{key}", "a percentage, at most 100")
+                opts[arg] = pct
+        if "correlation" in params and not ("delay" in params and "jitter" in params):
+            raise FieldError("params.correlation", "needs a delay and a jitter")
+        return opts

@@ -1,0 +1,93 @@
+"""tbf and netem on a veth pair between two network namespaces this test creates (root needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from faults.base import InjectError
+from faults.netem import Netem
+from faults.tbf import Tbf
+from tests.system.netns import in_netns, veth_pair
+
+SINK = """
+import socket, sys
+s = socket.create_server((sys.argv[1], 5001)); print("ready", flush=True)
+while True:
+    c, _ = s.accept(); n = 0
+    while (b := c.recv(65536)): n += len(b)
+    c.sendall(str(n).encode()); c.close()
+"""
+SEND = """
+import socket, sys, time
+t = time.perf_counter(); c = socket.create_connection((sys.argv[1], 5001)); c.sendall(b"x" * int(sys.argv[2]))
+c.shutdown(socket.SHUT_WR); assert int(c.recv(64)) == int(sys.argv[2]); print(time.perf_counter() - t)
+"""
+BYTES = 600_000
+
+
+def throughput_mbit(ns: str, addr: str) -> float:
+    out = subprocess.run([sys.executable, "-c", SEND, addr, str(BYTES)], preexec_fn=in_netns(ns),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return BYTES * 8 / float(out.stdout) / 1e6
+
+
+@pytest.fixture
+def pair():
+    with veth_pair() as (a, b, addr_a, addr_b):
+        sink = subprocess.Popen([sys.executable, "-c", SINK, addr_a], preexec_fn=in_netns(a),
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert sink.stdout.readline().strip() == "ready"
+            yield a, b, addr_a
+        finally:
+            sink.kill()
+            sink.wait()
+
+
+def test_tbf_limits_throughput_as_set_and_reverts(pair):
+    a, b, addr_a = pair
+    tbf = Tbf({"netns": b, "interface": "veth0"})
+    free = throughput_mbit(b, addr_a)
+    tbf.apply("slow-link", {"rate": "8mbit", "burst": 16384})
+    try:
+        assert tbf.read_back()["kind"] == "tbf"
+        limited = throughput_mbit(b, addr_a)
+    finally:
+        tbf.revert()
+    assert 6.0 < limited < 10.0, limited  # the set rate, within the bucket's burst
+    assert free > 5 * limited
+    assert tbf.read_back()["kind"] != "tbf"
+    tbf.revert()  # already gone: still a success
+    assert throughput_mbit(b, addr_a) > 5 * limited
+
+
+def test_netem_delays_where_the_kernel_has_it_and_says_so_where_not(pair):
+    a, b, addr_a = pair
+    netem = Netem({"netns": b, "interface": "veth0"})
+    try:
+        netem.apply("eu-jitter", {"delay": "100ms", "jitter": "30ms", "loss": "0.5%"})
+    except InjectError as e:
+        assert str(e) == "this kernel has no sch_netem (try: modprobe sch_netem)"
+        assert netem.read_back()["kind"] != "netem"  # nothing half-applied
+        return
+    try:
+        t = time.perf_counter()
+        throughput_mbit(b, addr_a)
+        assert time.perf_counter() - t > 0.1  # at least one delayed round trip
+    finally:
+        netem.revert()
+    assert netem.read_back()["kind"] != "netem"
+
+
+def test_missing_namespace_interface_and_the_default_route_are_refused():
+    assert Tbf({"netns": "llmc-none", "interface": "veth0"}).probe() == "tbf: no network namespace 'llmc-none'"
+    assert "no interface nope0 (host)" in Tbf({"interface": "nope0"}).probe()
+    from faults.qdisc import default_route_interfaces
+
+    for iface in default_route_interfaces():  # (none in a sandbox without a default route)
+        assert "carries the host's default route; refused" in Tbf({"interface": iface}).probe()
