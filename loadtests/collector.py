@@ -38,23 +38,29 @@ class Collector:
         if self.sample_rate >= 1.0 or self._rng.random() < self.sample_rate:
             self.records.append(rec)
 
-    def take_records(self) -> list[dict]:
-        """Sampled records as JSON lines, our own token counts computed in one batch."""
+    def take_records(self, streaming: bool = True) -> list[dict]:
+        """Sampled records as JSON lines, our own token counts computed in one batch (in a native
+        thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
         recs, self.records = self.records, []
         texts = [r.text for r in recs]
-        # In a native thread (the tokenizer releases the GIL), so the event loop keeps reading streams.
-        own = gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,)) if recs else []
+        if not recs:
+            own: list[int] = []
+        elif streaming:
+            own = gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,))
+        else:
+            own = tokenizer.count_batch(texts)
         return [r.to_json(n) for r, n in zip(recs, own)]
 
-    def report(self) -> dict:
-        """A worker's data since its last report, encoded for Locust's report_to_master. It yields
-        to the event loop between histograms so streams in flight are read on time."""
+    def report(self, streaming: bool = True) -> dict:
+        """A worker's data since its last report, encoded for the master. While streams are in
+        flight it yields to the event loop between histograms, so they are read on time."""
         items = []
         for key, h in self.hist.drain():
             items.append({**key._asdict(), **h.encode()})
-            gevent.sleep(0)
+            if streaming:
+                gevent.sleep(0)
         out = {"hist": items, "outcomes": [[*k, n] for k, n in self.outcomes.items()],
-               "slo": [[*k, n] for k, n in self.slo_counts.items()], "records": self.take_records()}
+               "slo": [[*k, n] for k, n in self.slo_counts.items()], "records": self.take_records(streaming)}
         self.outcomes, self.slo_counts = Counter(), Counter()
         return out
 

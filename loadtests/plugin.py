@@ -39,6 +39,8 @@ from loadtests.selfwatch import SelfWatch, verdict
 log = logging.getLogger("llmchaos")
 ARRIVALS_MSG = "llmchaos_arrivals"
 FAULTS_MSG = "llmchaos_faults"
+FLUSH_MSG, FINAL_MSG = "llmchaos_flush", "llmchaos_final"  # the master collects the workers' last data
+FINAL_WAIT_S = 15.0
 REQUEST_ID = "x-request-id"
 
 
@@ -96,6 +98,7 @@ class Harness:
         self.env = env
         self.collector = Collector({}, 1.0, env.parsed_options.seed)
         self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
+        self._finals: set[str] = set()
         self.configure()
         tokenizer.load()  # not on the first request's clock
         quiet_gc()
@@ -259,6 +262,24 @@ class Harness:
         self.merged.merge(data["collector"])
         self._watch_samples(name, data["watch"])
 
+    def final(self, name: str, data: dict) -> None:
+        """A worker's last data, sent on the master's flush."""
+        if self.merged is not None:
+            self.absorb(name, data)
+        self._finals.add(name)
+
+    def collect_finals(self) -> None:
+        """Ask every worker for its last data and wait for it (the master's test_stop)."""
+        clients = [c.id for c in self.env.runner.clients.values()]
+        self._finals = set()
+        for cid in clients:
+            self.env.runner.send_message(FLUSH_MSG, None, client_id=cid)
+        deadline = time.monotonic() + FINAL_WAIT_S
+        while not self._finals >= set(clients) and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        if missing := set(clients) - self._finals:
+            log.warning("no final data from %d worker(s) in %.0fs: %s", len(missing), FINAL_WAIT_S, sorted(missing))
+
     def _watch_samples(self, name: str, samples: dict) -> None:
         g = self.generator.setdefault(name, {"cpu": [], "lags": []})
         g["cpu"] += samples["cpu"]
@@ -383,8 +404,20 @@ def install() -> None:
 
             runner.register_message(FAULTS_MSG, fault_clock)
 
+            def flush(environment: Environment, msg, **_: object) -> None:  # noqa: ANN001
+                """Stop now and hand over everything, cancelled requests included, while the master
+                still listens (after its quit it waits only 0.5 s for a last report)."""
+                runner.stop()
+                runner.send_message(FINAL_MSG, {"collector": h.collector.report(streaming=False),
+                                                "watch": h.watch.drain()})
+
+            runner.register_message(FLUSH_MSG, flush)
+        elif isinstance(runner, MasterRunner):
+            runner.register_message(FINAL_MSG, lambda environment, msg, **_: h.final(msg.node_id, msg.data))
+
         def report(client_id: str, data: dict, **kw: object) -> None:
-            data["llmchaos"] = {"collector": h.collector.report(), "watch": h.watch.drain()}
+            data["llmchaos"] = {"collector": h.collector.report(streaming=runner.user_count > 0),
+                                "watch": h.watch.drain()}
 
         def absorb(client_id: str, data: dict, **kw: object) -> None:
             if h.merged is not None and "llmchaos" in data:
@@ -428,7 +461,9 @@ def install() -> None:
         h: Harness = environment.llmchaos
         h.stop_arrivals()
         if h.faults and not h.is_worker:
-            h.fault_timeline = h.faults.stop()
+            h.fault_timeline = h.faults.stop()  # faults end with the test, before anything else
+        if h.is_master:
+            h.collect_finals()
 
     @events.quitting.add_listener
     def _(environment: Environment, **kw: object) -> None:

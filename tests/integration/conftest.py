@@ -5,6 +5,8 @@ A test module sets KEY (its API key) and may read FAST and SMALL_LEN from here.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -41,3 +43,34 @@ def slow() -> Iterator[Server]:
     with serve("--sim-time-scale", "1", "--startup-delay", "3", "--max-num-seqs", "1",
                "--max-waiting", "2", wait_ready=False) as s:
         yield s
+
+
+def burst(n: int, url: str, body: dict) -> list[tuple[int, dict, bytes]]:
+    """`n` streaming POSTs sent at once and held open until all are answered:
+    (status, headers, body of a refusal) each, or (-1, {}, the error)."""
+    results: list = [None] * n
+    go, done = threading.Barrier(n), threading.Event()
+
+    def one(i: int) -> None:
+        try:
+            with httpx.Client(timeout=30) as c:
+                go.wait()
+                r = c.send(c.build_request("POST", url, json=body), stream=True)
+                try:
+                    results[i] = (r.status_code, dict(r.headers), r.read() if r.status_code != 200 else b"")
+                    done.wait(30)  # hold admitted streams open until every request is answered
+                finally:
+                    r.close()  # a client that goes away is aborted by the server
+        except Exception as e:  # noqa: BLE001 - shown by the caller's assertions
+            results[i] = (-1, {}, repr(e).encode())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while any(r is None for r in results) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    done.set()
+    for t in threads:
+        t.join(30)
+    return results

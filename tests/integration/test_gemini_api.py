@@ -8,7 +8,6 @@ starting, then 429 when its waiting queue is full).
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import httpx
@@ -19,7 +18,7 @@ from google.genai import types
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
-from tests.integration.conftest import SMALL_LEN
+from tests.integration.conftest import SMALL_LEN, burst
 from tests.procs import Server
 
 pytestmark = pytest.mark.integration
@@ -511,37 +510,7 @@ def test_503_unavailable_while_starting_then_200(slow: Server):
 
 def test_429_resource_exhausted(slow: Server):
     wait_ready(slow)
-    n = 7
-    results: list = [None] * n
-    go, done = threading.Barrier(n), threading.Event()
-
-    def hold(i: int) -> None:
-        with httpx.Client(timeout=30) as c:
-            go.wait()
-            req = c.build_request("POST", f"{slow.url}{BASE}:streamGenerateContent?alt=sse",
-                                  json=body(maxOutputTokens=400, temperature=0))
-            r = c.send(req, stream=True)
-            try:
-                results[i] = (r.status_code, dict(r.headers), r.read() if r.status_code != 200 else b"")
-                done.wait(30)
-            finally:
-                r.close()
-
-    def one(i: int) -> None:
-        try:
-            hold(i)
-        except Exception as e:  # noqa: BLE001 - shown by the assertion below
-            results[i] = (-1, {}, repr(e).encode())
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 30
-    while any(r is None for r in results) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    done.set()
-    for t in threads:
-        t.join(30)
+    results = burst(7, f"{slow.url}{BASE}:streamGenerateContent?alt=sse", body(maxOutputTokens=400, temperature=0))
     statuses = sorted(r[0] for r in results)
     assert set(statuses) == {200, 429}, results
     assert 2 <= statuses.count(200) <= 3, statuses

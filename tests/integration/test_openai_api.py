@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from collections.abc import Iterator
 
@@ -19,7 +18,7 @@ import pytest
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
-from tests.integration.conftest import SMALL_LEN
+from tests.integration.conftest import SMALL_LEN, burst
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
@@ -520,38 +519,7 @@ def test_503_while_starting_then_200(slow: Server):
 
 def test_429_when_waiting_queue_full(slow: Server):
     wait_ready(slow)
-    n = 7
-    results: list[tuple[int, dict, bytes]] = [None] * n  # type: ignore[list-item]
-    go, done = threading.Barrier(n), threading.Event()
-
-    def one(i: int) -> None:
-        try:
-            hold(i)
-        except Exception as e:  # noqa: BLE001 - shown by the assertion below
-            results[i] = (-1, {}, repr(e).encode())
-
-    def hold(i: int) -> None:
-        with httpx.Client(timeout=30) as c:
-            go.wait()
-            req = c.build_request("POST", slow.url + "/v1/chat/completions",
-                                  json=chat_body(max_tokens=400, ignore_eos=True, stream=True))
-            r = c.send(req, stream=True)
-            try:
-                body = r.read() if r.status_code != 200 else b""
-                results[i] = (r.status_code, dict(r.headers), body)
-                done.wait(30)  # hold admitted streams open until every request is answered
-            finally:
-                r.close()  # a client that goes away is aborted by the server
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 30
-    while any(r is None for r in results) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    done.set()
-    for t in threads:
-        t.join(30)
+    results = burst(7, slow.url + "/v1/chat/completions", chat_body(max_tokens=400, ignore_eos=True, stream=True))
     statuses = sorted(r[0] for r in results)
     # one running + two waiting at most are admitted; the rest are refused
     assert set(statuses) == {200, 429}, statuses
