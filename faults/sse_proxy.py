@@ -73,8 +73,11 @@ class Proxy:
             await self.session.close()
 
     async def control(self, request: web.Request) -> web.Response:
-        host = request.remote or ""
-        if not ipaddress.ip_address(host).is_loopback:
+        try:
+            loopback = ipaddress.ip_address(request.remote or "").is_loopback
+        except ValueError:  # not an IP address: not known to be local
+            loopback = False
+        if not loopback:
             return web.json_response({"error": "control API is loopback-only"}, status=403)
         if request.method == "PUT":
             try:

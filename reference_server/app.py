@@ -86,9 +86,12 @@ class Admin:
         if not self.opts.admin_token:
             raise APIError("PERMISSION_DENIED", "admin API disabled: start with --admin-token")
         host = request.client.host if request.client else ""
-        with contextlib.suppress(ValueError):
-            if not self.opts.admin_allow_remote and not ipaddress.ip_address(host).is_loopback:
-                raise APIError("PERMISSION_DENIED", "admin API is loopback-only")
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:  # not an IP address: not known to be local
+            loopback = False
+        if not self.opts.admin_allow_remote and not loopback:
+            raise APIError("PERMISSION_DENIED", "admin API is loopback-only")
         token = bearer(request) or ""
         if not secrets.compare_digest(token.encode(), self.opts.admin_token.encode()):
             raise APIError("UNAUTHENTICATED", "invalid admin token")
