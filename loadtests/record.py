@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from llmchaos import tokenizer
 
@@ -40,9 +41,10 @@ class RequestRecord:
     def own_tokens(self) -> int:
         return tokenizer.count(self.text) if self.chunks else 0
 
-    @property
+    @cached_property
     def output_tokens(self) -> int:
-        """The server's usage figure when it sent one, else our own count."""
+        """The server's usage figure when it sent one, else our own count (read once the request
+        has ended; counted once, as several metrics use it)."""
         return self.usage_tokens if self.usage_tokens is not None else self.own_tokens()
 
     def tokens_per_chunk(self) -> list[int]:

@@ -74,3 +74,20 @@ def burst(n: int, url: str, body: dict) -> list[tuple[int, dict, bytes]]:
     for t in threads:
         t.join(30)
     return results
+
+
+def cjk_ratio(text: str) -> float:
+    chars = [c for c in text if not c.isspace()]
+    return sum("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in chars) / len(chars)
+
+
+def ascii_ratio(text: str) -> float:
+    chars = [c for c in text if not c.isspace()]
+    return sum(c.isascii() for c in chars) / len(chars)
+
+
+def wait_ready(server: Server, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while httpx.get(server.url + "/healthz", timeout=5).status_code != 200:
+        assert time.monotonic() < deadline, "server never became ready"
+        time.sleep(0.05)

@@ -8,7 +8,6 @@ starting, then 429 when its waiting queue is full).
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
@@ -18,7 +17,7 @@ from google.genai import types
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
-from tests.integration.conftest import SMALL_LEN, burst
+from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, wait_ready
 from tests.procs import Server
 
 pytestmark = pytest.mark.integration
@@ -99,16 +98,6 @@ def check_usage(text: str, reason: str, u: dict, max_tokens: int) -> None:
     assert abs(tokenizer.count(text) - n) <= 1, (text, n)
 
 
-def cjk_ratio(text: str) -> float:
-    chars = [c for c in text if not c.isspace()]
-    return sum("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in chars) / len(chars)
-
-
-def ascii_ratio(text: str) -> float:
-    chars = [c for c in text if not c.isspace()]
-    return sum(c.isascii() for c in chars) / len(chars)
-
-
 def assert_error(r: httpx.Response, code: int, status: str) -> str:
     assert r.status_code == code, r.text
     b = r.json()
@@ -116,13 +105,6 @@ def assert_error(r: httpx.Response, code: int, status: str) -> str:
     assert b["error"]["code"] == code and b["error"]["status"] == status, b
     assert isinstance(b["error"]["message"], str) and b["error"]["message"]
     return b["error"]["message"]
-
-
-def wait_ready(server: Server, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while httpx.get(server.url + "/healthz", timeout=5).status_code != 200:
-        assert time.monotonic() < deadline, "server never became ready"
-        time.sleep(0.05)
 
 
 def sdk_client(server: Server, key: str = "k") -> genai.Client:

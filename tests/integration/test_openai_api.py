@@ -18,7 +18,7 @@ import pytest
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
-from tests.integration.conftest import SMALL_LEN, burst
+from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, wait_ready
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
@@ -53,23 +53,6 @@ def chunks_of(data: list[str]) -> list[dict]:
     assert data[-1] == "[DONE]", data[-3:]
     assert "[DONE]" not in data[:-1]
     return [json.loads(d) for d in data[:-1]]
-
-
-def cjk_ratio(text: str) -> float:
-    chars = [c for c in text if not c.isspace()]
-    return sum("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in chars) / len(chars)
-
-
-def ascii_ratio(text: str) -> float:
-    chars = [c for c in text if not c.isspace()]
-    return sum(c.isascii() for c in chars) / len(chars)
-
-
-def wait_ready(server: Server, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while httpx.get(server.url + "/healthz", timeout=5).status_code != 200:
-        assert time.monotonic() < deadline, "server never became ready"
-        time.sleep(0.05)
 
 
 def assert_error(r: httpx.Response, status: int, typ: str, code: str | None = None) -> dict:
