@@ -12,19 +12,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# Real Prometheus + Pushgateway binaries for the tests (Debian packages). The tests start
-# them on their own; a temporary policy-rc.d (exit 101) keeps the postinst from starting services.
+# Real Prometheus, Pushgateway and Docker daemon for the tests, and a static busybox to build a
+# test image from (Debian packages). The tests start them on their own; a temporary policy-rc.d
+# (exit 101) keeps the postinst from starting services.
+DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static
 debian-deps:
-	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null; then exit 0; fi; \
+	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null \
+		&& command -v dockerd >/dev/null && dpkg -s busybox-static >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
-		echo "debian-deps: not root, skipping; install prometheus prometheus-pushgateway by hand" >&2; exit 0; fi; \
+		echo "debian-deps: not root, skipping; install $(DEBIAN_DEPS) by hand" >&2; exit 0; fi; \
 	set -e; made=; \
 	if [ ! -e /usr/sbin/policy-rc.d ]; then \
 		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made=1; fi; \
 	trap '[ -z "$$made" ] || rm -f /usr/sbin/policy-rc.d' EXIT; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get update -qq; \
-	apt-get install -y -qq --no-install-recommends prometheus prometheus-pushgateway
+	apt-get install -y -qq --no-install-recommends $(DEBIAN_DEPS)
 
 install: $(STAMP)
 

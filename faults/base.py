@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Protocol
 
+from faults.allow import Allowlist
+
 
 class FieldError(ValueError):
     """A bad target or params field, named for the schedule's error line."""
@@ -18,21 +20,32 @@ class InjectError(Exception):
 
 
 class Injector(Protocol):
+    """A fault on one target. `save` reads what `revert` needs before anything changes; the runner
+    writes it to the journal, then applies, so a later `llmchaos faults recover` can revert from
+    the journal alone."""
+
     kind: ClassVar[str]
 
     @classmethod
     def check(cls, target: dict, params: dict) -> None:
         """Validate a schedule entry without touching anything (FieldError)."""
 
-    def __init__(self, target: dict) -> None: ...
+    @classmethod
+    def probe_host(cls) -> str | None:
+        """None when this host can inject this kind at all, else why not, in one line."""
+
+    def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None: ...
 
     def probe(self) -> str | None:
-        """None when this host can inject the fault, else why not, in one line."""
+        """None when this target can take the fault (reachable, allowed), else why not, in one line."""
 
-    def apply(self, name: str, params: dict) -> None:
+    def save(self, params: dict) -> dict:
+        """The state `revert` restores (JSON), read before `apply` changes it."""
+
+    def apply(self, name: str, params: dict, saved: dict) -> None:
         """Apply (replace semantics: applying twice leaves one fault)."""
 
-    def revert(self) -> None:
+    def revert(self, saved: dict) -> None:
         """Undo; a fault that is already gone counts as reverted."""
 
     def read_back(self) -> dict:
@@ -46,3 +59,18 @@ def only_keys(where: str, given: dict, allowed: set[str], required: set[str] = f
     for k in required:
         if k not in given:
             raise FieldError(f"{where}.{k}", "missing")
+
+
+def number(params: dict, key: str, unit: str = "") -> float:
+    """A non-negative number, or a string with a unit suffix stripped (`100ms`, `0.5%`)."""
+    value = params[key]
+    if isinstance(value, str) and unit and value.endswith(unit):
+        value = value[: -len(unit)]
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        expected = f"a number in {unit}" if unit else "a number"
+        raise FieldError(f"params.{key}", f"expected {expected}, got {params[key]!r}") from None
+    if v < 0:
+        raise FieldError(f"params.{key}", "must not be negative")
+    return v

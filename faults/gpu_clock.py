@@ -1,8 +1,13 @@
-"""`gpu_clock`: lock a GPU's graphics clock (NVML, else `nvidia-smi -lgc/-rgc`), or the reference
-server's simulated device through its admin API, where there is no GPU.
+"""`gpu_clock`: lock a GPU's graphics (and optionally memory) clocks through NVML, else
+`nvidia-smi -lgc/-lmc`, or the reference server's simulated device through its admin API, where
+there is no GPU.
 
 Targets: `{gpu: 0}` or `{sim: "http://127.0.0.1:8000", token_env: LLMCHAOS_ADMIN_TOKEN}`.
-Params: `{graphics_mhz: 600}`.
+Params: `{graphics_mhz: 600}`, plus `memory_mhz` on a GPU that supports memory locks.
+
+Restoring: the simulated device's clocks are read before the lock and put back as they were.
+NVML cannot read an existing lock back, so on a GPU revert resets the locks to the driver's
+default (`-rgc`, and `-rmc` where memory was locked), and `save` records the clocks seen before.
 """
 
 from __future__ import annotations
@@ -14,7 +19,24 @@ from typing import ClassVar
 
 import httpx
 
+from faults.allow import Allowlist
 from faults.base import FieldError, InjectError, only_keys
+
+
+def _positive_mhz(params: dict, key: str) -> None:
+    mhz = params[key]
+    if not isinstance(mhz, (int, float)) or isinstance(mhz, bool) or mhz <= 0:
+        raise FieldError(f"params.{key}", "must be a positive number of MHz")
+
+
+def _nvml():  # noqa: ANN202 - the pynvml module with NVML initialised, or InjectError
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception as e:  # noqa: BLE001 - any NVML failure (no library, no driver) means: no GPU here
+        raise InjectError(f"no NVIDIA GPU here (NVML: {e})") from None
 
 
 class GpuClock:
@@ -27,18 +49,29 @@ class GpuClock:
             raise FieldError("target", "give exactly one of gpu (an index) or sim (a server URL)")
         if "gpu" in target and (not isinstance(target["gpu"], int) or target["gpu"] < 0):
             raise FieldError("target.gpu", "must be a GPU index")
-        only_keys("params", params, {"graphics_mhz"}, {"graphics_mhz"})
-        mhz = params["graphics_mhz"]
-        if not isinstance(mhz, (int, float)) or isinstance(mhz, bool) or mhz <= 0:
-            raise FieldError("params.graphics_mhz", "must be a positive number of MHz")
+        only_keys("params", params, {"graphics_mhz", "memory_mhz"}, {"graphics_mhz"})
+        for key in params:
+            _positive_mhz(params, key)
+        if "sim" in target and "memory_mhz" in params:
+            raise FieldError("params.memory_mhz", "the simulated device has no memory clock")
 
-    def __init__(self, target: dict) -> None:
-        self.target = target
+    @classmethod
+    def probe_host(cls) -> str | None:
+        try:
+            nv = _nvml()
+            count = nv.nvmlDeviceGetCount()
+        except InjectError as e:
+            return f"{e}; the reference server's simulated device still works (target sim)"
+        if os.geteuid() != 0:
+            return f"{count} GPU(s), but locking clocks needs root"
+        return None
+
+    def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
+        self.target, self.allow = target, allow
         self.sim = target.get("sim")
         self.token = os.environ.get(target.get("token_env", "LLMCHAOS_ADMIN_TOKEN"), "")
         self.http = httpx.Client(timeout=5, headers={"authorization": f"Bearer {self.token}"})
 
-    # -- the simulated device ----------------------------------------------------------------
     def _sim(self, method: str, **kw: object) -> dict:
         try:
             r = self.http.request(method, self.sim.rstrip("/") + "/admin/device/clocks", **kw)  # type: ignore[union-attr, arg-type]
@@ -48,61 +81,77 @@ class GpuClock:
             raise InjectError(f"simulated device refused ({r.status_code}): {r.text[:200]}")
         return r.json()
 
-    # -- a real GPU ----------------------------------------------------------------------------
-    def _nvml(self):  # noqa: ANN202 - the pynvml module with NVML initialised, or InjectError
+    def _handle(self):  # noqa: ANN202 - (pynvml, the device handle)
+        nv = _nvml()
         try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            return pynvml
-        except Exception as e:  # noqa: BLE001 - any NVML failure means: no GPU here
-            raise InjectError(f"no NVIDIA GPU here (NVML: {e})") from None
+            return nv, nv.nvmlDeviceGetHandleByIndex(self.target["gpu"])
+        except nv.NVMLError as e:
+            raise InjectError(f"GPU {self.target['gpu']}: {e}") from None
 
     def probe(self) -> str | None:
+        if not self.sim:
+            refused = self.allow.gpu(self.target["gpu"])
+            if refused:
+                return refused
         try:
-            if self.sim:
-                self._sim("GET")
-            else:
-                nv = self._nvml()
-                nv.nvmlDeviceGetHandleByIndex(self.target["gpu"])
+            self.read_back()
         except InjectError as e:
             return str(e)
-        except Exception as e:  # noqa: BLE001
-            return f"GPU {self.target.get('gpu')}: {e}"
         return None
 
-    def apply(self, name: str, params: dict) -> None:
+    def save(self, params: dict) -> dict:
+        return self.read_back()
+
+    def apply(self, name: str, params: dict, saved: dict) -> None:
         mhz = int(params["graphics_mhz"])
         if self.sim:
             self._sim("PUT", json={"graphics_mhz": mhz})
             return
-        nv = self._nvml()
+        nv, h = self._handle()
         try:
-            nv.nvmlDeviceSetGpuLockedClocks(nv.nvmlDeviceGetHandleByIndex(self.target["gpu"]), mhz, mhz)
-        except Exception as e:  # noqa: BLE001 - permission or support: try the CLI, which says why
+            nv.nvmlDeviceSetGpuLockedClocks(h, mhz, mhz)
+        except nv.NVMLError as e:  # permission or support: try the CLI, which says why
             self._smi(f"-lgc={mhz},{mhz}", e)
+        if "memory_mhz" in params:
+            mem = int(params["memory_mhz"])
+            try:
+                nv.nvmlDeviceSetMemoryLockedClocks(h, mem, mem)
+            except nv.NVMLError as e:
+                self._smi(f"-lmc={mem},{mem}", e)
 
-    def revert(self) -> None:
+    def revert(self, saved: dict) -> None:
         if self.sim:
             try:
-                self._sim("DELETE")
+                if saved.get("locked"):
+                    self._sim("PUT", json={"graphics_mhz": saved["graphics_mhz"]})
+                else:
+                    self._sim("DELETE")
             except InjectError:
                 if self.probe() is None:
-                    raise
+                    raise  # reachable but refusing: a real failure; a server that is gone holds no lock
             return
-        nv = self._nvml()
+        nv, h = self._handle()
         try:
-            nv.nvmlDeviceResetGpuLockedClocks(nv.nvmlDeviceGetHandleByIndex(self.target["gpu"]))
-        except Exception as e:  # noqa: BLE001
+            nv.nvmlDeviceResetGpuLockedClocks(h)
+        except nv.NVMLError as e:
             self._smi("-rgc", e)
+        try:
+            nv.nvmlDeviceResetMemoryLockedClocks(h)
+        except nv.NVMLError_NotSupported:
+            pass  # this GPU has no memory locks, so none was set
+        except nv.NVMLError as e:
+            self._smi("-rmc", e)
 
     def read_back(self) -> dict:
         if self.sim:
             return self._sim("GET")
-        nv = self._nvml()
-        h = nv.nvmlDeviceGetHandleByIndex(self.target["gpu"])
-        return {"graphics_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
-                "max_graphics_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_GRAPHICS)}
+        nv, h = self._handle()
+        try:
+            return {"graphics_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
+                    "max_graphics_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
+                    "memory_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)}
+        except nv.NVMLError as e:
+            raise InjectError(f"GPU {self.target['gpu']}: {e}") from None
 
     def _smi(self, flag: str, nvml_error: Exception) -> None:
         smi = shutil.which("nvidia-smi")

@@ -30,11 +30,13 @@ class Journal:
         tmp.write_text(json.dumps(entries, indent=1), encoding="utf-8")
         os.replace(tmp, self.path)  # atomic: a kill never leaves half a journal
 
-    def add(self, name: str, kind: str, target: dict, params: dict) -> str:
+    def add(self, name: str, kind: str, target: dict, params: dict, saved: dict) -> str:
+        """Record a fault about to be applied, with the state its revert restores."""
         entry_id = uuid.uuid4().hex
         with self._lock:
             self._write([*self.entries(), {"id": entry_id, "name": name, "kind": kind, "target": target,
-                                           "params": params, "pid": os.getpid(), "at": time.time()}])
+                                           "params": params, "saved": saved, "pid": os.getpid(),
+                                           "at": time.time()}])
         return entry_id
 
     def remove(self, entry_id: str) -> None:

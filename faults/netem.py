@@ -3,8 +3,8 @@ Params: delay and jitter (`100ms`), correlation, loss, duplicate, reorder (`0.5%
 
 from __future__ import annotations
 
-from faults.base import FieldError, only_keys
-from faults.qdisc import RootQdisc, number
+from faults.base import FieldError, number, only_keys
+from faults.qdisc import RootQdisc
 
 PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder"}
 
@@ -12,6 +12,7 @@ PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder"}
 class Netem(RootQdisc):
     kind = "netem"
     qdisc = "netem"
+    probe_params = {"delay": "1ms"}
 
     @classmethod
     def options(cls, params: dict) -> dict:

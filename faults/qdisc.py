@@ -12,7 +12,8 @@ from typing import ClassVar
 from pyroute2 import IPRoute, NetNS, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
-from faults.base import FieldError, InjectError, only_keys
+from faults.allow import Allowlist
+from faults.base import InjectError, only_keys
 
 ROOT = 0xFFFFFFFF  # TC_H_ROOT
 HANDLE = 0x10000  # 1:
@@ -25,9 +26,17 @@ def default_route_interfaces() -> set[str]:
         return {link.get_attr("IFLA_IFNAME") for link in ipr.get_links() if link["index"] in idx}
 
 
+DEFAULT_ROOTS = {None, "noqueue", "pfifo_fast", "fq_codel", "mq", "fq"}  # what the kernel puts there itself
+
+
+def missing_module(qdisc: str) -> str:
+    return f"this kernel has no sch_{qdisc} (try: modprobe sch_{qdisc})"
+
+
 class RootQdisc:
     kind: ClassVar[str]
     qdisc: ClassVar[str]
+    probe_params: ClassVar[dict]  # a small instance, to see whether the kernel has this qdisc
 
     @classmethod
     def check(cls, target: dict, params: dict) -> None:
@@ -39,9 +48,28 @@ class RootQdisc:
         """pyroute2's keyword arguments for this qdisc, from the schedule's params (FieldError)."""
         raise NotImplementedError
 
-    def __init__(self, target: dict) -> None:
-        self.netns, self.interface = target.get("netns"), target["interface"]
+    @classmethod
+    def probe_host(cls) -> str | None:
+        """Try the qdisc on the loopback of a network namespace made (and removed) for the purpose."""
+        if os.geteuid() != 0:
+            return "needs root (CAP_NET_ADMIN)"
+        ns = f"llmchaos-probe-{os.getpid()}"
+        netns.create(ns)
+        try:
+            with NetNS(ns) as ipr:
+                ipr.tc("add", cls.qdisc, ipr.link_lookup(ifname="lo")[0], HANDLE, **cls.options(cls.probe_params))
+        except NetlinkError as e:
+            return missing_module(cls.qdisc) if e.code == errno.ENOENT else f"{cls.qdisc}: {e}"
+        finally:
+            netns.remove(ns)
+        return None
+
+    def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
+        self.netns, self.interface, self.allow = target.get("netns"), target["interface"], allow
         self.where = f"{self.interface} in netns {self.netns}" if self.netns else f"{self.interface} (host)"
+        self.tc = f"tc -n {self.netns} qdisc del dev {self.interface} root" if self.netns \
+            else f"tc qdisc del dev {self.interface} root"
+        self.mine = False  # a root qdisc of ours is in place (applying again replaces it)
 
     @contextlib.contextmanager
     def _ipr(self) -> Iterator[tuple[IPRoute, int]]:
@@ -59,16 +87,23 @@ class RootQdisc:
             ipr.close()
 
     def probe(self) -> str | None:
-        if not self.netns and self.interface in default_route_interfaces():
-            return f"{self.where} carries the host's default route; refused"
+        refused = self.allow.interface(self.netns, self.interface,
+                                       set() if self.netns else default_route_interfaces())
+        if refused:
+            return refused
         try:
-            with self._ipr():
-                pass
+            root = self.read_back()
         except InjectError as e:
             return str(e)
+        if root["kind"] not in DEFAULT_ROOTS and not self.mine:
+            return (f"{self.where} already has a root {root['kind']} qdisc that this run did not add "
+                    f"(a leftover? remove it: {self.tc})")
         return None
 
-    def apply(self, name: str, params: dict) -> None:
+    def save(self, params: dict) -> dict:
+        return {}  # deleting our root qdisc gives the interface back its default
+
+    def apply(self, name: str, params: dict, saved: dict) -> None:
         reason = self.probe()
         if reason:
             raise InjectError(reason)
@@ -77,38 +112,32 @@ class RootQdisc:
                 ipr.tc("replace", self.qdisc, index, HANDLE, **self.options(params))
             except NetlinkError as e:
                 if e.code == errno.ENOENT:
-                    raise InjectError(f"this kernel has no sch_{self.qdisc} "
-                                      f"(try: modprobe sch_{self.qdisc})") from None
+                    raise InjectError(missing_module(self.qdisc)) from None
                 raise InjectError(f"{self.kind} on {self.where}: {e}") from None
-            if self.read_back().get("kind") != self.qdisc:
+            self.mine = True
+            if self._root(ipr, index) != {"kind": self.qdisc, "handle": HANDLE}:
                 raise InjectError(f"{self.kind} on {self.where}: applied but not read back")
 
-    def revert(self) -> None:
+    def revert(self, saved: dict) -> None:
+        """Delete the root qdisc if it is ours (this kind, handle 1:); anything else counts as gone."""
         with self._ipr() as (ipr, index):
-            try:
-                ipr.tc("del", index=index, parent=ROOT)
-            except NetlinkError as e:
-                if e.code not in (errno.ENOENT, errno.EINVAL):  # no root qdisc of ours: already gone
-                    raise InjectError(f"{self.kind} revert on {self.where}: {e}") from None
+            if self._root(ipr, index) == {"kind": self.qdisc, "handle": HANDLE}:
+                try:
+                    ipr.tc("del", index=index, parent=ROOT)
+                except NetlinkError as e:
+                    if e.code not in (errno.ENOENT, errno.EINVAL):  # removed meanwhile: already gone
+                        raise InjectError(f"{self.kind} revert on {self.where}: {e}") from None
+            if self._root(ipr, index) == {"kind": self.qdisc, "handle": HANDLE}:
+                raise InjectError(f"{self.kind} on {self.where}: reverted but still read back")
+        self.mine = False
 
     def read_back(self) -> dict:
         with self._ipr() as (ipr, index):
-            roots = [q for q in ipr.get_qdiscs(index=index) if q["parent"] == ROOT]
-            if not roots:
-                return {"kind": None}
-            return {"kind": roots[0].get_attr("TCA_KIND"), "handle": roots[0]["handle"]}
+            return self._root(ipr, index)
 
-
-def number(params: dict, key: str, unit: str = "") -> float:
-    """A non-negative number, or a string with a unit suffix stripped (`100ms`, `0.5%`)."""
-    value = params[key]
-    if isinstance(value, str) and unit and value.endswith(unit):
-        value = value[: -len(unit)]
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        expected = f"a number in {unit}" if unit else "a number"
-        raise FieldError(f"params.{key}", f"expected {expected}, got {params[key]!r}") from None
-    if v < 0:
-        raise FieldError(f"params.{key}", "must not be negative")
-    return v
+    @staticmethod
+    def _root(ipr: IPRoute, index: int) -> dict:
+        roots = [q for q in ipr.get_qdiscs(index=index) if q["parent"] == ROOT]
+        if not roots:
+            return {"kind": None}
+        return {"kind": roots[0].get_attr("TCA_KIND"), "handle": roots[0]["handle"]}

@@ -4,21 +4,27 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import psutil
+
+from faults.allow import Allowlist
 from faults.base import InjectError
+from faults.container import Docker
 from faults.gpu_clock import GpuClock
 from faults.journal import Journal
 from faults.netem import Netem
 from faults.schedule import Schedule, Window
 from faults.sse import SSE
 from faults.tbf import Tbf
+from llmchaos.errors import UsageError
 
 log = logging.getLogger("llmchaos.faults")
-KINDS: dict[str, type] = {k.kind: k for k in (SSE, GpuClock, Netem, Tbf)}
+KINDS: dict[str, type] = {k.kind: k for k in (SSE, GpuClock, Netem, Tbf, Docker)}
 
 
 @dataclass
@@ -36,12 +42,15 @@ class Applied:
     error: str | None = None
 
 
-def recover(journal: Journal) -> list[str]:
-    """Revert whatever the journal still holds; returns one line per entry."""
+def recover(journal: Journal, skip_live: bool = False) -> list[str]:
+    """Revert whatever the journal still holds; returns one line per entry. With `skip_live`, the
+    entries of another runner that is still alive are left to it."""
     lines = []
     for e in journal.entries():
+        if skip_live and e["pid"] != os.getpid() and psutil.pid_exists(e["pid"]):
+            continue
         try:
-            KINDS[e["kind"]](e["target"]).revert()
+            KINDS[e["kind"]](e["target"]).revert(e.get("saved", {}))
             journal.remove(e["id"])
             lines.append(f"reverted {e['kind']} {e['name']} on {e['target']}")
         except (InjectError, KeyError) as err:
@@ -49,18 +58,28 @@ def recover(journal: Journal) -> list[str]:
     return lines
 
 
+def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -> None:
+    """Before a run: sweep what a killed run left, then check every target can take its fault
+    (UsageError naming the schedule's line otherwise), so nothing is applied if one cannot."""
+    for line in recover(journal, skip_live=True):
+        log.warning("swept a leftover fault: %s", line)
+    for spec in schedule.faults:
+        reason = KINDS[spec.kind](spec.target, allow).probe()
+        if reason:
+            raise UsageError(f"cannot inject {spec.kind}: {reason}", file=path, line=spec.target_line,
+                             field=f"faults[{schedule.faults.index(spec)}].target")
+
+
 class Runner:
-    def __init__(self, schedule: Schedule, journal: Journal, horizon: float,
+    def __init__(self, schedule: Schedule, journal: Journal, horizon: float, allow: Allowlist = Allowlist(),
                  on_change: Callable[[Applied, bool], None] | None = None) -> None:
-        self.schedule, self.journal, self.horizon = schedule, journal, horizon
+        self.schedule, self.journal, self.horizon, self.allow = schedule, journal, horizon, allow
         self.stopping = threading.Event()
         self.timeline: list[Applied] = []
         self.on_change = on_change
         self._threads: list[threading.Thread] = []
 
     def start(self, t0: float | None = None) -> float:
-        for line in recover(self.journal):
-            log.warning("swept a leftover fault: %s", line)
         t0 = t0 if t0 is not None else time.time()
         by_fault: dict[str, list[Window]] = {}
         for w in self.schedule.windows(self.horizon):
@@ -84,15 +103,24 @@ class Runner:
                 t.join(0.2)
 
     def _run_fault(self, t0: float, windows: list[Window]) -> None:
-        injector = KINDS[windows[0].kind](windows[0].target)
+        injector = KINDS[windows[0].kind](windows[0].target, self.allow)
+        reason = injector.probe()  # also opens its connections now rather than at the first window
+        if reason:
+            log.warning("%s: %s", windows[0].name, reason)
         for w in windows:
             rec = Applied(w.name, w.kind, w.target, w.params, t0 + w.start, t0 + w.end)
             if self.stopping.wait(max(0.0, rec.planned_start - time.time())):
                 return
             self.timeline.append(rec)
-            entry = self.journal.add(w.name, w.kind, w.target, w.params)
             try:
-                injector.apply(w.name, w.params)
+                saved = injector.save(w.params)
+            except InjectError as e:
+                rec.error = str(e)
+                log.error("%s: %s", w.name, e)
+                continue
+            entry = self.journal.add(w.name, w.kind, w.target, w.params, saved)
+            try:
+                injector.apply(w.name, w.params, saved)
                 rec.actual_start = time.time()
                 self._changed(rec, True)
                 self.stopping.wait(max(0.0, rec.planned_end - time.time()))
@@ -101,7 +129,7 @@ class Runner:
                 log.error("%s: %s", w.name, e)
             finally:
                 try:
-                    injector.revert()
+                    injector.revert(saved)
                     self.journal.remove(entry)
                     rec.actual_end = time.time()
                     self._changed(rec, False)

@@ -39,6 +39,7 @@ class FaultSpec:
     every: float | None
     params: dict
     line: int
+    target_line: int
 
     @property
     def target_key(self) -> str:
@@ -132,7 +133,8 @@ def load(path: str, kinds: dict[str, type]) -> Schedule:
             raise fail(at_node, f"{where}.{bad}", str(e)) from None
         if any(s.name == spec_name for s in specs):
             raise fail(items["name"][1], f"{where}.name", f"duplicate name {spec_name!r}")
-        specs.append(FaultSpec(str(spec_name), kind, target, at, length, every, params, yamlfile.line(node)))
+        specs.append(FaultSpec(str(spec_name), kind, target, at, length, every, params, yamlfile.line(node),
+                              yamlfile.line(items["target"][1])))
     schedule = Schedule(seed, specs)
     _check_overlaps(schedule, path)
     return schedule

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import httpx
 
+from faults.allow import Allowlist
 from faults.base import FieldError, InjectError, only_keys
 from faults.sse_proxy import CONTROL, SSEFault
 
@@ -23,7 +24,11 @@ class SSE:
         except (ValueError, TypeError) as e:
             raise FieldError("params." + str(e).split(" ")[0], str(e)) from None
 
-    def __init__(self, target: dict) -> None:
+    @classmethod
+    def probe_host(cls) -> str | None:
+        return None  # needs only a running `llmchaos proxy`, which `probe` checks
+
+    def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.url = f"http://{target['proxy']}{CONTROL}"
         self.http = httpx.Client(timeout=5)  # built once: building one costs tens of ms
 
@@ -43,10 +48,13 @@ class SSE:
             return str(e)
         return None
 
-    def apply(self, name: str, params: dict) -> None:
+    def save(self, params: dict) -> dict:
+        return {}  # the proxy forwards untouched once its fault is cleared
+
+    def apply(self, name: str, params: dict, saved: dict) -> None:
         self._call("PUT", json={**params, "name": name})
 
-    def revert(self) -> None:
+    def revert(self, saved: dict) -> None:
         try:
             self._call("DELETE")
         except InjectError:

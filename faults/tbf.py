@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from faults.base import FieldError, only_keys
-from faults.qdisc import RootQdisc, number
+from faults.base import FieldError, number, only_keys
+from faults.qdisc import RootQdisc
 
 RATE = re.compile(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)")
 
@@ -14,6 +14,7 @@ RATE = re.compile(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)")
 class Tbf(RootQdisc):
     kind = "tbf"
     qdisc = "tbf"
+    probe_params = {"rate": "1mbit"}
 
     @classmethod
     def options(cls, params: dict) -> dict:

@@ -125,6 +125,8 @@ def run_proxy(args: argparse.Namespace) -> None:
 
 
 def add_faults(sub: argparse._SubParsersAction) -> None:
+    from faults import allow
+
     p = sub.add_parser("faults", help="run, probe or recover fault schedules")
     fsub = p.add_subparsers(dest="faults_command", required=True)
     run = fsub.add_parser("run", help="run a schedule from now")
@@ -134,12 +136,14 @@ def add_faults(sub: argparse._SubParsersAction) -> None:
                      help="seconds to run (default: until the last window ends; needed with 'every')")
     run.add_argument("--journal", default=None)
     run.add_argument("--timeline", default=None, help="write the windows as they ran (JSON)")
+    allow.add_arguments(run)
     run.set_defaults(func=run_faults)
     rec = fsub.add_parser("recover", help="revert whatever the journal still holds")
     rec.add_argument("--journal", default=None)
     rec.set_defaults(func=run_recover)
-    probe = fsub.add_parser("probe", help="check each target of a schedule can be injected")
-    probe.add_argument("schedule")
+    probe = fsub.add_parser("probe", help="what this host can inject; with a schedule, whether each target can")
+    probe.add_argument("schedule", nargs="?")
+    allow.add_arguments(probe)
     probe.set_defaults(func=run_probe)
 
 
@@ -155,8 +159,8 @@ def run_faults(args: argparse.Namespace) -> None:
     import time
     from datetime import datetime, timezone
 
-    from faults import schedule
-    from faults.runner import KINDS, Runner
+    from faults import allow, schedule
+    from faults.runner import KINDS, Runner, prepare
 
     plan = schedule.load(args.schedule, KINDS)
     repeats = any(f.every for f in plan.faults)
@@ -164,24 +168,22 @@ def run_faults(args: argparse.Namespace) -> None:
         raise UsageError("a schedule with 'every' needs --duration", field="--duration")
     horizon = args.duration or max((w.end for w in plan.windows()), default=0.0)
     windows = plan.windows(horizon)
-    t0 = time.time() + 0.5
     if args.dry_run:
+        t0 = time.time() + 0.5
         print(f"seed {plan.seed}; {len(windows)} windows from {datetime.fromtimestamp(t0, timezone.utc).isoformat()}")
         for w in windows:
             start, end = (datetime.fromtimestamp(t0 + x, timezone.utc).isoformat(timespec="milliseconds")
                           for x in (w.start, w.end))
             print(f"{start} -> {end}  {w.name:16} {w.kind:9} {json.dumps(w.target)} {json.dumps(w.params)}")
         return
-    for spec in plan.faults:
-        reason = KINDS[spec.kind](spec.target).probe()
-        if reason:
-            raise UsageError(f"cannot inject {spec.kind}: {reason}", file=args.schedule, line=spec.line,
-                             field=spec.name)
-    runner = Runner(plan, _journal(args.journal), horizon)
+    allowed = allow.from_args(args)
+    journal = _journal(args.journal)
+    prepare(plan, args.schedule, journal, allowed)
+    runner = Runner(plan, journal, horizon, allowed)
     stop = lambda *_: runner.stop()  # noqa: E731 - the signal handler
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    runner.start(t0)
+    t0 = runner.start(time.time() + 0.5)
     while not runner.stopping.is_set() and time.time() < t0 + horizon:
         runner.stopping.wait(0.1)
     runner.stop(timeout=5.0)
@@ -205,13 +207,19 @@ def run_recover(args: argparse.Namespace) -> None:
 
 
 def run_probe(args: argparse.Namespace) -> None:
-    from faults import schedule
+    from faults import allow, schedule
     from faults.runner import KINDS
 
+    if args.schedule is None:
+        reasons = {kind: injector.probe_host() for kind, injector in KINDS.items()}
+        for kind, reason in reasons.items():
+            print(f"{kind:9} {'yes' if reason is None else 'no: ' + reason}")
+        return
     plan = schedule.load(args.schedule, KINDS)
+    allowed = allow.from_args(args)
     bad = 0
     for spec in plan.faults:
-        reason = KINDS[spec.kind](spec.target).probe()
+        reason = KINDS[spec.kind](spec.target, allowed).probe()
         bad += reason is not None
         print(f"{spec.name:16} {spec.kind:9} {'ok' if reason is None else 'NO: ' + reason}")
     if bad:

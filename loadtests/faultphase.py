@@ -3,28 +3,25 @@ the fault window it started in (its phase), from the schedule and the master's s
 
 from __future__ import annotations
 
+from faults.allow import Allowlist
 from faults.journal import DEFAULT, Journal
-from faults.runner import KINDS, Runner
+from faults.runner import KINDS, Runner, prepare
 from faults.schedule import Schedule, load
-from llmchaos.errors import UsageError
 
 HORIZON_S = 24 * 3600.0
 
 
 class FaultPhases:
-    def __init__(self, path: str, journal: str, horizon: float | None, probe: bool) -> None:
+    def __init__(self, path: str, journal: str, horizon: float | None, allow: Allowlist, runs_here: bool) -> None:
         self.schedule: Schedule = load(path, KINDS)
         self.horizon = horizon or HORIZON_S
         self.windows = self.schedule.windows(self.horizon)
         self.journal = Journal(journal or DEFAULT)
         self.t0: float | None = None
+        self.allow = allow
         self.runner: Runner | None = None
-        if probe:
-            for spec in self.schedule.faults:
-                reason = KINDS[spec.kind](spec.target).probe()
-                if reason:
-                    raise UsageError(f"cannot inject {spec.kind}: {reason}", file=path, line=spec.line,
-                                     field=spec.name)
+        if runs_here:
+            prepare(self.schedule, path, self.journal, allow)
 
     def phase(self, unix_time: float) -> str:
         """The window(s) a request that started at `unix_time` ran in, or baseline."""
@@ -37,7 +34,7 @@ class FaultPhases:
     def start(self, t0: float) -> None:
         """Master (or single process): run the schedule from `t0`."""
         self.t0 = t0
-        self.runner = Runner(self.schedule, self.journal, self.horizon)
+        self.runner = Runner(self.schedule, self.journal, self.horizon, self.allow)
         self.runner.start(t0)
 
     def stop(self) -> list[dict]:

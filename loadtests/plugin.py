@@ -26,6 +26,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import start_http_server
 
+from faults import allow
 from llmchaos import languages, results, tokenizer
 from llmchaos.errors import UsageError
 from loadtests import arrivals, exporters, profile, slo
@@ -77,6 +78,7 @@ def add_arguments(parser) -> None:  # noqa: ANN001 - Locust's configargparse par
     g.add_argument("--check-slo", action="store_true", help="exit 1 when an SLO fails")
     g.add_argument("--schedule", default="", help="fault schedule (YAML); run by the master, phases tag requests")
     g.add_argument("--fault-journal", default="", help="recovery journal (default: the user's state dir)")
+    allow.add_arguments(g)
     g.add_argument("--results-dir", default="", help="write DIR/<run_id>/ results")
     g.add_argument("--requests-sample", type=float, default=1.0, help="fraction of requests in requests.jsonl")
     g.add_argument("--prometheus-port", type=int, default=0, help="serve live metrics (master)")
@@ -127,7 +129,8 @@ class Harness:
         self.open_loop = o.rate > 0 or bool(self.profile and self.profile.stages[0].rate is not None)
         self.warmup_s = profile.duration(o.warmup, "--warmup")
         self.seed, self._rng = o.seed, random.Random(o.seed)
-        self.faults = FaultPhases(o.schedule, o.fault_journal, o.run_time, probe=not self.is_worker) \
+        self.faults = FaultPhases(o.schedule, o.fault_journal, o.run_time, allow.from_args(o),
+                                  runs_here=not self.is_worker) \
             if o.schedule else None
         if self.faults is not None and self.fault_t0 is not None:
             self.faults.t0 = self.fault_t0

@@ -7,7 +7,9 @@ import sys
 import time
 
 import pytest
+from pyroute2 import NetNS
 
+from faults.allow import Allowlist
 from faults.base import InjectError
 from faults.netem import Netem
 from faults.tbf import Tbf
@@ -53,16 +55,16 @@ def test_tbf_limits_throughput_as_set_and_reverts(pair):
     a, b, addr_a = pair
     tbf = Tbf({"netns": b, "interface": "veth0"})
     free = throughput_mbit(b, addr_a)
-    tbf.apply("slow-link", {"rate": "8mbit", "burst": 16384})
+    tbf.apply("slow-link", {"rate": "8mbit", "burst": 16384}, {})
     try:
         assert tbf.read_back()["kind"] == "tbf"
         limited = throughput_mbit(b, addr_a)
     finally:
-        tbf.revert()
+        tbf.revert({})
     assert 6.0 < limited < 10.0, limited  # the set rate, within the bucket's burst
     assert free > 5 * limited
     assert tbf.read_back()["kind"] != "tbf"
-    tbf.revert()  # already gone: still a success
+    tbf.revert({})  # already gone: still a success
     assert throughput_mbit(b, addr_a) > 5 * limited
 
 
@@ -70,7 +72,7 @@ def test_netem_delays_where_the_kernel_has_it_and_says_so_where_not(pair):
     a, b, addr_a = pair
     netem = Netem({"netns": b, "interface": "veth0"})
     try:
-        netem.apply("eu-jitter", {"delay": "100ms", "jitter": "30ms", "loss": "0.5%"})
+        netem.apply("eu-jitter", {"delay": "100ms", "jitter": "30ms", "loss": "0.5%"}, {})
     except InjectError as e:
         assert str(e) == "this kernel has no sch_netem (try: modprobe sch_netem)"
         assert netem.read_back()["kind"] != "netem"  # nothing half-applied
@@ -80,8 +82,28 @@ def test_netem_delays_where_the_kernel_has_it_and_says_so_where_not(pair):
         throughput_mbit(b, addr_a)
         assert time.perf_counter() - t > 0.1  # at least one delayed round trip
     finally:
-        netem.revert()
+        netem.revert({})
     assert netem.read_back()["kind"] != "netem"
+
+
+def test_a_root_qdisc_this_run_did_not_add_is_reported_and_left_alone(pair):
+    _, b, _ = pair
+    with NetNS(b) as ns:  # someone else's shaping (handle 2:), or a leftover the journal lost
+        ns.tc("add", "tbf", ns.link_lookup(ifname="veth0")[0], 0x20000, rate="1mbit", burst=16384, latency="50ms")
+    tbf = Tbf({"netns": b, "interface": "veth0"})
+    assert tbf.probe() == (f"veth0 in netns {b} already has a root tbf qdisc that this run did not add "
+                           f"(a leftover? remove it: tc -n {b} qdisc del dev veth0 root)")
+    with pytest.raises(InjectError):
+        tbf.apply("slow-link", {"rate": "8mbit"}, {})
+    tbf.revert({})  # not ours: untouched
+    assert tbf.read_back() == {"kind": "tbf", "handle": 0x20000}
+
+
+def test_only_allowed_namespaces_and_interfaces(pair):
+    _, b, _ = pair
+    assert Tbf({"netns": b, "interface": "veth0"}, Allowlist(netns=frozenset({"lt-client"}))).probe() == \
+        f"network namespace {b!r} is not in the allowlist (--allow-netns)"
+    assert Tbf({"netns": b, "interface": "veth0"}, Allowlist(netns=frozenset({b}))).probe() is None
 
 
 def test_missing_namespace_interface_and_the_default_route_are_refused():
@@ -91,3 +113,4 @@ def test_missing_namespace_interface_and_the_default_route_are_refused():
 
     for iface in default_route_interfaces():  # (none in a sandbox without a default route)
         assert "carries the host's default route; refused" in Tbf({"interface": iface}).probe()
+        assert "default route" not in (Tbf({"interface": iface}, Allowlist(host_network=True)).probe() or "")

@@ -101,3 +101,53 @@ def test_netem_params(params, message):
     with pytest.raises(FieldError) as e:
         Netem.options(params)
     assert f"{e.value.field}: {e.value}".startswith(message)
+
+
+DOCKER = """faults:
+  - name: freeze
+    kind: docker
+    target: {container: backend}
+    at: 1s
+    duration: 2s
+    params: {action: pause}
+"""
+
+
+@pytest.mark.parametrize("text, message", [
+    (DOCKER.replace("{action: pause}", "{action: explode}"), ":7: faults[0].params.action: expected one of pause"),
+    (DOCKER.replace("{action: pause}", "{action: disconnect}"), ":7: faults[0].params.network: missing"),
+    (DOCKER.replace("{action: pause}", "{action: kill, signal: SIGNOPE}"), ":7: faults[0].params.signal: unknown"),
+    (DOCKER.replace("{action: pause}", "{action: cpu, cpus: 0}"), ":7: faults[0].params.cpus: must be positive"),
+    (DOCKER.replace("{action: pause}", "{action: pause, cpus: 1}"), ":7: faults[0].params.cpus: unknown field"),
+    (DOCKER.replace("{action: pause}", "{action: stop, timeout: soon}"), ":7: faults[0].params.timeout: expected"),
+    (DOCKER.replace("{container: backend}", "{container: backend, label: a=b}"), ":4: faults[0].target: give"),
+    (DOCKER.replace("{container: backend}", "{name: backend}"), ":4: faults[0].target.name: unknown field"),
+])
+def test_bad_docker_faults(tmp_path, text, message):
+    test_bad_schedules_name_file_line_and_field(tmp_path, text, message)
+
+
+def test_docker_faults_accept_each_action(tmp_path):
+    for params in ("{action: pause}", "{action: kill, signal: TERM}", "{action: stop, timeout: 5s}",
+                   "{action: restart}", "{action: cpu, cpus: 0.5}", "{action: disconnect, network: backend-net}"):
+        assert load(tmp_path, DOCKER.replace("{action: pause}", params)).faults[0].params["action"]
+
+
+def test_allowlist():
+    from faults.allow import Allowlist
+
+    default = Allowlist()
+    assert default.interface(None, "eth0", {"eth0"}) == \
+        "eth0 (host) carries the host's default route; refused without --allow-host-network"
+    assert Allowlist(host_network=True).interface(None, "eth0", {"eth0"}) is None
+    assert default.interface("lt-client", "eth0", set()) is None  # a namespace has no host default route
+    assert Allowlist(netns=frozenset({"lt"})).interface("other", "veth0", set()) == \
+        "network namespace 'other' is not in the allowlist (--allow-netns)"
+    assert Allowlist(interfaces=frozenset({"veth0"})).interface(None, "veth1", set()) == \
+        "interface 'veth1' is not in the allowlist (--allow-interface)"
+    assert Allowlist(gpus=frozenset({1})).gpu(0) == "GPU 0 is not in the allowlist (--allow-gpu)"
+    assert default.gpu(3) is None
+    assert default.container("db", {"llmchaos.allow": "true"}) is None
+    assert default.container("db", {"llmchaos.allow": "false"}) == \
+        "container db has no allowed label (llmchaos.allow=true; --allow-label)"
+    assert Allowlist(container_labels=frozenset({"tier"})).container("db", {"tier": "x"}) is None

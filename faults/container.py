@@ -1,0 +1,188 @@
+"""`docker`: pause, kill, stop, restart, CPU-throttle or disconnect containers through the Docker SDK.
+
+Targets: `{container: NAME}` or `{label: "key=value"}`, optionally `host` (the daemon's URL;
+default: DOCKER_HOST, else the local socket). Only running containers that carry an allowed label
+(default `llmchaos.allow=true`) are hit.
+
+Params, by action: `{action: pause}`, `{action: kill, signal: SIGKILL}`, `{action: stop, timeout: 10s}`,
+`{action: restart, timeout: 10s}`, `{action: cpu, cpus: 0.2}`, `{action: disconnect, network: NAME}`.
+Revert unpauses, starts again what was running, restores the CPU quota and reconnects the network.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import ClassVar
+
+from faults.allow import Allowlist
+from faults.base import FieldError, InjectError, number, only_keys
+
+OPTIONAL = {"pause": set(), "kill": {"signal"}, "stop": {"timeout"}, "restart": {"timeout"}, "cpu": set(),
+            "disconnect": set()}
+REQUIRED = {"cpu": {"cpus"}, "disconnect": {"network"}}
+PERIOD_US = 100_000  # the CFS period a CPU throttle uses
+
+
+def _signal(value: object) -> str:
+    name = str(value).upper()
+    name = name if name.startswith("SIG") else "SIG" + name
+    if name not in signal.Signals.__members__:
+        raise FieldError("params.signal", f"unknown signal {value!r}")
+    return name
+
+
+class Docker:
+    kind: ClassVar[str] = "docker"
+
+    @classmethod
+    def check(cls, target: dict, params: dict) -> None:
+        only_keys("target", target, {"container", "label", "host"})
+        if ("container" in target) == ("label" in target):
+            raise FieldError("target", "give exactly one of container (a name) or label (key=value)")
+        for key, value in target.items():
+            if not isinstance(value, str) or not value:
+                raise FieldError(f"target.{key}", "must be a non-empty string")
+        action = params.get("action")
+        if action not in OPTIONAL:
+            raise FieldError("params.action", f"expected one of {', '.join(OPTIONAL)}, got {action!r}")
+        required = {"action"} | REQUIRED.get(action, set())
+        only_keys("params", params, required | OPTIONAL[action], required)
+        if "signal" in params:
+            _signal(params["signal"])
+        if "timeout" in params:
+            number(params, "timeout", "s")
+        if "cpus" in params and number(params, "cpus") == 0:
+            raise FieldError("params.cpus", "must be positive (a fraction of one CPU, or more)")
+        if "network" in params and not isinstance(params["network"], str):
+            raise FieldError("params.network", "must be a network name")
+
+    @classmethod
+    def probe_host(cls) -> str | None:
+        try:
+            cls({"label": "-"})._client()
+        except InjectError as e:
+            return str(e)
+        return None
+
+    def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
+        self.target, self.allow = target, allow
+        self._docker = None
+        self._seen: dict = {}  # the containers `save` just inspected, so `apply` need not again
+
+    def _client(self):  # noqa: ANN202 - a connected docker.DockerClient
+        if self._docker is None:
+            import docker
+
+            host = self.target.get("host")
+            try:
+                client = docker.DockerClient(base_url=host, timeout=30) if host else docker.from_env(timeout=30)
+                client.ping()
+            except Exception as e:  # noqa: BLE001 - docker and requests raise many kinds; all mean unreachable
+                raise InjectError(f"no Docker daemon at {host or 'DOCKER_HOST or the local socket'}: "
+                                  f"{str(e).splitlines()[0]}") from None
+            self._docker = client
+        return self._docker
+
+    def _call(self, what: str, fn, *args, gone_ok: bool = False, **kw):  # noqa: ANN001, ANN202
+        """One Docker call, its errors as one line; with `gone_ok`, a missing container gives None."""
+        from docker.errors import DockerException, NotFound
+        from requests import RequestException
+
+        try:
+            return fn(*args, **kw)
+        except NotFound:
+            if gone_ok:
+                return None
+            raise InjectError(f"docker {what}: not found") from None
+        except (DockerException, RequestException) as e:
+            raise InjectError(f"docker {what}: {str(e).splitlines()[0]}") from None
+
+    def _matching(self, allowed_only: bool = True) -> list:
+        client = self._client()
+        if "container" in self.target:
+            found = [self._call("inspect", client.containers.get, self.target["container"], gone_ok=True)]
+        else:
+            found = self._call("list", client.containers.list, all=True, filters={"label": self.target["label"]})
+        found = [c for c in found if c is not None]
+        if not found:
+            what = self.target.get("container") or f"with label {self.target['label']}"
+            raise InjectError(f"no container {what}")
+        for c in found if allowed_only else ():
+            refused = self.allow.container(c.name, c.labels)
+            if refused:
+                raise InjectError(refused)
+        return found
+
+    def probe(self) -> str | None:
+        try:
+            self._matching()
+        except InjectError as e:
+            return str(e)
+        return None
+
+    def save(self, params: dict) -> dict:
+        """The running containers this window hits, with their CPU quota and network endpoint."""
+        hit = []
+        self._seen = {c.id: c for c in self._matching() if c.status == "running"}
+        for c in self._seen.values():
+            host = c.attrs["HostConfig"]
+            entry = {"id": c.id, "name": c.name, "cpu_quota": host.get("CpuQuota") or 0,
+                     "cpu_period": host.get("CpuPeriod") or 0}
+            if params["action"] == "disconnect":
+                endpoint = c.attrs["NetworkSettings"]["Networks"].get(params["network"])
+                if endpoint is None:
+                    raise InjectError(f"container {c.name} is not on network {params['network']!r}")
+                entry["aliases"] = [a for a in endpoint.get("Aliases") or [] if not c.id.startswith(a)]
+                entry["ipv4"] = (endpoint.get("IPAMConfig") or {}).get("IPv4Address")
+            hit.append(entry)
+        if not hit:
+            raise InjectError(f"no running container matches {self.target}")
+        return {"action": params["action"], "network": params.get("network"), "containers": hit}
+
+    def apply(self, name: str, params: dict, saved: dict) -> None:
+        client = self._client()
+        action = params["action"]
+        for entry in saved["containers"]:
+            c = self._seen.pop(entry["id"], None) or self._call("inspect", client.containers.get, entry["id"])
+            if action == "pause" and c.status == "running":
+                self._call("pause", c.pause)
+            elif action == "kill" and c.status == "running":
+                self._call("kill", c.kill, signal=_signal(params.get("signal", "SIGKILL")))
+            elif action in ("stop", "restart"):
+                fn = c.stop if action == "stop" else c.restart
+                self._call(action, fn, timeout=int(number(params, "timeout", "s")) if "timeout" in params else 10)
+            elif action == "cpu":
+                self._call("update", c.update, cpu_period=PERIOD_US,
+                           cpu_quota=max(1000, int(number(params, "cpus") * PERIOD_US)))
+            elif action == "disconnect" and saved["network"] in c.attrs["NetworkSettings"]["Networks"]:
+                network = self._call("network", client.networks.get, saved["network"])
+                self._call("disconnect", network.disconnect, c)
+
+    def revert(self, saved: dict) -> None:
+        client = self._client()
+        for entry in saved.get("containers", []):
+            c = self._call(f"inspect {entry['name']}", client.containers.get, entry["id"], gone_ok=True)
+            if c is None:
+                continue  # removed meanwhile: nothing left to undo
+            restart = saved["action"] in ("kill", "stop", "restart")
+            if c.status == "paused":
+                self._call("unpause", c.unpause)
+            elif restart and c.status in ("exited", "created", "dead"):
+                self._call("start", c.start)
+            if saved["action"] == "cpu":
+                quota = entry["cpu_quota"]
+                self._call("update", c.update, cpu_quota=quota if quota > 0 else -1,
+                           **({"cpu_period": entry["cpu_period"]} if quota > 0 and entry["cpu_period"] else {}))
+            if saved["action"] == "disconnect" and saved["network"] not in c.attrs["NetworkSettings"]["Networks"]:
+                network = self._call("network", client.networks.get, saved["network"])
+                self._call("connect", network.connect, c, aliases=entry.get("aliases") or None,
+                           ipv4_address=entry.get("ipv4"))
+
+    def read_back(self) -> dict:
+        out = []
+        for c in self._matching(allowed_only=False):
+            host = c.attrs["HostConfig"]
+            quota, period = host.get("CpuQuota") or 0, host.get("CpuPeriod") or PERIOD_US
+            out.append({"name": c.name, "status": c.status, "cpus": quota / period if quota > 0 else None,
+                        "networks": sorted(c.attrs["NetworkSettings"]["Networks"])})
+        return {"containers": out}

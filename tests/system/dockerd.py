@@ -1,0 +1,80 @@
+"""A Docker daemon a test session starts for itself (its own socket, data root and no host
+networking changes), and a tiny image built from the host's static busybox: no registry needed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+
+IMAGE = "llmchaos-test/busybox:1"
+DOCKERFILE = """FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+CMD ["sh"]
+"""
+PACKAGES = {"dockerd": "docker.io", "busybox": "busybox-static"}
+
+
+def install_missing() -> None:
+    """`make test` installs these; a test run on its own installs what is still missing."""
+    missing = [pkg for cmd, pkg in PACKAGES.items() if shutil.which(cmd) is None]
+    busybox = shutil.which("busybox")
+    if busybox and subprocess.run(["ldd", busybox], capture_output=True).returncode == 0:
+        missing.append("busybox-static")  # a dynamic busybox cannot run alone in an empty image
+    if missing:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], env=env,
+                       check=True, capture_output=True)
+
+
+@contextlib.contextmanager
+def dockerd() -> Iterator[docker.DockerClient]:
+    """Start dockerd (no iptables, no default bridge) on a private socket; stop it and remove its files."""
+    install_missing()
+    root = Path(tempfile.mkdtemp(prefix="llmc-dockerd-"))
+    url = f"unix://{root}/docker.sock"
+    log = open(root / "dockerd.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(["dockerd", "--iptables=false", "--ip-masq=false", "--bridge=none",
+                             "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+                             "--pidfile", str(root / "dockerd.pid"), "-H", url], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(Exception):  # docker's and requests' errors until the socket answers
+                client = docker.DockerClient(base_url=url, timeout=60)
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"dockerd did not start: {(root / 'dockerd.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        try:
+            yield client
+        finally:
+            for c in client.containers.list(all=True):
+                c.remove(force=True)
+            client.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def build_image(client: docker.DockerClient) -> str:
+    with tempfile.TemporaryDirectory() as ctx:
+        shutil.copy(shutil.which("busybox"), Path(ctx) / "busybox")  # type: ignore[arg-type]
+        (Path(ctx) / "Dockerfile").write_text(DOCKERFILE)
+        client.images.build(path=ctx, tag=IMAGE, rm=True)
+    return IMAGE

@@ -1,0 +1,254 @@
+"""The docker injector against a real dockerd this module starts: containers paused, CPU-throttled,
+killed and disconnected on schedule, measured from outside, and always restored (SIGTERM, SIGKILL
+then `llmchaos faults recover`). Each container counts its own progress into a file we watch."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from faults.container import Docker
+from tests.procs import ROOT
+from tests.system.dockerd import build_image, dockerd
+
+TICKER = "while :; do n=0; while [ $n -lt 1000 ]; do n=$((n+1)); done; echo x >> /out/ticks; done"
+ALLOW = {"llmchaos.allow": "true"}
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[tuple[docker.DockerClient, str]]:
+    with dockerd() as client:
+        yield client, build_image(client)
+
+
+class Ticks:
+    """Samples a container's tick file every 20 ms: how much work it did in any interval."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.samples = path, [(time.time(), 0)]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.02):
+            self.samples.append((time.time(), self.path.stat().st_size // 2 if self.path.exists() else 0))
+
+    def at(self, t: float) -> int:
+        return self.samples[max(0, bisect.bisect_right([s[0] for s in self.samples], t) - 1)][1]
+
+    def rate(self, a: float, b: float) -> float:
+        return (self.at(b) - self.at(a)) / (b - a)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.fixture
+def ticker(daemon, tmp_path) -> Iterator[tuple[docker.models.containers.Container, Ticks]]:
+    client, image = daemon
+    out = tmp_path / "out"
+    out.mkdir()
+    c = client.containers.run(image, ["sh", "-c", TICKER], detach=True, network_mode="none", labels=ALLOW,
+                              name=f"llmc-ticker-{uuid.uuid4().hex[:6]}", volumes={str(out): {"bind": "/out"}})
+    ticks = Ticks(out / "ticks")
+    try:
+        yield c, ticks
+    finally:
+        ticks.close()
+        c.remove(force=True)
+
+
+def schedule(tmp_path: Path, url: str, container: str, *windows: str) -> str:
+    path = tmp_path / "schedule.yaml"
+    faults = "".join(f"""
+  - name: {name}
+    kind: docker
+    target: {{container: {container}, host: "{url}"}}
+    at: {at}
+    duration: {length}
+    params: {params}""" for name, at, length, params in (w.split("|") for w in windows))
+    path.write_text(f"seed: 1\nfaults:{faults}\n")
+    return str(path)
+
+
+def faults(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "faults", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def status(c) -> str:  # noqa: ANN001
+    c.reload()
+    return c.status
+
+
+def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_path):
+    client, _ = daemon
+    c, ticks = ticker
+    time.sleep(1.0)  # a baseline second
+    journal, timeline = tmp_path / "journal.json", tmp_path / "timeline.json"
+    path = schedule(tmp_path, sock(client), c.name, "freeze|0.5s|1s|{action: pause}",
+                    "throttle|2s|1.5s|{action: cpu, cpus: 0.1}", "crash|4s|1s|{action: kill}")
+    proc = faults("run", path, "--journal", str(journal), "--timeline", str(timeline))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    time.sleep(0.5)
+    windows = {w["name"]: w for w in json.loads(timeline.read_text())}
+    t0 = windows["freeze"]["planned_start"] - 0.5
+    baseline = ticks.rate(t0 - 1.0, t0)
+    assert baseline > 20, baseline
+    # pause and update return within 50 ms; dockerd's own kill (waits for the exit) and start take
+    # about 70 ms and 300 ms here, and a window's actual times are when its change took effect
+    for w, start_s, end_s in ((windows["freeze"], 0.05, 0.05), (windows["throttle"], 0.05, 0.05),
+                              (windows["crash"], 0.15, 0.6)):
+        assert w["error"] is None and abs(w["actual_start"] - w["planned_start"]) < start_s, w
+        assert abs(w["actual_end"] - w["planned_end"]) < end_s, w
+    freeze, throttle, crash = windows["freeze"], windows["throttle"], windows["crash"]
+    assert ticks.rate(freeze["actual_start"] + 0.05, freeze["actual_end"] - 0.05) == 0
+    throttled = ticks.rate(throttle["actual_start"] + 0.2, throttle["actual_end"] - 0.05)
+    assert 0 < throttled < 0.35 * baseline, (throttled, baseline)
+    assert ticks.rate(crash["actual_start"] + 0.05, crash["actual_end"] - 0.05) == 0
+    after = ticks.rate(crash["actual_end"] + 0.1, time.time())
+    assert after > 0.5 * baseline, (after, baseline)
+    assert status(c) == "running" and json.loads(journal.read_text()) == []
+    assert Docker({"container": c.name, "host": sock(client)}).read_back()["containers"][0]["cpus"] is None
+
+
+def sock(client: docker.DockerClient) -> str:
+    return "unix://" + client.api._custom_adapter.socket_path
+
+
+def wait_status(c, want: str, timeout: float = 10.0) -> float:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while status(c) != want:
+        assert time.monotonic() < deadline, f"{c.name} is {c.status}, expected {want}"
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_path, sig):
+    client, image = daemon
+    c, _ = ticker
+    other = client.containers.run(image, ["sleep", "600"], detach=True, network_mode="none", labels=ALLOW)
+    try:
+        path = tmp_path / "schedule.yaml"
+        path.write_text(f"""faults:
+  - {{name: freeze, kind: docker, target: {{container: {c.name}, host: "{sock(client)}"}}, at: 0s,
+     duration: 60s, params: {{action: pause}}}}
+  - {{name: throttle, kind: docker, target: {{container: {other.name}, host: "{sock(client)}"}}, at: 0s,
+     duration: 60s, params: {{action: cpu, cpus: 0.25}}}}
+""")
+        journal = tmp_path / "journal.json"
+        proc = faults("run", str(path), "--journal", str(journal))
+        wait_status(c, "paused")
+        deadline = time.monotonic() + 10
+        while other.attrs["HostConfig"]["CpuQuota"] != 25_000:
+            assert time.monotonic() < deadline
+            other.reload()
+        saved = {e["name"]: e["saved"] for e in json.loads(journal.read_text())}
+        assert saved["throttle"]["containers"][0]["cpu_quota"] == 0  # read before the throttle
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        proc.communicate(timeout=30)
+        if sig == signal.SIGTERM:
+            assert wait_status(c, "running") - sent < 1.0
+        else:
+            assert status(c) == "paused"  # nothing ran to undo it ...
+            rec = faults("recover", "--journal", str(journal))
+            out, err = rec.communicate(timeout=60)
+            assert rec.returncode == 0, err
+            assert "reverted docker freeze" in out and "reverted docker throttle" in out
+        assert status(c) == "running" and json.loads(journal.read_text()) == []
+        other.reload()
+        assert other.attrs["HostConfig"]["CpuQuota"] in (0, -1)
+    finally:
+        other.remove(force=True)
+
+
+def test_network_disconnect_cuts_the_container_off_then_reconnects(daemon, tmp_path):
+    client, image = daemon
+    net = client.networks.create(f"llmc-net-{uuid.uuid4().hex[:6]}", driver="bridge", internal=True,
+                                 ipam=docker.types.IPAMConfig(pool_configs=[
+                                     docker.types.IPAMPool(subnet="198.18.251.0/24", gateway="198.18.251.1")]))
+    c = client.containers.run(image, ["httpd", "-f", "-p", "8080", "-h", "/"], detach=True, network=net.name,
+                              labels=ALLOW, name=f"llmc-web-{uuid.uuid4().hex[:6]}")
+    try:
+        c.reload()
+        ip = c.attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
+        wait_reachable(ip, True)
+        d = Docker({"container": c.name, "host": sock(client)})
+        params = {"action": "disconnect", "network": net.name}
+        saved = d.save(params)
+        d.apply("cut", params, saved)
+        assert d.read_back()["containers"][0]["networks"] == []
+        wait_reachable(ip, False)
+        d.apply("cut", params, saved)  # applying again leaves one fault
+        d.revert(saved)
+        assert d.read_back()["containers"][0]["networks"] == [net.name]
+        wait_reachable(ip, True)
+        d.revert(saved)  # already reverted: still a success
+    finally:
+        c.remove(force=True)
+        net.remove()
+
+
+def wait_reachable(ip: str, want: bool, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((ip, 8080), timeout=0.3).close()
+            ok = True
+        except OSError:
+            ok = False
+        if ok == want:
+            return
+        assert time.monotonic() < deadline, f"{ip}:8080 reachable={ok}, expected {want}"
+        time.sleep(0.05)
+
+
+def test_only_allowed_containers_are_hit(daemon, tmp_path):
+    client, image = daemon
+    c = client.containers.run(image, ["sleep", "600"], detach=True, network_mode="none",
+                              labels={"role": "backend"}, name=f"llmc-plain-{uuid.uuid4().hex[:6]}")
+    try:
+        path = schedule(tmp_path, sock(client), c.name, "freeze|0s|1s|{action: pause}")
+        journal = tmp_path / "journal.json"
+        proc = faults("run", path, "--journal", str(journal))
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 2
+        assert err.strip() == (f"llmchaos: error: {path}:5: faults[0].target: cannot inject docker: container "
+                               f"{c.name} has no allowed label (llmchaos.allow=true; --allow-label)")
+        assert status(c) == "running" and not journal.exists()  # nothing applied
+        proc = faults("run", path, "--journal", str(journal), "--allow-label", "role=backend")
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert status(c) == "running"
+    finally:
+        c.remove(force=True)
+
+
+def test_probe_says_what_this_host_can_inject():
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    out = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "probe"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
+    assert set(lines) == {"sse", "gpu_clock", "netem", "tbf", "docker"}
+    assert lines["tbf"] == "yes" and lines["sse"] == "yes"
+    assert lines["docker"].startswith("no: no Docker daemon at DOCKER_HOST")
+    assert lines["netem"] in ("yes", "no: this kernel has no sch_netem (try: modprobe sch_netem)")
