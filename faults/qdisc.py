@@ -10,10 +10,15 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import config as pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError
 
 from faults.allow import Allowlist
 from faults.base import InjectError, only_keys
+
+# NetNS forks a helper that pyroute2 ends with SIGTERM: with our handler inherited, that copy of this
+# process would run the runner's revert and journal code; with the default handler it just exits.
+pyroute2_config.disable_mp_signal = True
 
 ROOT = 0xFFFFFFFF  # TC_H_ROOT
 HANDLE = 0x10000  # 1:

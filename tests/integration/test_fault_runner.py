@@ -119,3 +119,17 @@ def test_probe_says_what_cannot_be_injected(tmp_path, targets):
                           str(tmp_path / "j.json")], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 2 and "cannot inject gpu_clock: no NVIDIA GPU here" in run.stderr
     assert not (tmp_path / "j.json").exists()
+
+
+def test_a_clock_locked_before_the_run_is_locked_again_after(tmp_path, targets):
+    server, p = targets
+    admin = {"authorization": f"Bearer {TOKEN}"}
+    httpx.put(server + "/admin/device/clocks", json={"graphics_mhz": 1200}, headers=admin).raise_for_status()
+    try:
+        proc = start(write_schedule(tmp_path, server, p, at="0s", length="500ms"), tmp_path / "j.json")
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+        clocks = httpx.get(server + "/admin/device/clocks", headers=admin).json()
+        assert clocks["locked"] and clocks["graphics_mhz"] == 1200
+    finally:
+        httpx.delete(server + "/admin/device/clocks", headers=admin)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ from faults.allow import Allowlist
 from faults.base import InjectError
 from faults.netem import Netem
 from faults.tbf import Tbf
+from tests.procs import ROOT
 from tests.system.netns import in_netns, veth_pair
 
 SINK = """
@@ -114,3 +117,31 @@ def test_missing_namespace_interface_and_the_default_route_are_refused():
     for iface in default_route_interfaces():  # (none in a sandbox without a default route)
         assert "carries the host's default route; refused" in Tbf({"interface": iface}).probe()
         assert "default route" not in (Tbf({"interface": iface}, Allowlist(host_network=True)).probe() or "")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_runner_leaves_no_qdisc(pair, tmp_path, sig):
+    _, b, _ = pair
+    tbf = Tbf({"netns": b, "interface": "veth0"})
+    path, journal = tmp_path / "schedule.yaml", tmp_path / "journal.json"
+    path.write_text(f"faults:\n  - {{name: slow-link, kind: tbf, target: {{netns: {b}, interface: veth0}}, "
+                    f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n")
+    cli = [sys.executable, "-m", "llmchaos.cli", "faults"]
+    proc = subprocess.Popen([*cli, "run", str(path), "--journal", str(journal)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while tbf.read_back()["kind"] != "tbf":
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    if sig == signal.SIGTERM:
+        while tbf.read_back()["kind"] == "tbf":
+            assert time.monotonic() - sent < 1.0, "not reverted within 1 s of SIGTERM"
+            time.sleep(0.01)
+    proc.communicate(timeout=10)
+    if sig == signal.SIGKILL:
+        assert tbf.read_back()["kind"] == "tbf"  # nothing ran to undo it ...
+        r = subprocess.run([*cli, "recover", "--journal", str(journal)], cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.startswith("reverted tbf slow-link"), r.stdout + r.stderr
+    assert tbf.read_back()["kind"] != "tbf" and json.loads(journal.read_text()) == []
