@@ -37,13 +37,19 @@ def pct(values: list[float], p: float) -> float:
     return nearest_rank(values, p) if values else float("nan")
 
 
-def aiohttp_client(url: str, streams: int) -> dict:
+def aiohttp_client(url: str, streams: int, stagger: bool = False) -> dict:
+    """With `stagger`, each stream starts at a random point of the first gap, so that events arrive
+    spread out rather than in one burst per gap."""
+    import random
+
     import aiohttp
 
     lags: list[float] = []
     count = [0]
 
     async def one(session: aiohttp.ClientSession, stop: float, start_counting: float) -> None:
+        if stagger:
+            await asyncio.sleep(random.uniform(0.0, GAP))
         while time.time() < stop:
             async with session.post(url + "/v1/chat/completions", json={"stream": True}) as resp:
                 async for line in resp.content:
@@ -121,12 +127,12 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def run_pinned(fn, url: str, streams: int) -> dict:  # noqa: ANN001
+def run_pinned(fn, url: str, streams: int, **kw: object) -> dict:  # noqa: ANN001
     """Run `fn` in this process pinned to CPU 1, then restore the affinity."""
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {1})
     try:
-        return fn(url, streams)
+        return fn(url, streams, **kw)
     finally:
         os.sched_setaffinity(0, before)
 

@@ -123,3 +123,39 @@ def test_bad_fault_is_refused_and_nothing_applied(urls, params, message):
     r = httpx.put(p + FAULT, json=params)
     assert r.status_code == 400 and message in r.json()["error"]
     assert httpx.get(p + FAULT).json()["active"] is False
+
+
+def running(server: str) -> float:
+    metrics = httpx.get(server + "/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("vllm:num_requests_running{"))
+
+
+def test_plain_json_keep_alive_and_a_client_that_leaves(urls):
+    direct, p = urls
+    httpx.delete(p + FAULT)
+    body = {"model": "llmchaos-sim-8b", "max_tokens": 5, "temperature": 0, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=p) as c:  # one connection, several requests
+        answers = [c.post("/v1/chat/completions", json=body) for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert len({a.json()["choices"][0]["message"]["content"] for a in answers}) == 1
+        assert c.get("/v1/models").json()["data"][0]["id"] == "llmchaos-sim-8b"
+        assert c.post("/v1/chat/completions", json={**body, "max_tokens": -1}).status_code == 400
+    long = {**body, "stream": True, "max_tokens": 2000}
+    with httpx.stream("POST", p + "/v1/chat/completions", json=long, timeout=30) as r:
+        chunks = r.iter_raw()
+        next(chunks)
+        time.sleep(0.1)
+        assert running(direct) == 1
+    deadline = time.monotonic() + 5  # the client left: the proxy cancels upstream, the server frees it
+    while running(direct) != 0:
+        assert time.monotonic() < deadline, "the upstream request outlived its client"
+        time.sleep(0.05)
+
+
+def test_an_unreachable_upstream_is_a_502():
+    with proxy(f"http://127.0.0.1:{free_port()}") as p:
+        r = httpx.post(p + "/v1/chat/completions", json={})
+        assert r.status_code == 502 and r.json() == {"error": "upstream unreachable"}
+        assert httpx.get(p + FAULT).json()["active"] is False
