@@ -20,7 +20,6 @@ import select
 import socket
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import process  # noqa: E402
