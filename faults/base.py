@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar, Protocol
 
 from faults.allow import Allowlist
@@ -74,3 +75,13 @@ def number(params: dict, key: str, unit: str = "") -> float:
     if v < 0:
         raise FieldError(f"params.{key}", "must not be negative")
     return v
+
+
+RATE = re.compile(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)")
+
+
+def rate(params: dict, key: str) -> str:
+    """A bandwidth the way tc writes it (`8mbit`)."""
+    if not isinstance(params[key], str) or not RATE.fullmatch(params[key]):
+        raise FieldError(f"params.{key}", f"expected e.g. 8mbit, got {params[key]!r}")
+    return params[key]

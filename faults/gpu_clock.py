@@ -97,6 +97,8 @@ class GpuClock:
             self.read_back()
         except InjectError as e:
             return str(e)
+        if not self.sim and os.geteuid() != 0:
+            return f"GPU {self.target['gpu']}: locking clocks needs root"
         return None
 
     def save(self, params: dict) -> dict:

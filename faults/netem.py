@@ -1,12 +1,13 @@
-"""`netem`: delay, jitter, correlation, loss, duplication and reordering on an interface.
-Params: delay and jitter (`100ms`), correlation, loss, duplicate, reorder (`0.5%`)."""
+"""`netem`: delay, jitter, correlation, loss, duplication, reordering and a rate limit on an
+interface. Params: delay and jitter (`100ms`), correlation, loss, duplicate, reorder (`0.5%`),
+rate (`8mbit`)."""
 
 from __future__ import annotations
 
-from faults.base import FieldError, number, only_keys
+from faults.base import FieldError, number, only_keys, rate
 from faults.qdisc import RootQdisc
 
-PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder"}
+PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder", "rate"}
 
 
 class Netem(RootQdisc):
@@ -33,6 +34,8 @@ class Netem(RootQdisc):
                 if pct > 100:
                     raise FieldError(f"params.{key}", "a percentage, at most 100")
                 opts[arg] = pct
+        if "rate" in params:
+            opts["rate"] = rate(params, "rate")
         if "correlation" in params and not ("delay" in params and "jitter" in params):
             raise FieldError("params.correlation", "needs a delay and a jitter")
         return opts

@@ -89,7 +89,8 @@ def test_dry_run_prints_the_plan(tmp_path):
     ({"jitter": "30ms"}, "params.jitter: needs a delay"),
     ({"loss": "150%"}, "params.loss: a percentage, at most 100"),
     ({"delay": "fast"}, "params.delay: expected a number in ms"),
-    ({"delay": "10ms", "rate": "1mbit"}, "params.rate: unknown field"),
+    ({"delay": "10ms", "rate": "fast"}, "params.rate: expected e.g. 8mbit"),
+    ({"delay": "10ms", "limit": 5}, "params.limit: unknown field"),
 ])
 def test_netem_params(params, message):
     from faults.base import FieldError
