@@ -22,6 +22,7 @@ RUN ["/bin/busybox", "--install", "-s", "/bin"]
 CMD ["sh"]
 """
 PACKAGES = {"dockerd": "docker.io", "busybox": "busybox-static"}
+ALLOW = {"llmchaos.allow": "true"}  # the label a container needs before a fault may hit it
 
 
 def install_missing() -> None:
@@ -69,7 +70,11 @@ def dockerd() -> Iterator[docker.DockerClient]:
             proc.kill()
             proc.wait()
         log.close()
-        shutil.rmtree(root, ignore_errors=True)
+        with open("/proc/self/mounts") as f:  # dockerd leaves its netns file bound under exec-root
+            mounts = [line.split()[1] for line in f if line.split()[1].startswith(str(root))]
+        for path in reversed(mounts):
+            subprocess.run(["umount", "-l", path], check=False)
+        shutil.rmtree(root)
 
 
 def build_image(client: docker.DockerClient) -> str:
@@ -78,3 +83,8 @@ def build_image(client: docker.DockerClient) -> str:
         (Path(ctx) / "Dockerfile").write_text(DOCKERFILE)
         client.images.build(path=ctx, tag=IMAGE, rm=True)
     return IMAGE
+
+
+def sock(client: docker.DockerClient) -> str:
+    """The daemon's URL, for a schedule's docker target."""
+    return "unix://" + client.api._custom_adapter.socket_path
