@@ -31,6 +31,19 @@ def _signal(value: object) -> str:
     return name
 
 
+def connect(host: str | None):  # noqa: ANN201 - a docker.DockerClient that answered a ping
+    """The daemon at `host`, else DOCKER_HOST, else the local socket (imported late: it is slow)."""
+    import docker
+
+    try:
+        client = docker.DockerClient(base_url=host, timeout=30) if host else docker.from_env(timeout=30)
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - docker and requests raise many kinds; all mean unreachable
+        raise InjectError(f"no Docker daemon at {host or 'DOCKER_HOST or the local socket'}: "
+                          f"{str(e).splitlines()[0]}") from None
+    return client
+
+
 class Docker:
     kind: ClassVar[str] = "docker"
 
@@ -59,7 +72,7 @@ class Docker:
     @classmethod
     def probe_host(cls) -> str | None:
         try:
-            cls({"label": "-"})._client()
+            connect(None).close()
         except InjectError as e:
             return str(e)
         return None
@@ -71,16 +84,7 @@ class Docker:
 
     def _client(self):  # noqa: ANN202 - a connected docker.DockerClient
         if self._docker is None:
-            import docker
-
-            host = self.target.get("host")
-            try:
-                client = docker.DockerClient(base_url=host, timeout=30) if host else docker.from_env(timeout=30)
-                client.ping()
-            except Exception as e:  # noqa: BLE001 - docker and requests raise many kinds; all mean unreachable
-                raise InjectError(f"no Docker daemon at {host or 'DOCKER_HOST or the local socket'}: "
-                                  f"{str(e).splitlines()[0]}") from None
-            self._docker = client
+            self._docker = connect(self.target.get("host"))
         return self._docker
 
     def _call(self, what: str, fn, *args, gone_ok: bool = False, **kw):  # noqa: ANN001, ANN202
