@@ -8,7 +8,8 @@ receive timestamps (SO_TIMESTAMPNS), so `relayed - direct` for one event is what
 (its own work plus one more loopback hop), free of the client's scheduling, and both relays see
 the same moments of this virtual machine's stolen CPU time. Two shapes of load: events spread
 over time, and every stream's event in the same instant (the way an engine's decode step emits
-them). Target: the proxy adds under 0.2 ms more than the bare relay at p99, events spread.
+them). Target: the proxy adds under 0.2 ms more than the bare relay at p99, events spread
+(the median of three rounds).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import random
 import re
 import select
 import socket
+import statistics
 import struct
 import sys
 
@@ -28,6 +30,7 @@ from loadtests.client import SO_TIMESTAMPNS  # noqa: E402
 from tests.integration.loadtest_helpers import nearest_rank  # noqa: E402
 
 STREAMS, GAP, SECONDS = 50, 0.02, 8  # an event every 20 ms per stream: 2,500 events/s through each relay
+ROUNDS = 3  # of spread events: the verdict is their median, the hypervisor's steal varies from one to the next
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = [sys.executable, os.path.join(HERE, "_paired_source.py"), "{port}", str(GAP), str(int(SECONDS / GAP))]
 EVENT = re.compile(rb'data: \{"k":(\d+),"i":(\d+)\}')
@@ -90,9 +93,10 @@ def main() -> int:
             os.sched_setaffinity(0, {0})
             urls = {"direct": source, "llmchaos proxy": proxy, "bare TCP relay": relay}
             rows = {}
-            for shape, spread in (("spread", True), ("burst", False)):
+            for shape in [f"spread{r}" for r in range(1, ROUNDS + 1)] + ["burst"]:
                 steal = steal_jiffies(1)
-                rows[shape] = measure(urls, spread), (steal_jiffies(1) - steal) * 1000 / os.sysconf("SC_CLK_TCK")
+                rows[shape] = (measure(urls, shape != "burst"),
+                               (steal_jiffies(1) - steal) * 1000 / os.sysconf("SC_CLK_TCK"))
     print(f"{STREAMS} streams, an event every {GAP * 1000:g} ms each ({STREAMS / GAP:.0f} events/s through each "
           f"relay); source and client on CPU 0, both relays on CPU 1")
     print(f"{'events':7} {'relay':15} {'count':>6} {'added p50 ms':>13} {'p90':>7} {'p99':>7} {'max':>7}")
@@ -103,9 +107,10 @@ def main() -> int:
             print(f"{shape:7} {name:15} {len(values):6} {p50 * 1000:13.3f} {p90 * 1000:7.3f} "
                   f"{p99[shape, name] * 1000:7.3f} {max(values) * 1000:7.3f}")
         print(f"{shape:7} (CPU 1 stolen by the hypervisor meanwhile: {stolen:.0f} ms)")
-    over = p99["spread", "llmchaos proxy"] - p99["spread", "bare TCP relay"]
+    over = statistics.median(p99[f"spread{r}", "llmchaos proxy"] - p99[f"spread{r}", "bare TCP relay"]
+                             for r in range(1, ROUNDS + 1))
     met = over < 0.0002
-    print(f"the proxy's p99 over the bare relay's (events spread): {over * 1000:.3f} ms; "
+    print(f"the proxy's p99 over the bare relay's (events spread, median of {ROUNDS} rounds): {over * 1000:.3f} ms; "
           f"target < 0.2 ms: {'met' if met else 'NOT met'}")
     return 0 if met else 1
 
