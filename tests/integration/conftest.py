@@ -76,6 +76,15 @@ def burst(n: int, url: str, body: dict) -> list[tuple[int, dict, bytes]]:
     return results
 
 
+def pick_stop(text: str) -> str:
+    """A stop string that first occurs in the middle of `text` (spanning a token boundary)."""
+    for start in range(len(text) // 3, len(text) - 6):
+        s = text[start:start + 5]
+        if s.strip() == s and " " in s:
+            return s
+    raise AssertionError(f"no stop candidate in {text!r}")
+
+
 def cjk_ratio(text: str) -> float:
     chars = [c for c in text if not c.isspace()]
     return sum("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in chars) / len(chars)

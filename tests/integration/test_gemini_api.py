@@ -17,7 +17,7 @@ from google.genai import types
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
-from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, wait_ready
+from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, pick_stop, wait_ready
 from tests.procs import Server
 
 pytestmark = pytest.mark.integration
@@ -226,17 +226,11 @@ def test_max_output_tokens_honoured(client: httpx.Client):
             assert u["candidatesTokenCount"] == n
 
 
-def _pick_stop(text: str) -> str:
-    for start in range(len(text) // 3, len(text) - 6):
-        s = text[start:start + 5]
-        if s.strip() == s and " " in s:
-            return s
-    raise AssertionError(f"no stop candidate in {text!r}")
 
 
 def test_stop_sequences_honoured(client: httpx.Client):
     full = text_of(generate(client, body(maxOutputTokens=50, temperature=0)))
-    stop = _pick_stop(full)
+    stop = pick_stop(full)
     prefix = full[:full.index(stop)]
     assert prefix
     g = generate(client, body(maxOutputTokens=50, temperature=0, stopSequences=["zzzz-never", stop]))
@@ -451,7 +445,7 @@ def test_sdk_generate_content_with_config(server: Server, client: httpx.Client):
     r = sdk.models.generate_content(model=MODEL, contents="Tell me something interesting.", config=cfg)
     assert r.text == full
     assert r.usage_metadata.prompt_token_count == generate(client, raw_req)["usageMetadata"]["promptTokenCount"]
-    stop = _pick_stop(full)
+    stop = pick_stop(full)
     cfg = types.GenerateContentConfig(max_output_tokens=40, temperature=0, system_instruction=sys,
                                       stop_sequences=[stop])
     r = sdk.models.generate_content(model=MODEL, contents="Tell me something interesting.", config=cfg)

@@ -18,7 +18,7 @@ import pytest
 
 from llmchaos import tokenizer
 from llmchaos.sse import Decoder
-from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, wait_ready
+from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, pick_stop, wait_ready
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
@@ -262,13 +262,6 @@ def test_top_k_one_and_tiny_top_p_ignore_the_seed(client: httpx.Client):
 
 
 # -- stop sequences -------------------------------------------------------------------------------
-def _pick_stop(text: str) -> str:
-    """A stop string that first occurs in the middle of `text` (spanning a token boundary)."""
-    for start in range(len(text) // 3, len(text) - 6):
-        s = text[start:start + 5]
-        if s.strip() == s and " " in s:
-            return s
-    raise AssertionError(f"no stop candidate in {text!r}")
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
@@ -277,7 +270,7 @@ def test_stop_sequence_truncates(client: httpx.Client, path: str):
     mk = chat_body if chat else comp_body
     full = client.post(path, json=mk(max_tokens=50, ignore_eos=True, temperature=0)).json()
     full_text = full["choices"][0]["message"]["content"] if chat else full["choices"][0]["text"]
-    stop = _pick_stop(full_text)
+    stop = pick_stop(full_text)
     prefix = full_text[:full_text.index(stop)]
     assert prefix
 
