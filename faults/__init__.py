@@ -1,1 +1,1 @@
-"""Fault injectors: each one file with the same small interface (probe, apply, revert, read back)."""
+"""Faults: the injectors (one file per kind), the SSE chaos proxy, schedules, their runner and journal."""

@@ -13,18 +13,13 @@ from dataclasses import asdict, dataclass
 import psutil
 
 from faults.allow import Allowlist
-from faults.base import InjectError
-from faults.container import Docker
-from faults.gpu_clock import GpuClock
+from faults.injectors import KINDS
+from faults.injectors.base import InjectError
 from faults.journal import Journal
-from faults.netem import Netem
 from faults.schedule import Schedule, Window
-from faults.sse import SSE
-from faults.tbf import Tbf
 from llmchaos.errors import UsageError
 
 log = logging.getLogger("llmchaos.faults")
-KINDS: dict[str, type] = {k.kind: k for k in (SSE, GpuClock, Netem, Tbf, Docker)}
 
 
 @dataclass

@@ -23,7 +23,7 @@ import yaml
 
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
-from loadtests.profile import duration
+from llmchaos.units import duration
 
 FIELDS = {"name", "kind", "target", "at", "duration", "every", "params"}
 HORIZON_S = 24 * 3600.0  # overlap of repeating windows is checked this far ahead

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import orjson
 
-LANG_HEADER = "x-llmchaos-lang"
+from llmchaos.wire import DONE_DATA, LANG_HEADER
 
 
 @dataclass(slots=True)
@@ -85,7 +85,7 @@ class OpenAIChat:
         return (choice.get("delta") or {}).get("content") or ""
 
     def event(self, data: str) -> Event:
-        if data == "[DONE]":
+        if data == DONE_DATA:
             return Event(done=True)
         obj = _loads(data)
         if (err := _error(obj)) is not None:

@@ -19,7 +19,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from geventhttpclient.url import URL
 
-from llmchaos import sse
+from llmchaos import sse_codec
 from loadtests.adapters import Adapter, Call
 from loadtests.record import RequestRecord
 
@@ -135,7 +135,7 @@ class StreamClient:
         if not ctype.startswith("text/event-stream"):
             rec.outcome, rec.error = "malformed", f"content-type {ctype!r}"
             return
-        decoder, last, deadline, seen = sse.Decoder(), 0.0, start + self.request_timeout, 0
+        decoder, last, deadline, seen = sse_codec.Decoder(), 0.0, start + self.request_timeout, 0
         readline, chunks, gaps = resp.readline, rec.chunks, rec.gaps
         while True:
             try:

@@ -15,7 +15,8 @@ import time
 
 import httpx
 
-from llmchaos import languages, sse
+from llmchaos import languages, sse_codec
+from llmchaos.wire import DONE_DATA, LANG_HEADER
 
 
 def _free_port() -> int:
@@ -28,13 +29,13 @@ def stream_one(client: httpx.Client, url: str, lang: str, prompt: str) -> dict:
     body = {"model": "llmchaos-sim-8b", "stream": True, "max_tokens": 48,
             "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": prompt}]}
     start = time.perf_counter()
-    ttft, text, usage, decoder = None, [], {}, sse.Decoder()
+    ttft, text, usage, decoder = None, [], {}, sse_codec.Decoder()
     with client.stream("POST", url + "/v1/chat/completions", json=body,
-                       headers={"x-llmchaos-lang": lang}) as r:
+                       headers={LANG_HEADER: lang}) as r:
         r.raise_for_status()
         for chunk in r.iter_raw():
             for ev in decoder.feed(chunk):
-                if ev.data == "[DONE]":
+                if ev.data == DONE_DATA:
                     break
                 data = json.loads(ev.data)
                 usage = data.get("usage") or usage

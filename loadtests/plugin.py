@@ -27,12 +27,14 @@ from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import start_http_server
 
 from faults import allow
+from faults.session import FaultSession
 from llmchaos import languages, results, tokenizer
 from llmchaos.errors import UsageError
+from llmchaos.units import duration
+from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests import arrivals, exporters, profile, slo
 from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector, Merged
-from loadtests.faultphase import FaultPhases
 from loadtests.prompts import LongContextSource, PromptSource
 from loadtests.record import RequestRecord
 from loadtests.selfwatch import SelfWatch, verdict
@@ -42,7 +44,6 @@ ARRIVALS_MSG = "llmchaos_arrivals"
 FAULTS_MSG = "llmchaos_faults"
 FLUSH_MSG, FINAL_MSG = "llmchaos_flush", "llmchaos_final"  # the master collects the workers' last data
 FINAL_WAIT_S = 15.0
-REQUEST_ID = "x-request-id"
 
 
 def add_arguments(parser) -> None:  # noqa: ANN001 - Locust's configargparse parser
@@ -127,11 +128,10 @@ class Harness:
         self.slos = slo.load(o.slo or None)
         self.profile = self._profile()
         self.open_loop = o.rate > 0 or bool(self.profile and self.profile.stages[0].rate is not None)
-        self.warmup_s = profile.duration(o.warmup, "--warmup")
+        self.warmup_s = duration(o.warmup, "--warmup")
         self.seed, self._rng = o.seed, random.Random(o.seed)
-        self.faults = FaultPhases(o.schedule, o.fault_journal, o.run_time, allow.from_args(o),
-                                  runs_here=not self.is_worker) \
-            if o.schedule else None
+        self.faults = FaultSession(o.schedule, o.fault_journal or None, o.run_time, allow.from_args(o),
+                                   prepare_targets=not self.is_worker) if o.schedule else None
         if self.faults is not None and self.fault_t0 is not None:
             self.faults.t0 = self.fault_t0
         self.collector.slos, self.collector.sample_rate = self.slos, o.requests_sample
@@ -155,7 +155,7 @@ class Harness:
                 raise UsageError(f"not numbers: {o.levels!r}", field="--levels") from None
             if not levels or any(v <= 0 for v in levels):
                 raise UsageError("give positive levels, e.g. 50,200,500", field="--levels")
-            return profile.shape(o.shape, levels, profile.duration(o.stage_duration, "--stage-duration"),
+            return profile.shape(o.shape, levels, duration(o.stage_duration, "--stage-duration"),
                                  o.rate > 0)
         return None
 
@@ -187,7 +187,7 @@ class Harness:
         call = self.adapter.call(self.o.model, user.prompts.next(), user.lang, self.o.max_tokens,
                                  not self.o.no_stream, self.o.lang_in_body, self.o.api_key)
         rid = uuid.uuid4().hex
-        call.headers[REQUEST_ID] = rid
+        call.headers[REQUEST_ID_HEADER] = rid
         now_unix, now_perf = time.time(), time.perf_counter()
         intended = now_unix if intended is None else intended
         rec = RequestRecord(user.lang, self.adapter.name, user.host or "", self.phase(intended), rid,

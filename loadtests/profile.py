@@ -7,30 +7,13 @@ interpolates linearly between stages. Shortcuts: `--shape step|ramp|spike|soak
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import yaml
 
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration(value: object, where: str = "", file: str | None = None, line: int | None = None) -> float:
-    """'30s', '2m', '150ms', or a number of seconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*", str(value))
-        if not m:
-            raise UsageError(f"bad duration {value!r} (use e.g. 500ms, 30s, 2m, 1h)", file=file, line=line,
-                             field=where or None)
-        seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if seconds < 0:
-        raise UsageError(f"negative duration {value!r}", file=file, line=line, field=where or None)
-    return seconds
+from llmchaos.units import duration
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from llmchaos.net import is_loopback
 from reference_server.api.common import APIError, ServerOptions, bearer, parse_body
 from reference_server.api.gemini import GeminiAPI
 from reference_server.api.openai import OpenAIAPI, Strict
@@ -86,11 +86,7 @@ class Admin:
         if not self.opts.admin_token:
             raise APIError("PERMISSION_DENIED", "admin API disabled: start with --admin-token")
         host = request.client.host if request.client else ""
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:  # not an IP address: not known to be local
-            loopback = False
-        if not self.opts.admin_allow_remote and not loopback:
+        if not self.opts.admin_allow_remote and not is_loopback(host):
             raise APIError("PERMISSION_DENIED", "admin API is loopback-only")
         token = bearer(request) or ""
         if not secrets.compare_digest(token.encode(), self.opts.admin_token.encode()):

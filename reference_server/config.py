@@ -1,30 +1,8 @@
-"""Engine and server configuration (what `llmchaos serve` flags set)."""
+"""The engine's configuration (what `llmchaos serve` flags set), whatever the executor."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-
-@dataclass
-class CostModel:
-    """Step time of the sim executor, calibrated to an 8B model in bf16 on one H100.
-
-    Decode is memory-bound: a fixed weight read per step plus a KV read per context
-    token; prefill is compute-bound per prompt token. Gives TTFT ~60-120 ms for
-    1-2K-token prompts at low load and ITL ~10-15 ms up to a batch of 64.
-    """
-
-    step_overhead_s: float = 0.004
-    prefill_per_token_s: float = 0.00006
-    decode_base_s: float = 0.010
-    decode_per_seq_s: float = 0.00005
-    decode_per_ctx_token_s: float = 4e-8
-    jitter: float = 0.03  # sigma of a seeded log-normal factor
-    max_clock_mhz: float = 1980.0  # H100 SXM boost clock: the factor is max / locked
-
-    @classmethod
-    def zero(cls) -> "CostModel":
-        return cls(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass
@@ -44,7 +22,5 @@ class EngineConfig:
     fast_weight: float = 90.0
     bulk_weight: float = 10.0
     bulk_min_slice_s: float = 0.5
-    seed: int = 0
-    cost: CostModel = field(default_factory=CostModel)
     pacer_tokens_per_s: float = 0.0  # 0: off
     pacer_max_gap_s: float = 0.2

@@ -32,12 +32,10 @@ class Unavailable(Exception):
 
 
 class Engine:
-    def __init__(self, cfg: EngineConfig, executor: Executor | None = None) -> None:
-        from reference_server.executors.sim import SimExecutor
-
+    def __init__(self, cfg: EngineConfig, executor: Executor) -> None:
         self.cfg = cfg
         self.scheduler = Scheduler(cfg)
-        self.executor = executor or SimExecutor(cfg.cost, cfg.seed)
+        self.executor = executor
         self.metrics = EngineMetrics(cfg.model_name, cfg.max_model_len, self.scheduler)
         self.state = "starting"  # starting | ready | draining
         self._pieces = tokenizer.pieces()

@@ -11,6 +11,7 @@ from reference_server.api.common import ServerOptions
 from reference_server.app import create_app
 from reference_server.config import EngineConfig
 from reference_server.engine import Engine
+from reference_server.executors import Executor
 
 log = logging.getLogger("llmchaos.server")
 
@@ -41,9 +42,9 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True  # a clean drain exits 0: the signal is not re-raised
 
 
-def serve(engine_cfg: EngineConfig, host: str, port: int, opts: ServerOptions,
+def serve(engine_cfg: EngineConfig, executor: Executor, host: str, port: int, opts: ServerOptions,
           startup_delay_s: float = 0.0, drain_timeout_s: float = 30.0, log_level: str = "warning") -> None:
-    engine = Engine(engine_cfg)
+    engine = Engine(engine_cfg, executor)
     app = create_app(engine, opts, startup_delay_s)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                             timeout_graceful_shutdown=5)

@@ -13,10 +13,10 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from llmchaos import languages, tokenizer
+from llmchaos.wire import LANG_HEADER
 from reference_server.engine import Engine, QueueFull, Unavailable
 from reference_server.sequence import SamplingParams, Sequence
 
-LANG_HEADER = "x-llmchaos-lang"
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from llmchaos import tokenizer
+from llmchaos import sse_codec, tokenizer
 from reference_server.api.common import (
     APIError,
     admit,
@@ -29,7 +29,6 @@ from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-DONE = b"data: [DONE]\n\n"
 
 Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
 TopP = Annotated[float, Field(gt=0.0, le=1.0)]
@@ -199,7 +198,7 @@ class OpenAIAPI:
                        f'}}]{usage}}}\n\n').encode()
             if opts.include_usage:
                 yield (head[:-len('{"index":0,')] + f'],"usage":{dumps(_usage(seq, delivered))}}}\n\n').encode()
-            yield DONE
+            yield sse_codec.DONE
         finally:
             self.engine.abort(seq)
 

@@ -1,13 +1,41 @@
-"""Executors run one scheduled batch and return one sampled token per sampling sequence."""
+"""Executors run one scheduled batch and return one sampled token per sampling sequence.
+
+`create` picks one by name (`llmchaos serve --engine`) and imports its backend only then, so
+the sim engine never pays for a heavy one.
+"""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Protocol
 
-from reference_server.scheduler import Batch
+from llmchaos.errors import UsageError
+from reference_server.batch import Batch
+
+ENGINES = {"sim": "reference_server.executors.sim"}  # name -> module with `create(options) -> Executor`
 
 
 class Executor(Protocol):
     async def execute(self, batch: Batch) -> list[int]:
         """Compute the batch's tokens; return the next token of each of `batch.sampling`, in order."""
         ...
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """What `llmchaos serve` tells the executor it builds; each engine reads the fields it knows."""
+
+    engine: str = "sim"
+    seed: int = 0
+    sim_time_scale: float = 1.0  # sim: multiply the cost model (0: every step is free)
+    sim_jitter: float = 0.03  # sim: sigma of the seeded log-normal step-time factor
+
+
+def create(options: ExecutorOptions) -> Executor:
+    """The executor `options.engine` names; an unknown name is a UsageError listing the engines."""
+    module = ENGINES.get(options.engine)
+    if module is None:
+        raise UsageError(f"unknown engine {options.engine!r} (engines: {', '.join(ENGINES)})", field="--engine")
+    executor: Executor = importlib.import_module(module).create(options)
+    return executor

@@ -11,14 +11,44 @@ import asyncio
 import math
 import random
 import time
+from dataclasses import dataclass, replace
 
 from llmchaos import languages
-from reference_server.config import CostModel
+from reference_server.batch import Batch
+from reference_server.executors import ExecutorOptions
 from reference_server.executors.ngram import NGramModel
-from reference_server.scheduler import Batch
 from reference_server.sequence import Sequence
 
 BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last deadline continues from it
+
+
+@dataclass
+class CostModel:
+    """Step time of the sim executor, calibrated to an 8B model in bf16 on one H100.
+
+    Decode is memory-bound: a fixed weight read per step plus a KV read per context
+    token; prefill is compute-bound per prompt token. Gives TTFT ~60-120 ms for
+    1-2K-token prompts at low load and ITL ~10-15 ms up to a batch of 64.
+    """
+
+    step_overhead_s: float = 0.004
+    prefill_per_token_s: float = 0.00006
+    decode_base_s: float = 0.010
+    decode_per_seq_s: float = 0.00005
+    decode_per_ctx_token_s: float = 4e-8
+    jitter: float = 0.03  # sigma of a seeded log-normal factor
+    max_clock_mhz: float = 1980.0  # H100 SXM boost clock: the factor is max / locked
+
+    @classmethod
+    def zero(cls) -> CostModel:
+        return cls(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+    def scaled(self, factor: float, jitter: float) -> CostModel:
+        """Every step time multiplied by `factor` (0: free), with this jitter."""
+        return replace(self, step_overhead_s=self.step_overhead_s * factor,
+                       prefill_per_token_s=self.prefill_per_token_s * factor,
+                       decode_base_s=self.decode_base_s * factor, decode_per_seq_s=self.decode_per_seq_s * factor,
+                       decode_per_ctx_token_s=self.decode_per_ctx_token_s * factor, jitter=jitter)
 
 
 class SimDevice:
@@ -86,3 +116,8 @@ class SimExecutor:
         tokens = [self.sample(seq) for seq in batch.sampling]
         await asyncio.sleep(max(0.0, self._deadline - time.monotonic()))
         return tokens
+
+
+def create(options: ExecutorOptions) -> SimExecutor:
+    """The executor factory's entry for `--engine sim`."""
+    return SimExecutor(CostModel().scaled(options.sim_time_scale, options.sim_jitter), options.seed)

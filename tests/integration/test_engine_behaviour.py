@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from llmchaos import languages, tokenizer
-from llmchaos.sse import Decoder
+from llmchaos.sse_codec import Decoder
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from llmchaos import tokenizer
-from llmchaos.sse import Decoder
+from llmchaos.sse_codec import Decoder
 from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, pick_stop, wait_ready
 from tests.procs import Server
 

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from llmchaos import tokenizer
-from llmchaos.sse import Decoder
+from llmchaos.sse_codec import Decoder
 from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, pick_stop, wait_ready
 from tests.procs import Server, serve
 

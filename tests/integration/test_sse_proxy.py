@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from llmchaos.sse import Decoder
+from llmchaos.sse_codec import Decoder
 from tests.procs import ROOT, free_port, serve, stop
 
 FAULT = "/_llmchaos/fault"

@@ -20,7 +20,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from faults.container import Docker
+from faults.injectors.docker import Docker
 from tests.procs import ROOT
 from tests.system.dockerd import ALLOW, sock
 

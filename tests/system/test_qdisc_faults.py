@@ -12,9 +12,9 @@ import pytest
 from pyroute2 import NetNS
 
 from faults.allow import Allowlist
-from faults.base import InjectError
-from faults.netem import Netem
-from faults.tbf import Tbf
+from faults.injectors.base import InjectError
+from faults.injectors.netem import Netem
+from faults.injectors.tbf import Tbf
 from tests.procs import ROOT
 from tests.system.netns import in_netns, veth_pair
 
@@ -112,7 +112,7 @@ def test_only_allowed_namespaces_and_interfaces(pair):
 def test_missing_namespace_interface_and_the_default_route_are_refused():
     assert Tbf({"netns": "llmc-none", "interface": "veth0"}).probe() == "tbf: no network namespace 'llmc-none'"
     assert "no interface nope0 (host)" in Tbf({"interface": "nope0"}).probe()
-    from faults.qdisc import default_route_interfaces
+    from faults.injectors.qdisc import default_route_interfaces
 
     for iface in default_route_interfaces():  # (none in a sandbox without a default route)
         assert "carries the host's default route; refused" in Tbf({"interface": iface}).probe()

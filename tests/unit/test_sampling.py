@@ -5,9 +5,10 @@ from collections import Counter
 import pytest
 
 from llmchaos import languages, tokenizer
-from reference_server.config import CostModel, EngineConfig
+from reference_server.config import EngineConfig
 from reference_server.engine import Engine, _holdback
 from reference_server.executors.ngram import NGramModel
+from reference_server.executors.sim import CostModel, SimExecutor
 from reference_server.sequence import SamplingParams
 
 
@@ -70,7 +71,7 @@ def test_holdback_keeps_back_a_possible_stop_prefix():
 def run(engine_cfg: EngineConfig, params: SamplingParams, prompt: str = "Hello there",
         lang: str = "en") -> tuple[list[str], str | None, int]:
     async def go():
-        engine = Engine(engine_cfg)
+        engine = Engine(engine_cfg, SimExecutor(CostModel.zero()))
         engine.start()
         engine.state = "ready"
         seq = engine.submit(tokenizer.encode(prompt), params, lang)
@@ -83,7 +84,7 @@ def run(engine_cfg: EngineConfig, params: SamplingParams, prompt: str = "Hello t
     return asyncio.run(go())
 
 
-FREE = EngineConfig(cost=CostModel.zero())
+FREE = EngineConfig()
 
 
 def test_seeded_requests_repeat_and_differ_by_seed():

@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from faults import schedule
-from faults.runner import KINDS
+from faults.injectors import KINDS
 from llmchaos.errors import UsageError
 from tests.procs import ROOT
 
@@ -93,8 +93,8 @@ def test_dry_run_prints_the_plan(tmp_path):
     ({"delay": "10ms", "limit": 5}, "params.limit: unknown field"),
 ])
 def test_netem_params(params, message):
-    from faults.base import FieldError
-    from faults.netem import Netem
+    from faults.injectors.base import FieldError
+    from faults.injectors.netem import Netem
 
     if message is None:
         assert Netem.options(params) == {"delay": 100_000, "jitter": 30_000, "loss": 0.5}

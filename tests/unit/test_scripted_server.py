@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from llmchaos.sse import Decoder, Event
+from llmchaos.sse_codec import Decoder, Event
 from tests.servers import scripted
 
 pytestmark = pytest.mark.integration

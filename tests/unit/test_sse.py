@@ -1,16 +1,16 @@
-from llmchaos import sse
+from llmchaos import sse_codec
 
 
-def feed_all(chunks: list[bytes]) -> tuple[list[sse.Event], sse.Decoder]:
-    d = sse.Decoder()
-    out: list[sse.Event] = []
+def feed_all(chunks: list[bytes]) -> tuple[list[sse_codec.Event], sse_codec.Decoder]:
+    d = sse_codec.Decoder()
+    out: list[sse_codec.Event] = []
     for c in chunks:
         out += d.feed(c)
     return out, d
 
 
 def test_encode_round_trips_multiline_and_event_name():
-    raw = sse.encode("a\nb", event="error")
+    raw = sse_codec.encode("a\nb", event="error")
     assert raw == b"event: error\ndata: a\ndata: b\n\n"
     (ev,), _ = feed_all([raw])
     assert (ev.event, ev.data) == ("error", "a\nb")

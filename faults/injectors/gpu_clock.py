@@ -20,7 +20,7 @@ from typing import ClassVar
 import httpx
 
 from faults.allow import Allowlist
-from faults.base import FieldError, InjectError, only_keys
+from faults.injectors.base import FieldError, InjectError, only_keys
 
 
 def _positive_mhz(params: dict, key: str) -> None:

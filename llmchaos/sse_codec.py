@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DONE = b"data: [DONE]\n\n"
+from llmchaos.wire import DONE_DATA
+
+DONE = b"data: " + DONE_DATA.encode() + b"\n\n"  # the last event of an OpenAI-style stream
 
 
 def encode(data: str | bytes, event: str | None = None) -> bytes:

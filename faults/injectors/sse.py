@@ -8,8 +8,8 @@ from typing import ClassVar
 import httpx
 
 from faults.allow import Allowlist
-from faults.base import FieldError, InjectError, only_keys
-from faults.sse_proxy import CONTROL, SSEFault
+from faults.injectors.base import FieldError, InjectError, only_keys
+from faults.proxy import CONTROL, SSEFault
 
 
 class SSE:

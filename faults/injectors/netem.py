@@ -4,8 +4,8 @@ rate (`8mbit`)."""
 
 from __future__ import annotations
 
-from faults.base import FieldError, number, only_keys, rate
-from faults.qdisc import RootQdisc
+from faults.injectors.base import FieldError, number, only_keys, rate
+from faults.injectors.qdisc import RootQdisc
 
 PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder", "rate"}
 

@@ -15,7 +15,7 @@ import signal
 from typing import ClassVar
 
 from faults.allow import Allowlist
-from faults.base import FieldError, InjectError, number, only_keys
+from faults.injectors.base import FieldError, InjectError, number, only_keys
 
 OPTIONAL = {"pause": set(), "kill": {"signal"}, "stop": {"timeout"}, "restart": {"timeout"}, "cpu": set(),
             "disconnect": set()}

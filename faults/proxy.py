@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import http
-import ipaddress
 import json
 import random
 import signal
@@ -25,10 +24,14 @@ from urllib.parse import urlsplit
 import httptools
 import uvloop
 
+from llmchaos.net import is_loopback
+from llmchaos.wire import DONE_DATA, LANG_HEADER
+
 CONTROL = "/_llmchaos/fault"
 HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"host", b"te", b"trailer",
               b"upgrade", b"proxy-authorization", b"proxy-authenticate", b"accept-encoding"}
 END = b"0\r\n\r\n"
+DONE, LANG = DONE_DATA.encode(), LANG_HEADER.encode()
 
 
 @dataclass
@@ -115,7 +118,7 @@ class Misbehave:
             if ev is None:
                 self.client.write(END)
                 return
-            content = ev.startswith(b"data:") and b"[DONE]" not in ev
+            content = ev.startswith(b"data:") and DONE not in ev
             if content and f.drop_ratio and self.rng.random() < f.drop_ratio:
                 continue
             if f.jitter:
@@ -255,7 +258,7 @@ class Client(asyncio.Protocol):
 
     async def forward(self) -> bool:
         """Relay to the upstream; whether the client connection can carry another request."""
-        lang = next((v.decode() for k, v in self.headers if k.lower() == b"x-llmchaos-lang"), None)
+        lang = next((v.decode() for k, v in self.headers if k.lower() == LANG), None)
         fault = self.proxy.fault if self.proxy.fault and self.proxy.fault.applies_to(lang) else None
         if fault and fault.error_ratio and self.proxy.rng.random() < fault.error_ratio:
             kind = "rate_limit_error" if fault.error_status == 429 else "server_error"
@@ -336,11 +339,7 @@ class Proxy:
         return False, up
 
     def control(self, method: bytes, body: bytes, peer: str) -> bytes:
-        try:
-            loopback = ipaddress.ip_address(peer).is_loopback
-        except ValueError:  # not an IP address: not known to be local
-            loopback = False
-        if not loopback:
+        if not is_loopback(peer):
             return response(403, {"error": "control API is loopback-only"})
         if method == b"PUT":
             try:

@@ -14,7 +14,7 @@ from pyroute2 import config as pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError
 
 from faults.allow import Allowlist
-from faults.base import InjectError, only_keys
+from faults.injectors.base import InjectError, only_keys
 
 # NetNS forks a helper that pyroute2 ends with SIGTERM: with our handler inherited, that copy of this
 # process would run the runner's revert and journal code; with the default handler it just exits.

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from faults.base import number, only_keys, rate
-from faults.qdisc import RootQdisc
+from faults.injectors.base import number, only_keys, rate
+from faults.injectors.qdisc import RootQdisc
 
 
 class Tbf(RootQdisc):

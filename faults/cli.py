@@ -1,0 +1,123 @@
+"""`llmchaos proxy` (the SSE chaos proxy) and `llmchaos faults run|probe|recover`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+
+from faults import allow
+from llmchaos.cli import Subparsers, positive
+from llmchaos.errors import UsageError
+
+START_LEAD_S = 0.5  # a run starts this long after the command, so the first window is on time
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser("proxy", help="run the SSE chaos proxy in front of an upstream")
+    p.add_argument("--listen", default="127.0.0.1:9100", help="HOST:PORT")
+    p.add_argument("--upstream", required=True, help="base URL of the server to forward to")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run_proxy)
+
+    p = sub.add_parser("faults", help="run, probe or recover fault schedules")
+    fsub = p.add_subparsers(dest="faults_command", required=True)
+    run = fsub.add_parser("run", help="run a schedule from now")
+    run.add_argument("schedule")
+    run.add_argument("--dry-run", action="store_true", help="print the plan with absolute times")
+    run.add_argument("--duration", type=positive(float), default=None,
+                     help="seconds to run (default: until the last window ends; needed with 'every')")
+    run.add_argument("--journal", default=None)
+    run.add_argument("--timeline", default=None, help="write the windows as they ran (JSON)")
+    allow.add_arguments(run)
+    run.set_defaults(func=run_faults)
+    rec = fsub.add_parser("recover", help="revert whatever the journal still holds")
+    rec.add_argument("--journal", default=None)
+    rec.set_defaults(func=run_recover)
+    probe = fsub.add_parser("probe", help="what this host can inject; with a schedule, whether each target can")
+    probe.add_argument("schedule", nargs="?")
+    allow.add_arguments(probe)
+    probe.set_defaults(func=run_probe)
+
+
+def run_proxy(args: argparse.Namespace) -> None:
+    from faults import proxy
+
+    if not args.listen.rpartition(":")[2].isdigit():
+        raise UsageError(f"expected HOST:PORT, got {args.listen!r}", field="--listen")
+    if not args.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"expected an http(s) URL, got {args.upstream!r}", field="--upstream")
+    proxy.serve(args.listen, args.upstream, args.seed)
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def run_faults(args: argparse.Namespace) -> int:
+    from faults import schedule
+    from faults.injectors import KINDS
+    from faults.session import FaultSession
+
+    plan = schedule.load(args.schedule, KINDS)
+    if any(f.every for f in plan.faults) and args.duration is None:
+        raise UsageError("a schedule with 'every' needs --duration", field="--duration")
+    horizon = args.duration or max((w.end for w in plan.windows()), default=0.0)
+    if args.dry_run:
+        t0 = time.time() + START_LEAD_S
+        windows = plan.windows(horizon)
+        print(f"seed {plan.seed}; {len(windows)} windows from {_iso(t0)}")
+        for w in windows:
+            print(f"{_iso(t0 + w.start)} -> {_iso(t0 + w.end)}  {w.name:16} {w.kind:9} {json.dumps(w.target)} "
+                  f"{json.dumps(w.params)}")
+        return 0
+    session = FaultSession(args.schedule, args.journal, horizon, allow.from_args(args))
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    t0 = session.start(time.time() + START_LEAD_S)
+    while not stopping and time.time() < t0 + horizon:
+        time.sleep(0.05)
+    timeline = session.stop()
+    if args.timeline:
+        with open(args.timeline, "w", encoding="utf-8") as f:
+            json.dump(timeline, f, indent=1)
+    for line in session.errors():
+        print(f"llmchaos: {line}", file=sys.stderr)
+    return 1 if session.errors() else 0
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    from faults.journal import DEFAULT, Journal
+    from faults.runner import recover
+
+    lines = recover(Journal(args.journal or DEFAULT))
+    print("\n".join(lines) if lines else "nothing to recover")
+    return 1 if any(line.startswith("could not") for line in lines) else 0
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    from faults import schedule
+    from faults.injectors import KINDS
+
+    if args.schedule is None:
+        for kind, injector in KINDS.items():
+            reason = injector.probe_host()
+            print(f"{kind:9} {'yes' if reason is None else 'no: ' + reason}")
+        return 0
+    plan = schedule.load(args.schedule, KINDS)
+    allowed = allow.from_args(args)
+    bad = 0
+    for spec in plan.faults:
+        reason = KINDS[spec.kind](spec.target, allowed).probe()
+        bad += reason is not None
+        print(f"{spec.name:16} {spec.kind:9} {'ok' if reason is None else 'NO: ' + reason}")
+    return 1 if bad else 0
