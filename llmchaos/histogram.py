@@ -7,7 +7,7 @@ workers' histograms equals one histogram of all their values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -18,6 +18,13 @@ from llmchaos.metrics import METRICS
 HIGHEST = 3_600_000_000  # one hour in microseconds
 DIGITS = 3
 QUANTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+
+
+def nearest_rank(values: Sequence[float], pct: float) -> float:
+    """The percentile of raw values as HDR histograms define it: the value at rank round(pct% of n),
+    at least 1 (for checking a histogram against the values it recorded)."""
+    s = sorted(values)
+    return s[max(1, int(pct / 100 * len(s) + 0.5)) - 1]
 
 
 class Key(NamedTuple):

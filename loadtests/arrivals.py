@@ -8,9 +8,17 @@ latencies count from it, which corrects for coordinated omission.
 from __future__ import annotations
 
 import random
+import time
+from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
+import gevent
+from gevent.queue import Queue
+
+from llmchaos import languages
+from loadtests.options import Settings
 from loadtests.profile import Profile, Stage
 
 
@@ -30,6 +38,24 @@ class ArrivalPlan:
     workers: int = 1
     stages: tuple[tuple[float, float], ...] = ()  # (duration, rate) of a profile; empty: `rate` throughout
     ramp: bool = False
+
+    @classmethod
+    def for_run(cls, settings: Settings, t0: float, worker: int = 0, workers: int = 1) -> ArrivalPlan:
+        """Worker `worker` of `workers`'s share of the run's schedule from unix time `t0`."""
+        o, prof = settings.options, settings.profile
+        stages = tuple((s.duration, s.rate) for s in prof.stages) if prof else ()
+        return cls(t0, o.rate, o.arrival, o.burstiness, o.seed, settings.langs,
+                   tuple(languages.get(t).weight for t in settings.langs), None, worker, workers, stages,
+                   bool(prof and prof.ramp))
+
+    def message(self) -> dict[str, Any]:
+        """As the master sends it to a worker (Locust's messages carry plain data)."""
+        return asdict(self)
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> ArrivalPlan:
+        return cls(**{**data, "langs": tuple(data["langs"]), "weights": tuple(data["weights"]),
+                      "stages": tuple(map(tuple, data["stages"]))})
 
     def rate_at(self, t: float) -> float | None:
         """The master's rate at `t` seconds into the schedule; None once a profile is over."""
@@ -58,3 +84,39 @@ def schedule(plan: ArrivalPlan) -> Iterator[tuple[int, float, str]]:
         if k % plan.workers == plan.worker:
             yield k, plan.t0 + t, lang
         k += 1
+
+
+class Arrivals:
+    """This process's arrivals, queued per language as they fall due; a user of that language takes
+    the next one and sends its request then."""
+
+    def __init__(self) -> None:
+        self.queues: defaultdict[str, Queue] = defaultdict(Queue)
+        self._greenlet: gevent.Greenlet | None = None
+
+    def start(self, plan: ArrivalPlan) -> None:
+        self.stop()
+        self._greenlet = gevent.spawn(self._dispatch, plan)
+
+    def _dispatch(self, plan: ArrivalPlan) -> None:
+        for k, due, lang in schedule(plan):
+            wait = due - time.time()
+            if wait > 0:
+                gevent.sleep(wait)
+            self.queues[lang].put((k, due))
+
+    def next(self, lang: str) -> float:
+        """Wait for the next arrival in `lang`; its intended start (unix time)."""
+        _, due = self.queues[lang].get()
+        return float(due)
+
+    def stop(self) -> list[tuple[str, float]]:
+        """Stop issuing; (lang, intended start) of every arrival that fell due but was never sent."""
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+        unsent = []
+        for lang, q in self.queues.items():
+            while not q.empty():
+                unsent.append((lang, q.get()[1]))
+        return unsent

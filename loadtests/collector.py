@@ -1,17 +1,15 @@
-"""Per-process collection of request records, shipped to the master and merged exactly."""
+"""Per-process collection of request records, shipped to the master (or merged in place)."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import IO
+from typing import Any
 
 import gevent
-import orjson
 
-from llmchaos import tokenizer
+from llmchaos import slo, tokenizer
 from llmchaos.histogram import HistogramSet, Key
-from loadtests import slo
 from loadtests.record import RequestRecord
 
 
@@ -33,14 +31,15 @@ class Collector:
                 self.hist.record_many(Key(*base, metric), values)
         self.outcomes[(*base, rec.outcome)] += 1
         self.slo_counts[(*base, "issued")] += 1
-        if slo.attained(rec, self.slos.get(rec.lang, {})):
+        if rec.attains(self.slos.get(rec.lang, {})):
             self.slo_counts[(*base, "met")] += 1
         if self.sample_rate >= 1.0 or self._rng.random() < self.sample_rate:
             self.records.append(rec)
 
-    def take_records(self, streaming: bool = True) -> list[dict]:
-        """Sampled records as JSON lines, our own token counts computed in one batch (in a native
-        thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
+    def take_records(self, streaming: bool = True) -> list[bytes]:
+        """Sampled records as encoded requests.jsonl lines, our own token counts computed in one batch
+        (in a native thread while streams are in flight: the tokenizer releases the GIL, the event
+        loop goes on)."""
         recs, self.records = self.records, []
         texts = [r.text for r in recs]
         if not recs:
@@ -49,9 +48,9 @@ class Collector:
             own = gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,))
         else:
             own = tokenizer.count_batch(texts)
-        return [r.to_json(n) for r, n in zip(recs, own)]
+        return [r.line(n).encode() for r, n in zip(recs, own, strict=True)]
 
-    def report(self, streaming: bool = True) -> dict:
+    def report(self, streaming: bool = True) -> dict[str, Any]:
         """A worker's data since its last report, encoded for the master. While streams are in
         flight it yields to the event loop between histograms, so they are read on time."""
         items = []
@@ -63,33 +62,3 @@ class Collector:
                "slo": [[*k, n] for k, n in self.slo_counts.items()], "records": self.take_records(streaming)}
         self.outcomes, self.slo_counts = Counter(), Counter()
         return out
-
-
-class Merged:
-    """The run's totals: the master's merge of its workers, or a single process's own collector."""
-
-    def __init__(self, records_file: IO[bytes] | None = None, local: Collector | None = None) -> None:
-        self.hist = local.hist if local else HistogramSet()
-        self.outcomes: Counter[tuple[str, ...]] = local.outcomes if local else Counter()
-        self.slo_counts: Counter[tuple[str, ...]] = local.slo_counts if local else Counter()
-        self.records_file = records_file
-        self.records_written = 0
-
-    def merge(self, data: dict) -> None:
-        """Add a worker's report; HDR histograms add bucket by bucket, so the merge is exact."""
-        for item in data["hist"]:
-            self.hist.merge(HistogramSet.decode([item]))
-            gevent.sleep(0)
-        for *k, n in data["outcomes"]:
-            self.outcomes[tuple(k)] += n
-        for *k, n in data["slo"]:
-            self.slo_counts[tuple(k)] += n
-        self.write_records(data["records"])
-
-    def write_records(self, records: list[dict]) -> None:
-        if self.records_file is not None:
-            for i, r in enumerate(records):
-                self.records_file.write(orjson.dumps(r) + b"\n")
-                if i % 64 == 63:
-                    gevent.sleep(0)
-            self.records_written += len(records)

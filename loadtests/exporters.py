@@ -6,11 +6,11 @@ import logging
 from collections.abc import Callable, Iterator
 
 import gevent
-from prometheus_client import CollectorRegistry, push_to_gateway
+from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from llmchaos.metrics import FAULT_ACTIVE, LABELS, METRICS, REQUESTS_TOTAL
-from loadtests.collector import Merged
+from loadtests.merge import Merged
 
 log = logging.getLogger("llmchaos.exporters")
 FaultState = Callable[[], list[tuple[str, str, str, bool]]]  # (fault, kind, target, active)
@@ -19,10 +19,12 @@ FaultState = Callable[[], list[tuple[str, str, str, bool]]]  # (fault, kind, tar
 class ResultsCollector:
     """Renders the merged HDR histograms as Prometheus histograms on our bucket edges."""
 
-    def __init__(self, merged: Merged, faults: FaultState | None = None) -> None:
+    def __init__(self, merged: Merged | None = None, faults: FaultState | None = None) -> None:
         self.merged, self.faults = merged, faults
 
     def collect(self) -> Iterator[Metric]:
+        if self.merged is None:  # between tests
+            return
         families: dict[str, HistogramMetricFamily] = {}
         for key, h in self.merged.hist:
             m = METRICS[key.metric]
@@ -51,12 +53,6 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
-def registry(merged: Merged, faults: FaultState | None = None) -> CollectorRegistry:
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(ResultsCollector(merged, faults))
-    return reg
-
-
 def push(gateway: str, reg: CollectorRegistry, run_id: str, job: str = "llmchaos") -> bool:
     """Replace this run's group on the Pushgateway; a failure is logged, never fatal to the run."""
     try:
@@ -65,3 +61,35 @@ def push(gateway: str, reg: CollectorRegistry, run_id: str, job: str = "llmchaos
     except OSError as e:
         log.warning("push to %s failed: %s", gateway, e)
         return False
+
+
+class Exporter:
+    """The master's export of the run's totals: served on `--prometheus-port` (one server for the
+    process's life, showing the current test) and pushed every `--push-interval` and at the end."""
+
+    def __init__(self, port: int, gateway: str, interval: float) -> None:
+        self.gateway, self.interval = gateway, interval
+        self.results = ResultsCollector()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.results)
+        self._pusher: gevent.Greenlet | None = None
+        if port:
+            start_http_server(port, addr="0.0.0.0", registry=self.registry)
+
+    def start(self, merged: Merged, faults: FaultState | None, run_id: str) -> None:
+        self.results.merged, self.results.faults = merged, faults
+        if self.gateway:
+            self._pusher = gevent.spawn(self._push_loop, run_id)
+
+    def _push_loop(self, run_id: str) -> None:
+        while True:
+            gevent.sleep(self.interval)
+            push(self.gateway, self.registry, run_id)
+
+    def finish(self, run_id: str) -> None:
+        """Stop pushing on a timer and push the final totals once (the live endpoint keeps them)."""
+        if self._pusher is not None:
+            self._pusher.kill(block=False)
+            self._pusher = None
+        if self.gateway:
+            push(self.gateway, self.registry, run_id)

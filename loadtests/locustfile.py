@@ -28,7 +28,7 @@ class LLMShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         env = self.runner.environment
-        o, prof = env.parsed_options, env.llmchaos.profile
+        o, prof = env.parsed_options, env.llmchaos.settings.profile
         users, rate, t = o.num_users or 1, o.spawn_rate or 1.0, self.get_run_time()
         if o.run_time and t >= o.run_time:  # Locust leaves -t to a shape
             return None
@@ -37,6 +37,6 @@ class LLMShape(LoadTestShape):
         i, stage, _ = prof.at(t)
         if i < 0:
             return None
-        if env.llmchaos.open_loop:
+        if env.llmchaos.settings.open_loop:
             return users, rate
         return prof.users(t) or users, stage.spawn_rate or rate

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from llmchaos import tokenizer
+from llmchaos import slo, tokenizer
+from llmchaos.run import RequestLine
 
 DISAGREEMENT = 0.10  # server usage vs our count: flagged beyond 10 % and 2 tokens
 
@@ -71,6 +72,12 @@ class RequestRecord:
             return None
         return (self.e2e - self.ttft) / (n - 1)
 
+    def attains(self, slo_limits: dict[str, float]) -> bool:
+        """Whether this request met its language's SLO (a failure never does)."""
+        ok = self.outcome == "ok"
+        return slo.attained(slo_limits, ok=ok, ttft=self.ttft, e2e=self.e2e, tpot=self.tpot() if ok else None,
+                            max_gap=max(self.gaps, default=0.0))
+
     def samples(self) -> dict[str, list[float]]:
         """Values this request adds to each metric's histogram (latencies only when it succeeded)."""
         out: dict[str, list[float]] = {}
@@ -90,16 +97,13 @@ class RequestRecord:
             out["e2e_sent"] = [self.e2e - self.schedule_lag]
         return out
 
-    def to_json(self, own: int) -> dict:
+    def line(self, own: int) -> RequestLine:
         """The requests.jsonl line; `own` is our tokenizer's count of the text (counted in batches)."""
-        text = self.text
-        return {"request_id": self.request_id, "lang": self.lang, "api": self.api, "target": self.target,
-                "phase": self.phase,
-                "open_loop": self.open_loop, "intended": self.intended, "sent": self.sent,
-                "schedule_lag": self.schedule_lag, "outcome": self.outcome, "status": self.status,
-                "error": self.error, "retry_after": self.retry_after, "ttft": self.ttft, "e2e": self.e2e,
-                "gaps": self.gaps, "usage_tokens": self.usage_tokens,
-                "output_tokens": self.usage_tokens if self.usage_tokens is not None else own,
-                "own_tokens": own, "chars": len(text), "chars_per_token": round(len(text) / own, 3) if own else None,
-                "tokens_disagree": self.usage_tokens is not None and own > 0
-                and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens)}
+        chars = sum(map(len, self.chunks))
+        return RequestLine(self.request_id, self.lang, self.api, self.target, self.phase, self.open_loop,
+                           self.intended, self.sent, self.schedule_lag, self.outcome, self.status, self.error,
+                           self.retry_after, self.ttft, self.e2e, self.gaps, self.usage_tokens,
+                           self.usage_tokens if self.usage_tokens is not None else own, own, chars,
+                           round(chars / own, 3) if own else None,
+                           self.usage_tokens is not None and own > 0
+                           and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens))

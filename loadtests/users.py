@@ -18,7 +18,7 @@ class LLMUser(User):
 
     def wait_time(self) -> float:
         think = self.environment.parsed_options.think_time
-        return random.uniform(0.0, think) if think > 0 and not self.environment.llmchaos.open_loop else 0.0
+        return random.uniform(0.0, think) if think > 0 and not self.environment.llmchaos.settings.open_loop else 0.0
 
     def on_start(self) -> None:
         h = self.environment.llmchaos

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from llmchaos import results
+from llmchaos import run
+from llmchaos.histogram import HistogramSet
 from tests.procs import ROOT, free_port
 
 LOCUST = [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary"]
@@ -44,18 +45,12 @@ def distributed(*args: str, workers: int = 2, cpu: int | None = None, master_cpu
                 p.wait()
 
 
-def only_run(results_dir: Path) -> tuple[dict, object, list[dict]]:
+def only_run(results_dir: Path) -> tuple[dict, HistogramSet, list[dict]]:
+    """The one run under `results_dir`, read through the core's run model: run.json and the
+    requests as their JSON, and the merged histograms."""
     (run_dir,) = [p for p in results_dir.iterdir() if p.is_dir()]
-    run, hist = results.load(run_dir)
-    with open(run_dir / "requests.jsonl", encoding="utf-8") as f:
-        requests = [json.loads(line) for line in f]
-    return run, hist, requests
-
-
-def nearest_rank(values: list[float], pct: float) -> float:
-    """The percentile as HDR histograms define it: the value at rank round(pct% of n), at least 1."""
-    s = sorted(values)
-    return s[max(1, int(pct / 100 * len(s) + 0.5)) - 1]
+    loaded = run.load(run_dir)
+    return loaded.run.to_json(), loaded.histograms, [dataclasses.asdict(r) for r in loaded.requests()]
 
 
 def summary(run: dict, lang: str, metric: str, phase: str = "baseline") -> dict:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.integration.loadtest_helpers import distributed, locust, nearest_rank, only_run, summary
+from llmchaos.histogram import nearest_rank
+from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
 from tests.servers import scripted
 
 LANGS = ("en", "de", "zh", "ja")

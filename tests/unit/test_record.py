@@ -36,9 +36,9 @@ def test_open_loop_keeps_both_origins():
 
 def test_usage_disagreement_is_flagged():
     n = tokenizer.count("The cat")
-    ok = rec(chunks=["The", " cat"], usage_tokens=n + 1).to_json(n)  # off by one: normal, not flagged
-    assert ok["own_tokens"] == n and not ok["tokens_disagree"]
-    bad = rec(chunks=["The", " cat"], usage_tokens=40).to_json(n)
-    assert bad["tokens_disagree"] and bad["output_tokens"] == 40
+    ok = rec(chunks=["The", " cat"], usage_tokens=n + 1).line(n)  # off by one: normal, not flagged
+    assert ok.own_tokens == n and not ok.tokens_disagree
+    bad = rec(chunks=["The", " cat"], usage_tokens=40).line(n)
+    assert bad.tokens_disagree and bad.output_tokens == 40
     no_usage = rec(chunks=["The", " cat"], usage_tokens=None)
     assert no_usage.output_tokens == n

@@ -2,7 +2,7 @@ import pytest
 
 from llmchaos.errors import UsageError
 from llmchaos.histogram import HistogramSet, Key
-from loadtests import slo
+from llmchaos import slo
 from loadtests.record import RequestRecord
 
 
@@ -37,14 +37,14 @@ def rec(**kw) -> RequestRecord:
 
 def test_attainment_counts_failures_as_misses():
     limits = {"ttft_p99_ms": 100, "itl_p99_ms": 50}
-    assert slo.attained(rec(), limits)
-    assert not slo.attained(rec(ttft=0.2), limits)
-    assert not slo.attained(rec(outcome="truncated"), limits)
+    assert rec().attains(limits)
+    assert not rec(ttft=0.2).attains(limits)
+    assert not rec(outcome="truncated").attains(limits)
     h = HistogramSet()
     for v in (0.05, 0.06, 0.3):
         h.record(Key("t", "en", "a", "baseline", "ttft"), v)
     counts = {("t", "en", "a", "baseline", "issued"): 4, ("t", "en", "a", "baseline", "met"): 2}
     (row,) = slo.evaluate({"en": {"ttft_p50_ms": 100}}, h, counts, duration_s=2.0)
-    assert (row["attainment"], row["goodput_rps"], row["pass"]) == (0.5, 1.0, True)
+    assert (row.attainment, row.goodput_rps, row.passed) == (0.5, 1.0, True)
     (row,) = slo.evaluate({"en": {"ttft_p99_ms": 100}}, h, counts, duration_s=2.0)
-    assert not row["pass"] and row["checks"][0]["value_ms"] == pytest.approx(300, rel=0.001)
+    assert not row.passed and row.checks[0].value_ms == pytest.approx(300, rel=0.001)

@@ -9,13 +9,14 @@ counts in the denominator, failures as misses.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import yaml
 
 from llmchaos import languages, yamlfile
 from llmchaos.errors import UsageError
 from llmchaos.histogram import HistogramSet
-from loadtests.record import RequestRecord
+from llmchaos.run.model import SloCheck, SloResult
 
 SLO_KEY = re.compile(r"(ttft|itl|tpot|e2e|inter_chunk)_p(\d+(?:\.\d+)?)_ms")
 Slos = dict[str, dict[str, float]]
@@ -46,36 +47,44 @@ def load(path: str | None) -> Slos:
     return slos
 
 
-def attained(rec: RequestRecord, slo: dict[str, float]) -> bool:
-    if rec.outcome != "ok":
+def attained(slo: dict[str, float], *, ok: bool, ttft: float | None, e2e: float | None, tpot: float | None,
+             max_gap: float) -> bool:
+    """Whether one request met its language's SLO: it succeeded, and its TTFT, E2E, mean time per
+    output token (the itl and tpot keys) and longest gap (inter_chunk) are within the thresholds."""
+    if not ok:
         return False
+    values = {"ttft": ttft, "e2e": e2e, "itl": tpot, "tpot": tpot, "inter_chunk": max_gap}
     for key, ms in slo.items():
-        metric = SLO_KEY.fullmatch(key).group(1)  # type: ignore[union-attr]
-        value = {"ttft": rec.ttft, "e2e": rec.e2e, "itl": rec.tpot(), "tpot": rec.tpot(),
-                 "inter_chunk": max(rec.gaps, default=0.0)}[metric]
+        value = values[_metric(key)[0]]
         if value is not None and value * 1000.0 > ms:
             return False
     return True
 
 
-def evaluate(slos: Slos, hist: HistogramSet, counts: dict[tuple, int], duration_s: float) -> list[dict]:
-    """Per (target, lang, api): each percentile SLO against the merged histogram over all phases,
-    plus attainment and goodput."""
-    rows: list[dict] = []
-    groups = sorted({(k[0], k[1], k[2]) for k in counts})
-    for target, lang, api in groups:
+def _metric(key: str) -> tuple[str, float]:
+    """(metric, percentile) of a key that `load` already checked."""
+    m = SLO_KEY.fullmatch(key)
+    if m is None:
+        raise ValueError(f"not an SLO key: {key!r}")
+    return m.group(1), float(m.group(2))
+
+
+def evaluate(slos: Slos, hist: HistogramSet, counts: Mapping[tuple[str, ...], int],
+             duration_s: float) -> list[SloResult]:
+    """Per (target, lang, api): each percentile SLO against the histogram merged over every phase,
+    plus attainment and goodput. `counts` is keyed (target, lang, api, phase, issued|met)."""
+    rows = []
+    for target, lang, api in sorted({k[:3] for k in counts}):
         issued = sum(n for k, n in counts.items() if k[:3] == (target, lang, api) and k[4] == "issued")
         met = sum(n for k, n in counts.items() if k[:3] == (target, lang, api) and k[4] == "met")
         checks = []
         for key, ms in slos.get(lang, {}).items():
-            metric, pct = SLO_KEY.fullmatch(key).groups()  # type: ignore[union-attr]
+            metric, pct = _metric(key)
             h = hist.combined(metric, target=target, lang=lang, api=api)
-            value = h.quantile(float(pct)) * 1000.0 if h is not None and h.count else None
-            checks.append({"slo": key, "threshold_ms": ms, "value_ms": value,
-                           "pass": value is not None and value <= ms})
-        rows.append({"target": target, "lang": lang, "api": api, "issued": issued, "attained": met,
-                     "attainment": met / issued if issued else None,
-                     "goodput_rps": met / duration_s if duration_s > 0 else None,
-                     "checks": checks, "pass": all(c["pass"] for c in checks) and issued > 0})
+            value = h.quantile(pct) * 1000.0 if h is not None and h.count else None
+            checks.append(SloCheck(slo=key, threshold_ms=ms, value_ms=value, passed=value is not None and value <= ms))
+        rows.append(SloResult(target=target, lang=lang, api=api, issued=issued, attained=met,
+                              attainment=met / issued if issued else None,
+                              goodput_rps=met / duration_s if duration_s > 0 else None, checks=tuple(checks),
+                              passed=all(c.passed for c in checks) and issued > 0))
     return rows
-

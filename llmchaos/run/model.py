@@ -1,0 +1,158 @@
+"""run.json as typed objects: what one run measured, per (target, lang, api, phase, metric).
+
+Validated with pydantic on load, so a wrong field is an error that names it. Fields are only
+ever added within one `schema_version`; readers ignore fields they do not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmchaos import __version__
+from llmchaos.histogram import Histogram, HistogramSet, Key
+from llmchaos.metrics import METRICS
+
+SCHEMA_VERSION = 1
+
+
+class Row(BaseModel):
+    """A part of run.json: immutable, unknown fields ignored, written by its JSON names."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class Summary(Row):
+    """Percentiles of one merged histogram (seconds, or tokens for output_tokens)."""
+
+    target: str
+    lang: str
+    api: str
+    phase: str
+    metric: str
+    unit: str
+    count: int
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+
+    @property
+    def key(self) -> Key:
+        return Key(self.target, self.lang, self.api, self.phase, self.metric)
+
+    @classmethod
+    def of(cls, key: Key, hist: Histogram) -> Summary:
+        return cls(**key._asdict(), unit=METRICS[key.metric].unit, **hist.summary())
+
+
+class OutcomeCount(Row):
+    target: str
+    lang: str
+    api: str
+    phase: str
+    outcome: str
+    count: int
+
+
+class SloCheck(Row):
+    """One percentile SLO of a language against its merged histogram over every phase."""
+
+    slo: str  # e.g. ttft_p99_ms
+    threshold_ms: float
+    value_ms: float | None
+    passed: bool = Field(alias="pass")
+
+
+class SloResult(Row):
+    """A (target, lang, api)'s SLOs: every check, attainment and goodput (failures count as misses)."""
+
+    target: str
+    lang: str
+    api: str
+    issued: int
+    attained: int
+    attainment: float | None
+    goodput_rps: float | None
+    checks: tuple[SloCheck, ...]
+    passed: bool = Field(alias="pass")
+
+
+class FaultWindow(Row):
+    """A fault window as it ran (unix times); actual times are None where it never started or ended."""
+
+    name: str
+    kind: str
+    target: dict[str, Any]
+    params: dict[str, Any]
+    planned_start: float
+    planned_end: float
+    actual_start: float | None = None
+    actual_end: float | None = None
+    error: str | None = None
+
+
+class Validity(Row):
+    valid: bool
+    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>
+
+
+class RequestsFile(Row):
+    file: str = "requests.jsonl"
+    sample_rate: float = 1.0
+    written: int = 0
+
+
+class Run(Row):
+    """The whole of run.json."""
+
+    schema_version: int = SCHEMA_VERSION
+    harness_version: str = __version__
+    run_id: str
+    start: str  # RFC 3339
+    end: str
+    duration_s: float
+    command: list[str]
+    config: dict[str, Any]
+    targets: list[str]
+    api: str
+    load_profile: dict[str, Any]
+    seeds: dict[str, Any]
+    host: dict[str, Any]
+    generator: dict[str, Any]  # per process: CPU and event-loop lag
+    validity: Validity
+    faults: list[FaultWindow] = []
+    outcomes: list[OutcomeCount] = []
+    slo: list[SloResult] = []
+    requests: RequestsFile = RequestsFile()
+    summaries: list[Summary] = []
+
+    def summary(self, key: Key) -> Summary | None:
+        return next((s for s in self.summaries if s.key == key), None)
+
+    def iter_summaries(self, **match: str) -> Iterator[Summary]:
+        """Summaries whose key fields equal `match`, e.g. `metric="ttft", lang="de"`."""
+        return (s for s in self.summaries if all(getattr(s, f) == v for f, v in match.items()))
+
+
+def summarize(hist: HistogramSet) -> list[Summary]:
+    """One summary per histogram, in key order."""
+    return [Summary.of(key, h) for key, h in sorted(hist, key=lambda kv: kv[0])]
+
+
+def outcome_rows(counts: Mapping[tuple[str, ...], int]) -> list[OutcomeCount]:
+    """Counts keyed (target, lang, api, phase, outcome) as rows, in key order."""
+    fields = ("target", "lang", "api", "phase", "outcome")
+    return [OutcomeCount(**dict(zip(fields, k, strict=True)), count=n) for k, n in sorted(counts.items())]
+
+
+def fault_windows(timeline: Iterable[Mapping[str, Any]]) -> list[FaultWindow]:
+    return [FaultWindow.model_validate(w) for w in timeline]

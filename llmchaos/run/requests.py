@@ -1,0 +1,85 @@
+"""requests.jsonl: one line per request (possibly sampled), written as it goes, read as a stream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from llmchaos.errors import UsageError
+
+
+@dataclass(slots=True)
+class RequestLine:
+    """One request as the harness measured it; times are unix seconds, latencies seconds."""
+
+    request_id: str  # sent as x-request-id, to match the target's own logs
+    lang: str
+    api: str
+    target: str
+    phase: str
+    open_loop: bool
+    intended: float  # when it was due (the actual send in closed loop)
+    sent: float
+    schedule_lag: float
+    outcome: str
+    status: int | None = None
+    error: str | None = None
+    retry_after: str | None = None
+    ttft: float | None = None  # from the intended start
+    e2e: float | None = None  # from the intended start
+    gaps: list[float] = field(default_factory=list)  # between consecutive content events
+    usage_tokens: int | None = None  # the server's figure
+    output_tokens: int = 0  # the server's figure when it sent one, else own_tokens
+    own_tokens: int = 0  # our tokenizer's count of the text received
+    chars: int = 0
+    chars_per_token: float | None = None
+    tokens_disagree: bool = False  # usage and our count differ by more than 10 % and 2 tokens
+
+    def encode(self) -> bytes:
+        """The line, without its newline (orjson writes dataclasses natively and fast)."""
+        return orjson.dumps(self)
+
+
+_VALIDATE = TypeAdapter(RequestLine).validate_json
+
+
+class RequestsWriter:
+    """Appends encoded lines to a requests.jsonl and counts them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - held open for the whole run, closed by close()
+        self.written = 0
+
+    def write(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            self._file.write(line + b"\n")
+            self.written += 1
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read(path: Path) -> Iterator[RequestLine]:
+    """Stream a requests.jsonl line by line (never loaded whole); a bad line is a UsageError naming
+    the file, the line and the field."""
+    try:
+        with open(path, "rb") as f:
+            for n, raw in enumerate(f, start=1):
+                if raw.strip():
+                    yield _line(raw, path, n)
+    except OSError as e:
+        raise UsageError(e.strerror or str(e), file=str(path)) from None
+
+
+def _line(raw: bytes, path: Path, n: int) -> RequestLine:
+    try:
+        return _VALIDATE(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise UsageError(err["msg"], file=str(path), line=n, field=".".join(map(str, err["loc"])) or None) from None

@@ -1,0 +1,122 @@
+"""A results directory, `DIR/<run_id>/`: the only reader and writer of its layout.
+
+- `run.json`: the run (`model.Run`);
+- `histograms/index.json` and one `NNNN.hdr` per key: HDR histograms (base64 V2 encoding) with
+  their exact sums, so merging runs or workers adds them exactly;
+- `requests.jsonl`: one line per request (`requests.RequestLine`), possibly sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmchaos.errors import UsageError
+from llmchaos.histogram import Histogram, HistogramSet, Key
+from llmchaos.run import requests
+from llmchaos.run.model import SCHEMA_VERSION, Run, Summary
+
+RUN_JSON, HISTOGRAMS, INDEX = "run.json", "histograms", "index.json"
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def iso(t: float) -> str:
+    """A unix time as RFC 3339 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def host_info() -> dict[str, Any]:
+    return {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]}
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """A results directory read back: the run, its merged histograms, its requests (streamed)."""
+
+    path: Path
+    run: Run
+    histograms: HistogramSet
+
+    def summaries(self) -> dict[Key, Summary]:
+        return {s.key: s for s in self.run.summaries}
+
+    def histogram(self, key: Key) -> Histogram | None:
+        return self.histograms.get(key)
+
+    def requests(self) -> Iterator[requests.RequestLine]:
+        return requests.read(self.path / self.run.requests.file)
+
+
+def write(run_dir: Path, run: Run, hist: HistogramSet) -> Path:
+    """Write run.json and the histograms (requests.jsonl is written as the run goes)."""
+    hdir = run_dir / HISTOGRAMS
+    hdir.mkdir(parents=True, exist_ok=True)
+    index = []
+    for i, item in enumerate(hist.encode()):
+        name = f"{i:04d}.hdr"
+        (hdir / name).write_text(item.pop("hdr") + "\n", encoding="ascii")
+        index.append({"file": name, **item})
+    (hdir / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
+    (run_dir / RUN_JSON).write_text(json.dumps(run.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
+    return run_dir
+
+
+def load(run_dir: str | Path) -> RunResults:
+    """Read a results directory; anything missing, truncated, invalid or of a newer schema is a
+    UsageError naming the file (and line or field)."""
+    run_dir = Path(run_dir)
+    run = _run(run_dir / RUN_JSON)
+    hist = _histograms(run_dir / HISTOGRAMS / INDEX)
+    req = run_dir / run.requests.file
+    if not req.is_file():
+        raise UsageError("missing (run.json's requests.file names it)", file=str(req))
+    return RunResults(run_dir, run, hist)
+
+
+def _run(path: Path) -> Run:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(e.strerror or str(e), file=str(path)) from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"invalid JSON (truncated?): {e.msg}", file=str(path), line=e.lineno) from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"not UTF-8: {e.reason}", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise UsageError("must be a JSON object", file=str(path), line=1)
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UsageError(f"not a schema version: {version!r}", file=str(path), field="schema_version")
+    if version > SCHEMA_VERSION:
+        raise UsageError(f"schema_version {version} is newer than this llmchaos reads ({SCHEMA_VERSION}); "
+                         "upgrade llmchaos", file=str(path), field="schema_version")
+    try:
+        return Run.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise UsageError(err["msg"], file=str(path), field=".".join(map(str, err["loc"]))) from None
+
+
+def _histograms(index_path: Path) -> HistogramSet:
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+        items = [{**entry, "hdr": (index_path.parent / entry["file"]).read_text(encoding="ascii").strip()}
+                 for entry in index]
+        return HistogramSet.decode(items)
+    except OSError as e:
+        raise UsageError(e.strerror or str(e), file=e.filename or str(index_path)) from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"bad histogram index: {e}", file=str(index_path)) from None

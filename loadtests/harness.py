@@ -1,0 +1,176 @@
+"""The harness in every Locust process: it measures each request and tags it with its phase.
+
+Reachable as `environment.llmchaos`. On the master (or a single process) it also holds the
+run's `Report` from test start to the end.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+import uuid
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from faults.session import FaultSession
+from llmchaos import tokenizer
+from llmchaos.wire import REQUEST_ID_HEADER
+from loadtests.arrivals import ArrivalPlan, Arrivals
+from loadtests.collector import Collector
+from loadtests.exporters import Exporter
+from loadtests.merge import Finals
+from loadtests.options import Settings
+from loadtests.prompts import LongContextSource, PromptSource
+from loadtests.record import RequestRecord
+from loadtests.report import Report
+from loadtests.selfwatch import SelfWatch
+from loadtests.users import LLMUser
+
+LOCAL = "local"  # a single process's name among the generator's processes
+
+
+def quiet_gc() -> None:
+    """Full collections of Locust's large heap pause every stream for 40-60 ms: move what exists
+    now out of the collector's reach and collect the young generations less often."""
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 1_000)
+
+
+class Harness:
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.collector = Collector({}, 1.0, env.parsed_options.seed)
+        self.faults: FaultSession | None = None
+        self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
+        self.configure()
+        tokenizer.load()  # not on the first request's clock
+        quiet_gc()
+        self.watch = SelfWatch()
+        self.arrivals = Arrivals()
+        self.warmup_until = 0.0
+        self.finals = Finals()
+        self.fault_timeline: list[dict[str, Any]] = []
+        self.exporter: Exporter | None = None  # master / single process: one for the process's life
+        self.report: Report | None = None  # master / single process, from test start to quitting
+        self._local_loop: gevent.Greenlet | None = None
+
+    def configure(self) -> None:
+        """Read the options; a worker reads them again at test start, when the master's spawn
+        message has brought the run's own (a worker starts with its defaults)."""
+        self.settings = settings = Settings.read(self.env.parsed_options)
+        self._rng = random.Random(settings.options.seed)
+        o = settings.options
+        self.faults = FaultSession(o.schedule, o.fault_journal or None, o.run_time, settings.allow,
+                                   prepare_targets=not self.is_worker) if o.schedule else None
+        if self.faults is not None and self.fault_t0 is not None:
+            self.faults.t0 = self.fault_t0
+        self.collector.slos, self.collector.sample_rate = settings.slos, o.requests_sample
+
+    @property
+    def is_master(self) -> bool:
+        return isinstance(self.env.runner, MasterRunner)
+
+    @property
+    def is_worker(self) -> bool:
+        return isinstance(self.env.runner, WorkerRunner)
+
+    def phase(self, unix_time: float) -> str:
+        """The phase a request started in: warmup, a fault window's name, or baseline."""
+        if unix_time < self.warmup_until:
+            return "warmup"
+        return self.faults.phase(unix_time) if self.faults else "baseline"
+
+    def prompt_source(self, lang: str) -> PromptSource | LongContextSource:
+        rng = random.Random(self._rng.random())
+        o = self.settings.options
+        if o.long_context_tokens > 0:
+            return LongContextSource(lang, o.long_context_tokens, rng)
+        return PromptSource(lang, rng, self.settings.prompt_sizes or None)
+
+    # -- one request ---------------------------------------------------------------------------
+    def request(self, user: LLMUser) -> None:
+        """One measured request; in open loop it waits for this language's next arrival first."""
+        s = self.settings
+        o = s.options
+        intended = self.arrivals.next(user.lang) if s.open_loop else None
+        call = s.adapter.call(o.model, user.prompts.next(), user.lang, o.max_tokens, not o.no_stream,
+                              o.lang_in_body, o.api_key)
+        rid = uuid.uuid4().hex
+        call.headers[REQUEST_ID_HEADER] = rid
+        now_unix, now_perf = time.time(), time.perf_counter()
+        intended = now_unix if intended is None else intended
+        rec = RequestRecord(user.lang, s.adapter.name, user.host or "", self.phase(intended), rid, s.open_loop,
+                            intended)
+        try:
+            user.client.run(s.adapter, call, not o.no_stream, rec, now_perf - (now_unix - intended))
+        finally:
+            self.collector.add(rec)
+            self._locust_stats(rec)
+
+    def _locust_stats(self, rec: RequestRecord) -> None:
+        """TTFT and E2E per language in Locust's own table (and web UI)."""
+        fire = self.env.events.request.fire
+        if rec.ttft is not None:
+            fire(request_type="TTFT", name=rec.lang, response_time=rec.ttft * 1000.0, response_length=0,
+                 exception=None, context={})
+        if rec.outcome == "cancelled":  # the test stopped it: not the target's failure
+            return
+        failed = None if rec.outcome == "ok" else Exception(f"{rec.outcome}: {rec.error or ''}"[:200])
+        fire(request_type="E2E", name=rec.lang, response_time=(rec.e2e or 0.0) * 1000.0,
+             response_length=rec.output_tokens if rec.outcome == "ok" else 0, exception=failed, context={})
+
+    # -- open loop ------------------------------------------------------------------------------
+    def start_arrivals(self, plan: ArrivalPlan) -> None:
+        self.arrivals.start(plan)
+
+    def stop_arrivals(self) -> None:
+        """Stop issuing; arrivals due but never sent count as cancelled, never dropped."""
+        for lang, due in self.arrivals.stop():
+            self.collector.add(RequestRecord(lang, self.settings.adapter.name, self.env.host or "", self.phase(due),
+                                             open_loop=True, intended=due, sent=time.time(), outcome="cancelled",
+                                             error="never sent: test stopped"))
+
+    # -- the run's results (master or single process) ------------------------------------------
+    def begin(self) -> None:
+        o = self.settings.options
+        if self.exporter is None:
+            self.exporter = Exporter(o.prometheus_port, o.push_gateway, o.push_interval)
+        self.report = Report(self.settings, self.exporter, None if self.is_master else self.collector,
+                             self.faults.active if self.faults else None)
+        if not self.is_master:
+            self._local_loop = gevent.spawn(self._local_merge_loop)
+
+    def report_data(self, streaming: bool) -> dict[str, Any]:
+        """What a worker sends the master: its collector's data and its self-watch samples."""
+        return {"collector": self.collector.report(streaming=streaming), "watch": self.watch.drain()}
+
+    def absorb(self, process: str, data: dict[str, Any]) -> None:
+        if self.report is not None:
+            self.report.absorb(process, data)
+
+    def _local_merge_loop(self) -> None:
+        """A single process shares its collector with the totals; only records need writing out."""
+        while True:
+            gevent.sleep(1.0)
+            self._flush_local()
+
+    def _flush_local(self) -> None:
+        if self.report is not None:
+            self.report.merged.write_records(self.collector.take_records())
+            self.report.merged.watch(LOCAL, self.watch.drain())
+
+    def finish(self) -> None:
+        """Write the results, push the last time, print the summary, set the exit code."""
+        if self.report is None:
+            return
+        if self._local_loop is not None:
+            self._local_loop.kill(block=False)
+            self._local_loop = None
+            self._flush_local()
+        if self.report.finish(self.env.host or "", self.fault_timeline):
+            self.env.process_exit_code = 1
+        self.report = None

@@ -1,0 +1,105 @@
+"""llmchaos's options on Locust's command line, and the run's settings read from them."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from dataclasses import dataclass
+
+from configargparse import ArgumentParser
+
+from faults import allow
+from llmchaos import languages, slo
+from llmchaos.errors import UsageError
+from llmchaos.units import duration
+from loadtests import profile
+from loadtests.adapters import ADAPTERS, Adapter
+
+
+def add_arguments(parser: ArgumentParser) -> None:
+    g = parser.add_argument_group("llmchaos")
+    g.add_argument("--api", choices=sorted(ADAPTERS), default="openai-chat", help="the target's API")
+    g.add_argument("--model", default="llmchaos-sim-8b")
+    g.add_argument("--api-key", default=None, env_var="LLMCHAOS_API_KEY")
+    g.add_argument("--langs", default="", help="comma-separated language tags (default: all)")
+    g.add_argument("--max-tokens", type=int, default=128)
+    g.add_argument("--no-stream", action="store_true", help="non-streaming requests")
+    g.add_argument("--lang-in-body", action="store_true",
+                   help="also send the language as OpenAI metadata / Gemini labels")
+    g.add_argument("--prompt-sizes", default="", help="e.g. short,medium (default: all)")
+    g.add_argument("--long-context-tokens", type=int, default=0,
+                   help="use generated prompts of this many tokens instead of the corpus prompts")
+    g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
+    g.add_argument("--think-time", type=float, default=0.0,
+                   help="closed loop: each user waits uniform(0, T) seconds between its requests")
+    g.add_argument("--warmup", default="0s", help="requests started this long after test start are in "
+                   "phase 'warmup', kept apart from the baseline (spawning, new connections)")
+    g.add_argument("--stall-limit", type=float, default=30.0, help="seconds between events = stalled")
+    g.add_argument("--request-timeout", type=float, default=600.0)
+    g.add_argument("--connect-timeout", type=float, default=5.0)
+    g.add_argument("--rate", type=float, default=0.0, help="open loop: requests/s over all workers")
+    g.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
+    g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson)")
+    g.add_argument("--load-profile", default="",
+                   help="YAML load profile (stages of users or rate); Locust owns --profile")
+    g.add_argument("--shape", choices=["", "step", "ramp", "spike", "soak"], default="")
+    g.add_argument("--levels", default="", help="shape levels, e.g. 50,200,500,1000")
+    g.add_argument("--stage-duration", default="30s")
+    g.add_argument("--slo", default="", help="YAML SLOs per language (default: the registry)")
+    g.add_argument("--check-slo", action="store_true", help="exit 1 when an SLO fails")
+    g.add_argument("--schedule", default="", help="fault schedule (YAML); run by the master, phases tag requests")
+    g.add_argument("--fault-journal", default="", help="recovery journal (default: the user's state dir)")
+    allow.add_arguments(g)
+    g.add_argument("--results-dir", default="", help="write DIR/<run_id>/ results")
+    g.add_argument("--requests-sample", type=float, default=1.0, help="fraction of requests in requests.jsonl")
+    g.add_argument("--prometheus-port", type=int, default=0, help="serve live metrics (master)")
+    g.add_argument("--push-gateway", default="", help="Pushgateway URL (job llmchaos, run_id)")
+    g.add_argument("--push-interval", type=float, default=10.0)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the options mean for this run, checked once (UsageError on bad input)."""
+
+    options: Namespace  # Locust's parsed options, ours among them
+    adapter: Adapter
+    langs: tuple[str, ...]
+    slos: slo.Slos
+    profile: profile.Profile | None
+    open_loop: bool
+    warmup_s: float
+    prompt_sizes: frozenset[str]
+    allow: allow.Allowlist
+
+    @classmethod
+    def read(cls, options: Namespace) -> Settings:
+        prof = _profile(options)
+        return cls(options, ADAPTERS[options.api], _langs(options.langs), slo.load(options.slo or None), prof,
+                   options.rate > 0 or bool(prof and prof.stages[0].rate is not None),
+                   duration(options.warmup, "--warmup"), _words(options.prompt_sizes), allow.from_args(options))
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.strip() for w in text.split(",") if w.strip())
+
+
+def _langs(text: str) -> tuple[str, ...]:
+    tags = [t.strip() for t in text.split(",") if t.strip()] or list(languages.registry())
+    for t in tags:
+        languages.get(t)
+    return tuple(tags)
+
+
+def _profile(o: Namespace) -> profile.Profile | None:
+    if o.load_profile and o.shape:
+        raise UsageError("give --load-profile or --shape, not both", field="--shape")
+    if o.load_profile:
+        return profile.load(o.load_profile)
+    if not o.shape:
+        return None
+    try:
+        levels = [float(x) for x in o.levels.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"not numbers: {o.levels!r}", field="--levels") from None
+    if not levels or any(v <= 0 for v in levels):
+        raise UsageError("give positive levels, e.g. 50,200,500", field="--levels")
+    return profile.shape(o.shape, levels, duration(o.stage_duration, "--stage-duration"), o.rate > 0)
