@@ -32,7 +32,7 @@ class Allowlist:
             return f"GPU {index} is not in the allowlist (--allow-gpu)"
         return None
 
-    def container(self, name: str, labels: dict[str, str]) -> str | None:
+    def container(self, name: str | None, labels: dict[str, str]) -> str | None:
         for allowed in self.container_labels:
             key, eq, value = allowed.partition("=")
             if key in labels and (not eq or labels[key] == value):

@@ -7,7 +7,7 @@ import json
 import signal
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from faults import allow
 from llmchaos.cli import Subparsers, positive
@@ -54,7 +54,7 @@ def run_proxy(args: argparse.Namespace) -> None:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
 
 def run_faults(args: argparse.Namespace) -> int:

@@ -18,7 +18,9 @@ import random
 import signal
 import ssl
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -86,7 +88,8 @@ def response(status: int, body: dict, headers: dict[str, str] | None = None) -> 
 class Misbehave:
     """Event by event (an event ends with a blank line) through a fault, in order, to the client."""
 
-    def __init__(self, fault: SSEFault, rng: random.Random, client: asyncio.Transport, stop_upstream) -> None:  # noqa: ANN001
+    def __init__(self, fault: SSEFault, rng: random.Random, client: asyncio.Transport,
+                 stop_upstream: Callable[[], None]) -> None:
         self.f, self.rng, self.client, self.stop_upstream = fault, rng, client, stop_upstream
         self.buf, self.queue, self.wake = b"", deque[bytes | None](), asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self.run())
@@ -139,23 +142,26 @@ class Misbehave:
 class Upstream(asyncio.Protocol):
     """One connection to the upstream; relays one response at a time to the client that asked."""
 
+    client: Client  # set by each `send`; the parser's callbacks only run after one
+
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.client: Client | None = None
         self.done: asyncio.Future[bool] | None = None
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's is a Transport
 
     def send(self, request: bytes, client: Client, shape: SSEFault | None) -> asyncio.Future[bool]:
         """Write the request; the future says, once the response is relayed, whether to reuse this."""
-        self.client, self.shape, self.misbehave = client, shape, None
+        assert self.transport is not None, "create_connection returns only after connection_made"
+        self.client, self.shape = client, shape
+        self.misbehave: Misbehave | None = None
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_sent = self.chunked = False
         self.done = asyncio.get_running_loop().create_future()
-        self.transport.write(request)  # type: ignore[union-attr]
+        self.transport.write(request)
         return self.done
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -170,23 +176,22 @@ class Upstream(asyncio.Protocol):
             keep.append((b"transfer-encoding", b"chunked"))
         phrase = http.HTTPStatus(status).phrase.encode() if status in http.HTTPStatus._value2member_map_ else b""
         head = b"HTTP/1.1 %d %s\r\n%s\r\n" % (status, phrase, b"".join(b"%s: %s\r\n" % kv for kv in keep))
-        self.client.transport.write(head)  # type: ignore[union-attr]
+        self.client.transport.write(head)
         self.head_sent = True
         if self.shape and self.chunked and b"text/event-stream" in names.get(b"content-type", b""):
-            self.misbehave = Misbehave(self.shape, self.client.proxy.rng, self.client.transport,  # type: ignore[union-attr]
-                                       self.abort)
+            self.misbehave = Misbehave(self.shape, self.client.proxy.rng, self.client.transport, self.abort)
 
     def on_body(self, body: bytes) -> None:
         if self.misbehave is not None:
             self.misbehave.feed(body)
         else:
-            self.client.transport.write(frame(body) if self.chunked else body)  # type: ignore[union-attr]
+            self.client.transport.write(frame(body) if self.chunked else body)
 
     def on_message_complete(self) -> None:
         if self.misbehave is not None:
             self.misbehave.finish()
         elif self.chunked:
-            self.client.transport.write(END)  # type: ignore[union-attr]
+            self.client.transport.write(END)
         if self.done is not None and not self.done.done():
             self.done.set_result(self.parser.should_keep_alive() and self.misbehave is None)
 
@@ -210,16 +215,18 @@ class Upstream(asyncio.Protocol):
 class Client(asyncio.Protocol):
     """One client connection: parses requests, answers the control API, relays the rest."""
 
+    transport: asyncio.Transport  # set by connection_made, which asyncio calls before anything else
+
     def __init__(self, proxy: Proxy) -> None:
         self.proxy, self.parser = proxy, httptools.HttpRequestParser(self)
         self.upstream: Upstream | None = None
-        self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's is a Transport
 
     def on_message_begin(self) -> None:
-        self.url, self.headers, self.body = b"", [], bytearray()
+        self.url, self.body = b"", bytearray()
+        self.headers: list[tuple[bytes, bytes]] = []
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -232,29 +239,29 @@ class Client(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self.method = self.parser.get_method()
-        self.transport.pause_reading()  # type: ignore[union-attr]  # one request at a time
+        self.transport.pause_reading()  # one request at a time
         asyncio.get_running_loop().create_task(self.handle(self.parser.should_keep_alive()))
 
     def data_received(self, data: bytes) -> None:
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as e:
-            self.transport.write(response(400, {"error": f"bad request: {e}"}))  # type: ignore[union-attr]
-            self.transport.close()  # type: ignore[union-attr]
+            self.transport.write(response(400, {"error": f"bad request: {e}"}))
+            self.transport.close()
 
     async def handle(self, keep_alive: bool) -> None:
         path = self.url.split(b"?")[0].decode("latin-1")
         if path == CONTROL:
-            self.transport.write(self.proxy.control(self.method, bytes(self.body), self.peer()))  # type: ignore[union-attr]
+            self.transport.write(self.proxy.control(self.method, bytes(self.body), self.peer()))
         else:
             keep_alive &= await self.forward()
-        if keep_alive and not self.transport.is_closing():  # type: ignore[union-attr]
-            self.transport.resume_reading()  # type: ignore[union-attr]
+        if keep_alive and not self.transport.is_closing():
+            self.transport.resume_reading()
         else:
-            self.transport.close()  # type: ignore[union-attr]
+            self.transport.close()
 
     def peer(self) -> str:
-        return (self.transport.get_extra_info("peername") or ("",))[0]  # type: ignore[union-attr]
+        return (self.transport.get_extra_info("peername") or ("",))[0]
 
     async def forward(self) -> bool:
         """Relay to the upstream; whether the client connection can carry another request."""
@@ -262,7 +269,7 @@ class Client(asyncio.Protocol):
         fault = self.proxy.fault if self.proxy.fault and self.proxy.fault.applies_to(lang) else None
         if fault and fault.error_ratio and self.proxy.rng.random() < fault.error_ratio:
             kind = "rate_limit_error" if fault.error_status == 429 else "server_error"
-            self.transport.write(response(  # type: ignore[union-attr]
+            self.transport.write(response(
                 fault.error_status, {"error": {"message": f"injected by llmchaos fault {fault.name}", "type": kind,
                                                "code": fault.error_status}}, {"retry-after": str(fault.retry_after)}))
             return True
@@ -270,19 +277,19 @@ class Client(asyncio.Protocol):
         for attempt in (0, 1):  # a pooled connection the upstream closed meanwhile is retried once
             reused, up = await self.proxy.connection()
             if up is None:
-                self.transport.write(response(502, {"error": "upstream unreachable"}))  # type: ignore[union-attr]
+                self.transport.write(response(502, {"error": "upstream unreachable"}))
                 return True
             self.upstream = up
             try:
                 reusable = await up.send(request, self, fault)
             except ConnectionError:
                 if up.misbehave is not None and up.misbehave.task.done():  # the fault cut it
-                    return not self.transport.is_closing()  # type: ignore[union-attr]
+                    return not self.transport.is_closing()
                 if reused and not up.head_sent and attempt == 0:
                     continue
                 if up.misbehave is not None:
                     up.misbehave.task.cancel()
-                self.transport.abort()  # type: ignore[union-attr]  # a cut upstream is a cut stream
+                self.transport.abort()  # a cut upstream is a cut stream
                 return False
             finally:
                 self.upstream = None
@@ -292,7 +299,7 @@ class Client(asyncio.Protocol):
                 self.proxy.idle.append(up)
             else:
                 up.abort()
-            return not self.transport.is_closing()  # type: ignore[union-attr]
+            return not self.transport.is_closing()
         return False
 
     def pause_writing(self) -> None:
@@ -334,7 +341,7 @@ class Proxy:
         try:
             _, up = await asyncio.wait_for(loop.create_connection(
                 Upstream, self.host, self.port, ssl=ssl.create_default_context() if self.tls else None), 10)
-        except (OSError, asyncio.TimeoutError):
+        except (OSError, TimeoutError):
             return False, None
         return False, up
 

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import yaml
 
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
+
+if TYPE_CHECKING:
+    from faults.injectors.base import Injector
 
 FIELDS = {"name", "kind", "target", "at", "duration", "every", "params"}
 HORIZON_S = 24 * 3600.0  # overlap of repeating windows is checked this far ahead
@@ -74,7 +78,7 @@ class Schedule:
         return sorted(out, key=lambda w: (w.start, w.name))
 
 
-def load(path: str, kinds: dict[str, type]) -> Schedule:
+def load(path: str, kinds: dict[str, type[Injector]]) -> Schedule:
     """Parse and validate; `kinds` maps each kind to its injector (which checks target and params)."""
     root = yamlfile.compose(path)
 
@@ -114,13 +118,8 @@ def load(path: str, kinds: dict[str, type]) -> Schedule:
             raise fail(items["target"][1], f"{where}.target", "must be a non-empty mapping")
         if not isinstance(params, dict):
             raise fail(items["params"][1], f"{where}.params", "must be a mapping")
-
-        def secs(name: str) -> float:
-            _, v = items[name]
-            return duration(yamlfile.value(v), f"{where}.{name}", path, yamlfile.line(v))
-
-        at, length = secs("at"), secs("duration")
-        every = secs("every") if "every" in items else None
+        at, length = _seconds(items, "at", where, path), _seconds(items, "duration", where, path)
+        every = _seconds(items, "every", where, path) if "every" in items else None
         if length <= 0:
             raise fail(items["duration"][1], f"{where}.duration", "must be positive")
         if every is not None and every < length:
@@ -138,6 +137,12 @@ def load(path: str, kinds: dict[str, type]) -> Schedule:
     schedule = Schedule(seed, specs)
     _check_overlaps(schedule, path)
     return schedule
+
+
+def _seconds(items: dict[str, tuple[yaml.Node, yaml.Node]], name: str, where: str, path: str) -> float:
+    """The duration field `name` of the fault at `where`, in seconds (UsageError naming its line)."""
+    _, v = items[name]
+    return duration(yamlfile.value(v), f"{where}.{name}", path, yamlfile.line(v))
 
 
 def _check_overlaps(schedule: Schedule, path: str) -> None:

@@ -5,8 +5,8 @@ load and validate it, sweep leftovers and probe every target, run it from a star
 from __future__ import annotations
 
 from faults.allow import Allowlist
-from faults.journal import DEFAULT, Journal
 from faults.injectors import KINDS
+from faults.journal import DEFAULT, Journal
 from faults.runner import Runner, prepare
 from faults.schedule import HORIZON_S, Schedule, load
 

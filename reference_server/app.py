@@ -7,6 +7,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -20,6 +21,9 @@ from reference_server.api.common import APIError, ServerOptions, bearer, parse_b
 from reference_server.api.gemini import GeminiAPI
 from reference_server.api.openai import OpenAIAPI, Strict
 from reference_server.engine import Engine
+
+if TYPE_CHECKING:
+    from reference_server.executors.sim import SimDevice
 
 PROBE_TTL_S = 5.0
 
@@ -92,7 +96,8 @@ class Admin:
         if not secrets.compare_digest(token.encode(), self.opts.admin_token.encode()):
             raise APIError("UNAUTHENTICATED", "invalid admin token")
 
-    def _device(self):  # noqa: ANN202 - the executor's device, when it has a simulated one
+    def _device(self) -> SimDevice:
+        """The executor's device, when it has a simulated one."""
         device = getattr(self.engine.executor, "device", None)
         if device is None:
             raise APIError("NOT_FOUND", "this executor has no simulated device")

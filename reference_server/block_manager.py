@@ -46,22 +46,25 @@ class BlockManager:
             hashes.append(hash((hashes[-1] if hashes else 0, *seq.token_ids(i * bs, (i + 1) * bs))))
         return hashes
 
-    def _lookup(self, seq: Sequence) -> list[int]:
-        """Cached blocks of the longest computed prefix; at least one token is left to compute."""
+    def _lookup(self, seq: Sequence) -> tuple[list[int], list[int]]:
+        """Cached blocks of the longest computed prefix, and their hashes; at least one token is left
+        to compute."""
         if not self.enable_prefix_caching:
-            return []
+            return [], []
         full = (seq.num_tokens - 1) // self.block_size
         hits: list[int] = []
+        hashes: list[int] = []
         for h in self._chain(seq, full, []):
             block = self.cached.get(h)
             if block is None:
                 break
             hits.append(block)
-        return hits
+            hashes.append(h)  # == self.block_hash[block]: a block is cached under its own hash
+        return hits, hashes
 
     def allocate(self, seq: Sequence) -> bool:
         """Give a waiting sequence blocks for all its tokens; False if that would cross the watermark."""
-        hits = self._lookup(seq)
+        hits, hashes = self._lookup(seq)
         need = self.blocks_needed(seq.num_tokens)
         from_free = need - len(hits) + sum(1 for b in hits if self.ref_count[b] == 0)
         if len(self.free) - from_free < self.watermark_blocks:
@@ -73,7 +76,7 @@ class BlockManager:
         seq.block_table = hits + [self._take() for _ in range(need - len(hits))]
         cached_tokens = len(hits) * self.block_size
         seq.num_computed_tokens = seq.num_cached_tokens = cached_tokens
-        seq.block_hashes = [self.block_hash[b] for b in hits]  # type: ignore[misc]
+        seq.block_hashes = hashes
         self.prefix_queries += seq.num_prompt_tokens
         self.prefix_hits += min(cached_tokens, seq.num_prompt_tokens)
         return True

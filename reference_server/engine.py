@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
@@ -52,10 +53,8 @@ class Engine:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
         for seq in [*self.scheduler.running, *self.scheduler.waiting]:
             self._finish(seq, "abort", time.monotonic())
 
@@ -142,7 +141,7 @@ class Engine:
                 continue
             self.scheduler.commit(batch)
             now = time.monotonic()
-            for seq, token in zip(batch.sampling, tokens):
+            for seq, token in zip(batch.sampling, tokens, strict=False):
                 if seq.status is Status.RUNNING:
                     self._append(seq, token, now)
             self.metrics.generation_tokens.inc(len(tokens))

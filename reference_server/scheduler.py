@@ -52,14 +52,14 @@ class Scheduler:
                 continue
             break
         while not preempted and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
-            seq = self.waiting.peek()
-            if seq is None or not self.blocks.allocate(seq):
+            head = self.waiting.peek()
+            if head is None or not self.blocks.allocate(head):
                 break
             self.waiting.pop()
-            seq.status = Status.RUNNING
-            self.running.append(seq)
-            n = min(seq.num_uncomputed_tokens, budget)
-            batch.add(seq, n)
+            head.status = Status.RUNNING
+            self.running.append(head)
+            n = min(head.num_uncomputed_tokens, budget)
+            batch.add(head, n)
             budget -= n
         return batch
 

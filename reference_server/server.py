@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+from types import FrameType
 
 import uvicorn
 
@@ -24,15 +26,16 @@ class DrainingServer(uvicorn.Server):
         self.engine, self.drain_timeout_s = engine, drain_timeout_s
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def serve(self, sockets=None) -> None:  # noqa: ANN001 - uvicorn's signature
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
-    def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001
-        if self.engine.state == "draining" or self._loop is None or self.engine.state == "starting":
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        loop = self._loop
+        if self.engine.state == "draining" or loop is None or self.engine.state == "starting":
             return super().handle_exit(sig, frame)
         self.engine.state = "draining"
-        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self._drain()))
+        loop.call_soon_threadsafe(lambda: loop.create_task(self._drain()))
 
     async def _drain(self) -> None:
         try:

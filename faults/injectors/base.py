@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Set
 from typing import ClassVar, Protocol
 
 from faults.allow import Allowlist
@@ -53,7 +54,7 @@ class Injector(Protocol):
         """What the target reports now."""
 
 
-def only_keys(where: str, given: dict, allowed: set[str], required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+def only_keys(where: str, given: dict, allowed: Set[str], required: Set[str] = frozenset()) -> None:
     for k in given:
         if k not in allowed:
             raise FieldError(f"{where}.{k}", "unknown field")

@@ -12,10 +12,17 @@ Revert unpauses, starts again what was running, restores the CPU quota and recon
 from __future__ import annotations
 
 import signal
-from typing import ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar, overload
 
 from faults.allow import Allowlist
 from faults.injectors.base import FieldError, InjectError, number, only_keys
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+T = TypeVar("T")
 
 OPTIONAL = {"pause": set(), "kill": {"signal"}, "stop": {"timeout"}, "restart": {"timeout"}, "cpu": set(),
             "disconnect": set()}
@@ -31,8 +38,9 @@ def _signal(value: object) -> str:
     return name
 
 
-def connect(host: str | None):  # noqa: ANN201 - a docker.DockerClient that answered a ping
-    """The daemon at `host`, else DOCKER_HOST, else the local socket (imported late: it is slow)."""
+def connect(host: str | None) -> DockerClient:
+    """The daemon at `host`, else DOCKER_HOST, else the local socket, once it answered a ping
+    (imported late: it is slow)."""
     import docker
 
     try:
@@ -79,15 +87,22 @@ class Docker:
 
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.target, self.allow = target, allow
-        self._docker = None
-        self._seen: dict = {}  # the containers `save` just inspected, so `apply` need not again
+        self._docker: DockerClient | None = None
+        self._seen: dict[str, Container] = {}  # the containers `save` just inspected, so `apply` need not again
 
-    def _client(self):  # noqa: ANN202 - a connected docker.DockerClient
+    def _client(self) -> DockerClient:
         if self._docker is None:
             self._docker = connect(self.target.get("host"))
         return self._docker
 
-    def _call(self, what: str, fn, *args, gone_ok: bool = False, **kw):  # noqa: ANN001, ANN202
+    @overload
+    def _call(self, what: str, fn: Callable[..., T], *args: object, gone_ok: Literal[False] = False,
+              **kw: object) -> T: ...
+
+    @overload
+    def _call(self, what: str, fn: Callable[..., T], *args: object, gone_ok: bool, **kw: object) -> T | None: ...
+
+    def _call(self, what: str, fn: Callable[..., T], *args: object, gone_ok: bool = False, **kw: object) -> T | None:
         """One Docker call, its errors as one line; with `gone_ok`, a missing container gives None."""
         from docker.errors import DockerException, NotFound
         from requests import RequestException
@@ -101,13 +116,13 @@ class Docker:
         except (DockerException, RequestException) as e:
             raise InjectError(f"docker {what}: {str(e).splitlines()[0]}") from None
 
-    def _matching(self, allowed_only: bool = True) -> list:
+    def _matching(self, allowed_only: bool = True) -> list[Container]:
         client = self._client()
         if "container" in self.target:
-            found = [self._call("inspect", client.containers.get, self.target["container"], gone_ok=True)]
+            one = self._call("inspect", client.containers.get, self.target["container"], gone_ok=True)
+            found = [] if one is None else [one]
         else:
             found = self._call("list", client.containers.list, all=True, filters={"label": self.target["label"]})
-        found = [c for c in found if c is not None]
         if not found:
             what = self.target.get("container") or f"with label {self.target['label']}"
             raise InjectError(f"no container {what}")
@@ -127,16 +142,17 @@ class Docker:
     def save(self, params: dict) -> dict:
         """The running containers this window hits, with their CPU quota and network endpoint."""
         hit = []
-        self._seen = {c.id: c for c in self._matching() if c.status == "running"}
-        for c in self._seen.values():
+        # Keyed by the full ID: `c.id` reads attrs["Id"] too, but the SDK types it as optional.
+        self._seen = {c.attrs["Id"]: c for c in self._matching() if c.status == "running"}
+        for cid, c in self._seen.items():
             host = c.attrs["HostConfig"]
-            entry = {"id": c.id, "name": c.name, "cpu_quota": host.get("CpuQuota") or 0,
+            entry = {"id": cid, "name": c.name, "cpu_quota": host.get("CpuQuota") or 0,
                      "cpu_period": host.get("CpuPeriod") or 0}
             if params["action"] == "disconnect":
                 endpoint = c.attrs["NetworkSettings"]["Networks"].get(params["network"])
                 if endpoint is None:
                     raise InjectError(f"container {c.name} is not on network {params['network']!r}")
-                entry["aliases"] = [a for a in endpoint.get("Aliases") or [] if not c.id.startswith(a)]
+                entry["aliases"] = [a for a in endpoint.get("Aliases") or [] if not cid.startswith(a)]
                 entry["ipv4"] = (endpoint.get("IPAMConfig") or {}).get("IPv4Address")
             hit.append(entry)
         if not hit:

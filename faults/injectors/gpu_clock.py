@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from types import ModuleType
 from typing import ClassVar
 
 import httpx
@@ -29,7 +30,8 @@ def _positive_mhz(params: dict, key: str) -> None:
         raise FieldError(f"params.{key}", "must be a positive number of MHz")
 
 
-def _nvml():  # noqa: ANN202 - the pynvml module with NVML initialised, or InjectError
+def _nvml() -> ModuleType:
+    """The pynvml module with NVML initialised, or InjectError."""
     try:
         import pynvml
 
@@ -68,20 +70,22 @@ class GpuClock:
 
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.target, self.allow = target, allow
-        self.sim = target.get("sim")
+        self.sim: str | None = target.get("sim")
         self.token = os.environ.get(target.get("token_env", "LLMCHAOS_ADMIN_TOKEN"), "")
         self.http = httpx.Client(timeout=5, headers={"authorization": f"Bearer {self.token}"})
 
-    def _sim(self, method: str, **kw: object) -> dict:
+    def _sim(self, method: str, json: dict | None = None) -> dict:
+        assert self.sim is not None, "only a sim target has a simulated device"
         try:
-            r = self.http.request(method, self.sim.rstrip("/") + "/admin/device/clocks", **kw)  # type: ignore[union-attr, arg-type]
+            r = self.http.request(method, self.sim.rstrip("/") + "/admin/device/clocks", json=json)
         except httpx.TransportError as e:
             raise InjectError(f"simulated device at {self.sim} unreachable: {e}") from None
         if r.status_code != 200:
             raise InjectError(f"simulated device refused ({r.status_code}): {r.text[:200]}")
         return r.json()
 
-    def _handle(self):  # noqa: ANN202 - (pynvml, the device handle)
+    def _handle(self) -> tuple[ModuleType, object]:
+        """(pynvml, the device handle)."""
         nv = _nvml()
         try:
             return nv, nv.nvmlDeviceGetHandleByIndex(self.target["gpu"])

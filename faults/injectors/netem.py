@@ -4,6 +4,8 @@ rate (`8mbit`)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from faults.injectors.base import FieldError, number, only_keys, rate
 from faults.injectors.qdisc import RootQdisc
 
@@ -13,7 +15,7 @@ PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder", "rat
 class Netem(RootQdisc):
     kind = "netem"
     qdisc = "netem"
-    probe_params = {"delay": "1ms"}
+    probe_params: ClassVar[dict] = {"delay": "1ms"}
 
     @classmethod
     def options(cls, params: dict) -> dict:

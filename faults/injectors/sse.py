@@ -32,9 +32,9 @@ class SSE:
         self.url = f"http://{target['proxy']}{CONTROL}"
         self.http = httpx.Client(timeout=5)  # built once: building one costs tens of ms
 
-    def _call(self, method: str, **kw: object) -> dict:
+    def _call(self, method: str, json: dict | None = None) -> dict:
         try:
-            r = self.http.request(method, self.url, **kw)  # type: ignore[arg-type]
+            r = self.http.request(method, self.url, json=json)
         except httpx.TransportError as e:
             raise InjectError(f"proxy at {self.url} unreachable: {e}") from None
         if r.status_code != 200:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from faults.injectors.base import number, only_keys, rate
 from faults.injectors.qdisc import RootQdisc
 
@@ -10,7 +12,7 @@ from faults.injectors.qdisc import RootQdisc
 class Tbf(RootQdisc):
     kind = "tbf"
     qdisc = "tbf"
-    probe_params = {"rate": "1mbit"}
+    probe_params: ClassVar[dict] = {"rate": "1mbit"}
 
     @classmethod
     def options(cls, params: dict) -> dict:

@@ -6,8 +6,8 @@ import asyncio
 import json
 import secrets
 from dataclasses import dataclass
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from typing import TypeVar
+from json.encoder import encode_basestring
+from typing import ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -23,7 +23,7 @@ M = TypeVar("M", bound=BaseModel)
 class APIError(Exception):
     """An error each API renders in its own shape. `kind` is a gRPC-style status name."""
 
-    STATUS = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
+    STATUS: ClassVar[dict[str, int]] = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
               "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503}
 
     def __init__(self, kind: str, message: str, param: str | None = None,

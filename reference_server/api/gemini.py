@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -44,7 +44,7 @@ class Content(Strict):
     parts: Annotated[list[Part], Field(min_length=1)]
 
 
-class HarmCategory(str, Enum):
+class HarmCategory(StrEnum):
     HARASSMENT = "HARM_CATEGORY_HARASSMENT"
     HATE_SPEECH = "HARM_CATEGORY_HATE_SPEECH"
     SEXUALLY_EXPLICIT = "HARM_CATEGORY_SEXUALLY_EXPLICIT"
@@ -52,7 +52,7 @@ class HarmCategory(str, Enum):
     CIVIC_INTEGRITY = "HARM_CATEGORY_CIVIC_INTEGRITY"
 
 
-class HarmBlockThreshold(str, Enum):
+class HarmBlockThreshold(StrEnum):
     UNSPECIFIED = "HARM_BLOCK_THRESHOLD_UNSPECIFIED"
     LOW_AND_ABOVE = "BLOCK_LOW_AND_ABOVE"
     MEDIUM_AND_ABOVE = "BLOCK_MEDIUM_AND_ABOVE"

@@ -150,7 +150,7 @@ class OpenAIAPI:
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) \
             else req.prompt
-        seq = admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")  # type: ignore[arg-type]
+        seq = admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")
         return await self._respond(request, req, seq, chat=False)
 
     async def _respond(self, request: Request, req: _Sampling, seq: Sequence, chat: bool) -> Response:

@@ -34,7 +34,7 @@ class NGramModel:
         bi: dict[int, Counter] = defaultdict(Counter)
         for text in paragraphs:
             ids = [self.bos, self.bos, *tokenizer.encode(text), self.eos]
-            for a, b, c in zip(ids, ids[1:], ids[2:]):
+            for a, b, c in zip(ids, ids[1:], ids[2:], strict=False):
                 tri[(a, b)][c] += 1
                 bi[b][c] += 1
         self.tri, self.bi = _table(tri), _table(bi)
