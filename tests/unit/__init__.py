@@ -1,0 +1,1 @@
+"""Unit tests; tests/unit/X/test_y.py tests X/y.py."""

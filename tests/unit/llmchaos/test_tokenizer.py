@@ -1,0 +1,36 @@
+import json
+
+from llmchaos import languages, tokenizer
+
+
+def ratio(tag: str) -> float:
+    text = languages.get(tag).text()
+    return len(text) / tokenizer.count(text)
+
+
+def test_cjk_and_german_token_ratios_are_real():
+    # Subword tokenizers give ~1-1.5 characters per token for Chinese and Japanese,
+    # 3-4.5 for English, and German tokenizes longest among the European languages.
+    assert 1.0 <= ratio("zh") <= 1.6
+    assert 1.0 <= ratio("ja") <= 1.7
+    assert 3.0 <= ratio("en") <= 4.5
+    assert ratio("de") == min(ratio(t) for t in ("en", "de", "fr", "es", "it", "pt"))
+
+
+def test_round_trip_and_byte_fallback_for_unseen_characters():
+    text = "Grüße, 你好 — ☃ 🙂"
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_shipped_tokenizer_is_what_training_gives(tmp_path):
+    texts = [p for lang in languages.registry().values() for p in lang.paragraphs()]
+    texts += [p["prompt"] for lang in languages.registry().values() for p in lang.prompts()]
+    trained = tokenizer.train(texts)
+    shipped = json.loads(tokenizer.PATH.read_text())
+    assert json.loads(trained.to_str())["model"]["merges"] == shipped["model"]["merges"]
+
+
+def test_pieces_concatenate_to_the_decoded_text():
+    ids = tokenizer.encode("The server streams tokens quickly.")
+    pieces = tokenizer.pieces()
+    assert "".join(pieces[i] for i in ids).strip() == tokenizer.decode(ids)

@@ -1,0 +1,37 @@
+import pytest
+
+from llmchaos.errors import UsageError
+from loadtests import profile
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("stages:\n  - {duration: 10s, users: 5}\n  - {duration: 10x, users: 9}\n", ":3: stages[1].duration"),
+        ("stages:\n  - {duration: 10s, users: -5}\n", ":2: stages[0].users"),
+        ("stages:\n  - {duration: 10s}\n", ":2: stages[0]: give exactly one"),
+        ("stages:\n  - {duration: 10s, users: 5, colour: red}\n", ":2: stages[0].colour: unknown field"),
+        ("stage: []\n", ":1: stage: unknown field"),
+        ("stages:\n  - {duration: 1s, users: 5}\n  - {duration: 1s, rate: 5}\n", ":2: stages: mixes"),
+        ("stages: [\n", ":2: invalid YAML"),
+    ],
+)
+def test_bad_profiles_name_file_line_and_field(tmp_path, text, where):
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    with pytest.raises(UsageError) as e:
+        profile.load(str(p))
+    assert str(e.value).startswith(str(p) + where.split(" ")[0])
+    assert where.split(": ", 1)[-1] in str(e.value)
+
+
+def test_profile_stages_and_ramp(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text("ramp: true\nstages:\n  - {duration: 10s, rate: 100}\n  - {duration: 10s, rate: 200}\n")
+    prof = profile.load(str(p))
+    assert prof.rate(5) == pytest.approx(50)
+    assert prof.rate(15) == pytest.approx(150)
+    assert prof.rate(25) is None
+    step = profile.shape("step", [50, 200, 500, 1000], 30, open_loop=True)
+    assert [s.rate for s in step.stages] == [50, 200, 500, 1000]
+    assert step.total == 120

@@ -1,0 +1,66 @@
+import asyncio
+
+from llmchaos import tokenizer
+from reference_server.config import EngineConfig
+from reference_server.engine import Engine, _holdback
+from reference_server.executors.sim import CostModel, SimExecutor
+from reference_server.sequence import SamplingParams
+
+
+def test_holdback_keeps_back_a_possible_stop_prefix():
+    assert _holdback("hello wor", ("world",)) == 3
+    assert _holdback("hello", ("xyz",)) == 0
+    assert _holdback("ab", ("abc", "bq")) == 2
+
+
+def run(
+    engine_cfg: EngineConfig, params: SamplingParams, prompt: str = "Hello there", lang: str = "en"
+) -> tuple[list[str], str | None, int]:
+    async def go():
+        engine = Engine(engine_cfg, SimExecutor(CostModel.zero()))
+        engine.start()
+        engine.state = "ready"
+        seq = engine.submit(tokenizer.encode(prompt), params, lang)
+        texts, reason = [], None
+        async for d in engine.deltas(seq):
+            texts.append(d.text)
+            reason = d.finish_reason
+        await engine.stop()
+        return texts, reason, len(seq.output_token_ids)
+
+    return asyncio.run(go())
+
+
+FREE = EngineConfig()
+
+
+def test_seeded_requests_repeat_and_differ_by_seed():
+    a = "".join(run(FREE, SamplingParams(max_tokens=30, seed=5, ignore_eos=True))[0])
+    b = "".join(run(FREE, SamplingParams(max_tokens=30, seed=5, ignore_eos=True))[0])
+    c = "".join(run(FREE, SamplingParams(max_tokens=30, seed=6, ignore_eos=True))[0])
+    assert a == b
+    assert a != c
+
+
+def test_stop_string_cuts_text_and_is_never_streamed():
+    full = "".join(run(FREE, SamplingParams(max_tokens=60, temperature=0, ignore_eos=True))[0])
+    stop = full[25:29]
+    assert stop.strip()
+    assert full.find(stop) == 25
+    texts, reason, _ = run(FREE, SamplingParams(max_tokens=60, temperature=0, ignore_eos=True, stop=(stop,)))
+    assert "".join(texts) == full[:25]
+    assert reason == "stop"
+    assert all(stop not in "".join(texts[: i + 1]) for i in range(len(texts)))
+
+
+def test_max_tokens_and_min_tokens():
+    _, reason, n = run(FREE, SamplingParams(max_tokens=17, ignore_eos=True))
+    assert (reason, n) == ("length", 17)
+    for seed in range(5):
+        _, reason, n = run(FREE, SamplingParams(max_tokens=400, min_tokens=40, seed=seed))
+        assert n >= 40
+
+
+def test_output_is_in_the_requested_language():
+    zh = "".join(run(FREE, SamplingParams(max_tokens=40, seed=1, ignore_eos=True), lang="zh")[0])
+    assert sum("\u4e00" <= ch <= "\u9fff" for ch in zh) > len(zh) / 2

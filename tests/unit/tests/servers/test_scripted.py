@@ -1,0 +1,307 @@
+"""The scripted test server (tests/servers/scripted.py) over real HTTP: vLLM's SSE shape, timing
+truth against what a client measures, seeded draws, every misbehaviour mode, the stall window."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from llmchaos.sse_codec import Decoder, Event
+from tests.servers import scripted
+
+pytestmark = pytest.mark.integration
+
+FAST = {"ttft_ms": [5, 5], "itl_ms": [2, 2]}
+MSGS = [{"role": "user", "content": "Tell me four things"}]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    with scripted.running(seed=1) as url, httpx.Client(base_url=url, timeout=10) as c:
+        yield c
+
+
+def body(n: int = 4, stream: bool = True, timing: dict | None = FAST, usage: bool = False, **script) -> dict:
+    b = {"model": "m", "messages": MSGS, "stream": stream, "max_tokens": n, "x_script": {**(timing or {}), **script}}
+    return {**b, "stream_options": {"include_usage": True}} if usage else b
+
+
+@dataclass
+class Got:
+    """One streamed response as the client saw it; times are monotonic seconds since the send."""
+
+    rid: str
+    status: int = 0
+    headers: httpx.Headers = field(default_factory=httpx.Headers)
+    raw: bytes = b""
+    events: list[tuple[float, int, Event]] = field(default_factory=list)  # (arrival, time_ns, event)
+    decoder: Decoder = field(default_factory=Decoder)
+    error: Exception | None = None
+
+    @property
+    def datas(self) -> list[str]:
+        return [e.data for _, _, e in self.events]
+
+    def content(self) -> list[tuple[float, int, dict]]:
+        """(arrival, arrival time_ns, chunk) of each content chunk."""
+        out = []
+        for t, ns, e in self.events:
+            with_content = e.valid_utf8 and e.data.startswith("{") and '"content":" ' in e.data
+            if with_content:
+                out.append((t, ns, json.loads(e.data)))
+        return out
+
+
+def post(c: httpx.Client, b: dict, lang: str = "en", max_events: int | None = None) -> Got:
+    got = Got(uuid.uuid4().hex)
+    headers = {"x-llmchaos-lang": lang, "x-request-id": got.rid}
+    t0 = time.monotonic()
+    with c.stream("POST", "/v1/chat/completions", json=b, headers=headers) as r:
+        got.status, got.headers = r.status_code, r.headers
+        try:
+            for chunk in r.iter_raw():
+                now, ns = time.monotonic(), time.time_ns()
+                got.raw += chunk
+                got.events += [(now - t0, ns, e) for e in got.decoder.feed(chunk)]
+                if max_events and len(got.events) >= max_events:
+                    break
+        except httpx.TransportError as e:
+            got.error = e
+    return got
+
+
+def truth(c: httpx.Client, rid: str, timeout: float = 3.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        for rec in c.get("/truth").json()["requests"]:
+            if rec["request_id"] == rid:
+                return rec
+        assert time.monotonic() < deadline, f"no truth for {rid}"
+        time.sleep(0.02)
+
+
+# -- normal streams -----------------------------------------------------------------------------
+def test_normal_stream_has_vllm_sse_shape(client):
+    g = post(client, body(n=5, usage=True), lang="de")
+    assert g.status == 200
+    assert g.headers["content-type"].startswith("text/event-stream")
+    assert g.error is None
+    assert not g.decoder.pending()
+    assert g.datas[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in g.datas[:-1]]
+    assert len(chunks) == 1 + 5 + 1
+    assert len({c["id"] for c in chunks}) == 1
+    assert all(c["object"] == "chat.completion.chunk" and c["model"] == "m" for c in chunks)
+    assert chunks[0]["choices"] == [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+    ]
+    words = [c["choices"][0]["delta"]["content"] for c in chunks[1:6]]
+    assert words == [" der", " schnelle", " braune", " Fuchs", " springt"]
+    assert [c["choices"][0]["finish_reason"] for c in chunks[1:6]] == [None] * 4 + ["length"]
+    assert all(isinstance(c["x_sent_ns"], int) for c in chunks[1:6])
+    assert "x_sent_ns" not in chunks[0]
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == {"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9}
+    rec = truth(client, g.rid)
+    assert (rec["lang"], rec["mode"], rec["output_tokens"], len(rec["gaps_s"])) == ("de", "ok", 5, 4)
+
+    plain = post(client, body(n=2))
+    assert len(plain.datas) == 1 + 2 + 1
+    assert '"usage"' not in plain.raw.decode()
+
+
+def test_non_stream_returns_a_chat_completion(client):
+    r = client.post("/v1/chat/completions", json=body(n=3, stream=False), headers={"x-llmchaos-lang": "ja"})
+    out = r.json()
+    assert r.status_code == 200
+    assert out["object"] == "chat.completion"
+    assert out["choices"][0]["message"]["content"] == " 素早い 茶色の 狐が"
+    assert out["choices"][0]["finish_reason"] == "length"
+    assert out["usage"]["completion_tokens"] == 3
+
+
+def test_truth_matches_what_a_client_measures(client):
+    client.get("/healthz")  # a warm keep-alive connection: no connect time in the client's TTFT
+    g = post(client, body(n=12, timing=None))
+    rec = truth(client, g.rid)
+    content = g.content()
+    assert len(content) == 12 == rec["output_tokens"]
+    assert rec["stalled_s"] < 0.002
+    assert 0.040 <= rec["intended_ttft_s"] <= 0.060
+    assert all(0.008 <= x <= 0.014 for x in rec["intended_gaps_s"])
+    # The server sleeps to deadlines (TTFT + gaps so far), so its writes do not drift.
+    due = [rec["intended_ttft_s"] + sum(rec["intended_gaps_s"][:i]) for i in range(12)]
+    wrote = [rec["ttft_s"] + sum(rec["gaps_s"][:i]) for i in range(12)]
+    late = [w - d for w, d in zip(wrote, due, strict=True)]
+    assert all(0 <= x <= 0.010 for x in late), late
+    # The client sees each write a little later than the server made it, never earlier.
+    assert 0 <= content[0][0] - rec["ttft_s"] <= 0.010
+    client_gaps = [b[0] - a[0] for a, b in itertools.pairwise(content)]
+    diffs = [abs(x - y) for x, y in zip(client_gaps, rec["gaps_s"], strict=True)]
+    assert max(diffs) <= 0.008, diffs
+    assert sum(diffs) / len(diffs) <= 0.003, diffs
+    lags = [ns - chunk["x_sent_ns"] for _, ns, chunk in content]
+    assert all(0 <= lag <= 10_000_000 for lag in lags), lags
+
+
+def test_same_seed_draws_the_same_per_language_sequence():
+    order = [("en", 3), ("de", 2), ("en", 2), ("zh", 1), ("ja", 1), ("fr", 2)]
+    seen = []
+    for _ in range(2):
+        with scripted.running(seed=7) as url, httpx.Client(base_url=url, timeout=10) as c:
+            recs = [truth(c, post(c, body(n=n, timing=None), lang=lang).rid) for lang, n in order]
+            seen.append([(r["lang"], r["n"], r["intended_ttft_s"], r["intended_gaps_s"]) for r in recs])
+    assert seen[0] == seen[1]
+    for lang, n, ttft, gaps in seen[0]:
+        rng = scripted.plan_rng(7, lang, n)
+        lo, hi = scripted.TTFT_MS.get(lang, scripted.OTHER_TTFT_MS)
+        assert ttft == rng.uniform(lo, hi) / 1000
+        assert gaps == [rng.uniform(8, 14) / 1000 for _ in gaps]
+    assert [x[1] for x in seen[0]] == [0, 0, 1, 0, 0, 0]
+    assert seen[0][0][2] != seen[0][2][2]
+    assert 0.100 <= seen[0][4][2] <= 0.150  # ja
+    assert 0.050 <= seen[0][5][2] <= 0.080  # fr (others)
+
+
+# -- misbehaviour modes -------------------------------------------------------------------------
+def test_cut_sends_k_events_then_half_an_event_and_aborts(client):
+    g = post(client, body(n=8, mode="cut", after=3))
+    assert isinstance(g.error, httpx.RemoteProtocolError | httpx.ReadError), g.error
+    assert len(g.events) == 1 + 3
+    assert len(g.content()) == 3
+    assert g.decoder.pending()
+    assert g.raw.endswith(b'data: {"id":')
+    rec = truth(client, g.rid)
+    assert rec["output_tokens"] == 3
+    assert not rec["disconnected"]
+
+
+def test_garbage_is_an_sse_response_of_non_sse_bytes(client):
+    g = post(client, body(mode="garbage"))
+    assert g.status == 200
+    assert g.headers["content-type"].startswith("text/event-stream")
+    assert g.error is None
+    assert len(g.raw) > 100
+    assert g.events == []
+    with pytest.raises(UnicodeDecodeError):
+        g.raw.decode()
+    assert truth(client, g.rid)["output_tokens"] == 0
+
+
+def test_wrong_content_type_is_html(client):
+    g = post(client, body(mode="wrong_content_type"))
+    assert g.status == 200
+    assert g.headers["content-type"].startswith("text/html")
+    assert b"<html>" in g.raw
+
+
+@pytest.mark.parametrize("code", [429, 500, 503])
+def test_status_returns_an_openai_error(client, code):
+    r = client.post("/v1/chat/completions", json=body(mode="status", status=code))
+    assert r.status_code == code
+    assert r.json()["error"]["code"] == code
+    assert r.json()["error"]["message"]
+    assert r.headers.get("retry-after") == ("1" if code in (429, 503) else None)
+
+
+def test_never_ending_streams_until_the_client_leaves(client):
+    g = post(client, body(n=4, mode="never_ending", ttft_ms=[1, 1], itl_ms=[1, 1]), max_events=60)
+    chunks = [c for _, _, c in g.content()]
+    assert len(chunks) >= 59
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+    rec = truth(client, g.rid)
+    assert rec["disconnected"]
+    assert rec["output_tokens"] >= 59
+
+
+def test_stall_goes_silent_after_k_events_then_finishes(client):
+    g = post(client, body(n=5, mode="stall", after=2, seconds=0.4))
+    times = [t for t, _, _ in g.content()]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(times) == 5
+    assert g.datas[-1] == "[DONE]"
+    # silence is on the deadline schedule
+    assert gaps[1] >= 0.39
+    assert max(gaps[:1] + gaps[2:]) < 0.1
+    rec = truth(client, g.rid)
+    assert rec["gaps_s"][1] >= 0.39
+    assert rec["intended_gaps_s"][1] < 0.01
+
+
+def test_bad_json_is_one_unparseable_event_among_valid_ones(client):
+    g = post(client, body(n=4, mode="bad_json", after=2))
+    bad = [i for i, d in enumerate(g.datas[:-1]) if not _parses(d)]
+    assert [g.datas[i] for i in bad] == ['{"choices": [}']
+    assert bad == [3]  # role, 2 tokens, bad
+    assert len(g.content()) == 4
+    assert g.datas[-1] == "[DONE]"
+    assert g.error is None
+
+
+def test_error_event_follows_k_events(client):
+    g = post(client, body(n=6, mode="error_event", after=2))
+    assert len(g.content()) == 2
+    assert g.datas[-1] == "[DONE]"
+    assert json.loads(g.datas[-2]) == {"error": {"message": "boom", "type": "server_error", "code": 500}}
+    assert truth(client, g.rid)["output_tokens"] == 2
+
+
+def test_bad_utf8_is_one_event_with_invalid_bytes(client):
+    g = post(client, body(n=4, mode="bad_utf8", after=1))
+    assert [i for i, (_, _, e) in enumerate(g.events) if not e.valid_utf8] == [2]
+    assert len(g.content()) == 4
+    assert g.datas[-1] == "[DONE]"
+
+
+def test_no_done_ends_cleanly_without_done(client):
+    g = post(client, body(n=3, mode="no_done"))
+    assert g.error is None
+    assert not g.decoder.pending()
+    assert "[DONE]" not in g.datas
+    assert json.loads(g.datas[-1])["choices"][0]["finish_reason"] == "length"
+
+
+def _parses(data: str) -> bool:
+    try:
+        json.loads(data)
+        return True
+    except ValueError:
+        return False
+
+
+# -- stall window, truth API ----------------------------------------------------------------------
+def test_stall_window_holds_requests_received_inside_it(client):
+    streaming: list[Got] = []
+    with httpx.Client(base_url=str(client.base_url), timeout=10) as other:
+        long = body(n=50, ttft_ms=[5, 5], itl_ms=[10, 10])
+        t = threading.Thread(target=lambda: streaming.append(post(other, long)))
+        t.start()
+        time.sleep(0.1)  # that stream is running before the window opens
+        window = client.post("/control", json={"stall_for_s": 0.5}).json()
+        assert window["active"]
+        assert window["stall_end_unix"] - window["stall_start_unix"] == pytest.approx(0.5)
+        held = post(client, body(n=2))
+        t.join()
+    rec = truth(client, held.rid)
+    assert held.content()[0][0] >= 0.4
+    assert rec["stalled_s"] >= 0.4
+    assert rec["ttft_s"] >= rec["stalled_s"] + rec["intended_ttft_s"] - 0.001
+    assert window["stall_start_unix"] <= rec["start_unix"] <= window["stall_end_unix"]
+    assert max(truth(client, streaming[0].rid)["gaps_s"]) < 0.05  # already streaming: unaffected
+    assert not client.get("/control").json()["active"]
+    assert truth(client, post(client, body(n=1)).rid)["stalled_s"] < 0.01
+
+
+def test_truth_can_be_cleared(client):
+    post(client, body(n=1))
+    assert client.get("/truth").json()["requests"]
+    assert client.delete("/truth").status_code == 200
+    assert client.get("/truth").json() == {"requests": []}
