@@ -37,28 +37,32 @@ class Collector:
             self.records.append(rec)
 
     def take_records(self, streaming: bool = True) -> list[bytes]:
-        """Sampled records as encoded requests.jsonl lines, our own token counts computed in one batch
-        (in a native thread while streams are in flight: the tokenizer releases the GIL, the event
-        loop goes on)."""
+        """Sampled records as encoded requests.jsonl lines (see `encode`)."""
         recs, self.records = self.records, []
-        texts = [r.text for r in recs]
-        if not recs:
-            own: list[int] = []
-        elif streaming:
-            own = gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,))
-        else:
-            own = tokenizer.count_batch(texts)
-        return [r.line(n).encode() for r, n in zip(recs, own, strict=True)]
+        return encode(recs, streaming)
 
     def report(self, streaming: bool = True) -> dict[str, Any]:
-        """A worker's data since its last report, encoded for the master. While streams are in
-        flight it yields to the event loop between histograms, so they are read on time."""
+        """A worker's data since its last report, encoded for the master. Everything is taken at
+        once, before the first yield: a request that ends meanwhile goes whole into the next report.
+        While streams are in flight it yields to the event loop between histograms, so they are
+        read on time."""
+        hist, outcomes, slo_counts, recs = self.hist.drain(), self.outcomes, self.slo_counts, self.records
+        self.outcomes, self.slo_counts, self.records = Counter(), Counter(), []
         items = []
-        for key, h in self.hist.drain():
+        for key, h in hist:
             items.append({**key._asdict(), **h.encode()})
             if streaming:
                 gevent.sleep(0)
-        out = {"hist": items, "outcomes": [[*k, n] for k, n in self.outcomes.items()],
-               "slo": [[*k, n] for k, n in self.slo_counts.items()], "records": self.take_records(streaming)}
-        self.outcomes, self.slo_counts = Counter(), Counter()
-        return out
+        return {"hist": items, "outcomes": [[*k, n] for k, n in outcomes.items()],
+                "slo": [[*k, n] for k, n in slo_counts.items()], "records": encode(recs, streaming)}
+
+
+def encode(recs: list[RequestRecord], streaming: bool) -> list[bytes]:
+    """Records as requests.jsonl lines, our own token counts computed in one batch (in a native
+    thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
+    if not recs:
+        return []
+    texts = [r.text for r in recs]
+    own: list[int] = (gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,)) if streaming
+                      else tokenizer.count_batch(texts))
+    return [r.line(n).encode() for r, n in zip(recs, own, strict=True)]
