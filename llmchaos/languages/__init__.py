@@ -27,7 +27,7 @@ class Language:
 
     @property
     def prompts_path(self) -> Path:
-        return ROOT / self.tag / "prompts.jsonl"
+        return ROOT / self.tag / "prompts.json"
 
     def text(self) -> str:
         return _read(self.text_path)
@@ -36,7 +36,8 @@ class Language:
         return [p.strip() for p in self.text().split("\n\n") if p.strip()]
 
     def prompts(self) -> list[dict]:
-        return [json.loads(line) for line in _read(self.prompts_path).splitlines() if line.strip()]
+        prompts: list[dict] = json.loads(_read(self.prompts_path))
+        return prompts
 
 
 @cache

@@ -6,14 +6,12 @@ the sim engine never pays for a heavy one.
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from llmchaos.errors import UsageError
 from reference_server.batch import Batch
-
-ENGINES = {"sim": "reference_server.executors.sim"}  # name -> module with `create(options) -> Executor`
 
 
 class Executor(Protocol):
@@ -32,10 +30,18 @@ class ExecutorOptions:
     sim_jitter: float = 0.03  # sim: sigma of the seeded log-normal step-time factor
 
 
+def _sim(options: ExecutorOptions) -> Executor:
+    from reference_server.executors import sim
+
+    return sim.create(options)
+
+
+ENGINES: dict[str, Callable[[ExecutorOptions], Executor]] = {"sim": _sim}  # each imports its backend when called
+
+
 def create(options: ExecutorOptions) -> Executor:
     """The executor `options.engine` names; an unknown name is a UsageError listing the engines."""
-    module = ENGINES.get(options.engine)
-    if module is None:
+    make = ENGINES.get(options.engine)
+    if make is None:
         raise UsageError(f"unknown engine {options.engine!r} (engines: {', '.join(ENGINES)})", field="--engine")
-    executor: Executor = importlib.import_module(module).create(options)
-    return executor
+    return make(options)

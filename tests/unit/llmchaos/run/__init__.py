@@ -1,0 +1,1 @@
+"""Tests of llmchaos/run/."""

@@ -1,0 +1,32 @@
+"""The dispatcher: each component's subcommands found by entry point; bad input is one line, exit 2."""
+
+import argparse
+import subprocess
+import sys
+
+from llmchaos.cli import build_parser
+from tests.procs import ROOT
+
+
+def owner(parser: argparse.ArgumentParser) -> str:
+    """The module of the function a (sub)command runs; for a group, that of its first subcommand."""
+    func = parser.get_default("func")
+    if func is None:
+        (nested,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return owner(next(iter(nested.choices.values())))
+    return func.__module__
+
+
+def test_every_component_owns_its_subcommands():
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    owners = {name: owner(p) for name, p in sub.choices.items()}
+    assert owners == {"serve": "reference_server.cli", "proxy": "faults.cli", "faults": "faults.cli",
+                      "push-delete": "loadtests.cli", "report": "dashboards.cli"}
+
+
+def test_serve_refuses_an_unknown_engine_with_the_list():
+    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "serve", "--engine", "nosuch", "--port", "1"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr == "llmchaos: error: --engine: unknown engine 'nosuch' (engines: sim)\n"

@@ -1,0 +1,64 @@
+"""The floor plan, held against the code: which component may import which (DESIGN's Layout).
+
+Every import statement of every module is read from its AST, function-level (lazy) imports
+included, so a new arrow that runs the wrong way fails here.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("llmchaos", "reference_server", "loadtests", "faults", "dashboards", "benchmarks", "tests")
+# What each component may import besides itself and third-party packages.
+ALLOWED = {
+    "llmchaos": set(),  # the core knows no component
+    "reference_server": {"llmchaos"},  # the system under test knows no harness and no injector
+    "faults": {"llmchaos"},  # injectors do not know Locust
+    "dashboards": {"llmchaos"},  # the readers of results go through the core's run model
+    "loadtests": {"llmchaos", "faults"},  # faults for --schedule
+    "benchmarks": {"llmchaos"},  # they start the components by their commands
+}
+
+
+def imported_packages(path: Path) -> set[str]:
+    """Top-level packages of this project that the module imports, anywhere in its body."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found |= {name.split(".")[0] for name in names} & set(PACKAGES)
+    return found
+
+
+def violations(root: Path) -> list[str]:
+    out = []
+    for package, allowed in ALLOWED.items():
+        for path in sorted((root / package).rglob("*.py")):
+            for imported in sorted(imported_packages(path) - allowed - {package}):
+                out.append(f"{path.relative_to(root)} imports {imported}")
+    return out
+
+
+def test_every_component_imports_only_what_the_layout_allows():
+    assert violations(ROOT) == []
+
+
+def test_the_check_sees_lazy_and_from_imports(tmp_path):
+    (tmp_path / "llmchaos").mkdir()
+    (tmp_path / "llmchaos" / "cli.py").write_text("def run():\n    from faults.cli import register\n")
+    (tmp_path / "faults").mkdir()
+    (tmp_path / "faults" / "x.py").write_text("import loadtests.plugin\nimport llmchaos\n")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "b.py").write_text("from tests.procs import free_port\n")
+    assert violations(tmp_path) == ["llmchaos/cli.py imports faults", "faults/x.py imports loadtests",
+                                    "benchmarks/b.py imports tests"]
+
+
+def test_nothing_but_locustfiles_and_tests_imports_loadtests():
+    importers = {p.relative_to(ROOT).parts[0] for pkg in ALLOWED for p in (ROOT / pkg).rglob("*.py")
+                 if "loadtests" in imported_packages(p)}
+    assert importers <= {"loadtests"}
