@@ -36,7 +36,7 @@ class Key(NamedTuple):
 
 
 class Histogram:
-    __slots__ = ("hdr", "sum", "scale")
+    __slots__ = ("hdr", "scale", "sum")
 
     def __init__(self, metric: str) -> None:
         self.scale = METRICS[metric].scale
@@ -91,7 +91,7 @@ class Histogram:
         s["max"] = self.hdr.get_max_value() / self.scale
         return s
 
-    def merge(self, other: "Histogram") -> None:
+    def merge(self, other: Histogram) -> None:
         self.hdr.add(other.hdr)
         self.sum += other.sum
 
@@ -99,7 +99,7 @@ class Histogram:
         return {"hdr": self.hdr.encode().decode("ascii"), "sum": self.sum}
 
     @classmethod
-    def decode(cls, metric: str, data: dict) -> "Histogram":
+    def decode(cls, metric: str, data: dict) -> Histogram:
         h = cls(metric)
         h.hdr = HdrHistogram.decode(data["hdr"].encode("ascii"))
         h.sum = float(data["sum"])
@@ -130,7 +130,7 @@ class HistogramSet:
     def __len__(self) -> int:
         return len(self._h)
 
-    def merge(self, other: "HistogramSet") -> None:
+    def merge(self, other: HistogramSet) -> None:
         for key, h in other:
             mine = self._h.get(key)
             if mine is None:
@@ -142,7 +142,7 @@ class HistogramSet:
         return [{**key._asdict(), **h.encode()} for key, h in self]
 
     @classmethod
-    def decode(cls, items: list[dict]) -> "HistogramSet":
+    def decode(cls, items: list[dict]) -> HistogramSet:
         out = cls()
         for item in items:
             key = Key(*(item[f] for f in Key._fields))
@@ -159,7 +159,7 @@ class HistogramSet:
                 out.merge(h)
         return out
 
-    def drain(self) -> "HistogramSet":
+    def drain(self) -> HistogramSet:
         out = HistogramSet()
         out._h, self._h = self._h, {}
         return out

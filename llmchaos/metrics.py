@@ -15,7 +15,8 @@ REQUEST_LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 2
 
 def buckets_1_2_5(maximum: int) -> list[float]:
     """vLLM's token-count buckets: 1, 2, 5, 10, 20, 50, ... up to `maximum`."""
-    out, exp = [], 0
+    out: list[float] = []
+    exp = 0
     while True:
         for m in (1, 2, 5):
             v = m * 10 ** exp

@@ -63,7 +63,10 @@ def decode(ids: list[int]) -> str:
 
 
 def eos_id() -> int:
-    return load().token_to_id("</s>")
+    eos = load().token_to_id("</s>")
+    if eos is None:
+        raise RuntimeError("the shipped tokenizer has no </s> token (run `make tokenizer`)")
+    return eos
 
 
 def pieces() -> list[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
 from llmchaos.errors import UsageError
@@ -25,7 +23,7 @@ def compose(path: str) -> yaml.Node:
     return node
 
 
-def value(node: yaml.Node) -> Any:
+def value(node: yaml.Node) -> object:
     """A node's plain Python value."""
     return yaml.safe_load(yaml.serialize(node))
 

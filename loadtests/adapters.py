@@ -129,7 +129,8 @@ class Gemini:
         method = "streamGenerateContent?alt=sse" if stream else "generateContent"
         return Call(f"/v1beta/models/{model}:{method}", headers, json.dumps(body, ensure_ascii=False).encode())
 
-    def event(self, data: str) -> Event:
+    def event(self, data: str | bytes) -> Event:
+        """An event's data, or a whole generateContent body (the same shape)."""
         obj = _loads(data)
         if (err := _error(obj)) is not None:
             return err
@@ -140,7 +141,7 @@ class Gemini:
         return Event(text=text, done=done, usage_tokens=usage.get("candidatesTokenCount") if done else None)
 
     def body(self, raw: bytes) -> Event:
-        ev = self.event(raw)  # type: ignore[arg-type]
+        ev = self.event(raw)
         ev.done = True
         return ev
 

@@ -36,7 +36,7 @@ class ArrivalPlan:
     duration: float | None  # stop generating after this many seconds (None: until stopped)
     worker: int = 0
     workers: int = 1
-    stages: tuple[tuple[float, float], ...] = ()  # (duration, rate) of a profile; empty: `rate` throughout
+    stages: tuple[tuple[float, float | None], ...] = ()  # (duration, rate) of a profile; empty: `rate` throughout
     ramp: bool = False
 
     @classmethod

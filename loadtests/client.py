@@ -11,19 +11,19 @@ import socket
 import struct
 import sys
 import time
-import types
 
 import gevent
 import gevent.socket
 from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+from geventhttpclient.connectionpool import ConnectionPool
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
 from llmchaos import sse_codec
+from llmchaos.net import SO_TIMESTAMPNS
 from loadtests.adapters import Adapter, Call
 from loadtests.record import RequestRecord
 
-SO_TIMESTAMPNS = 35  # Linux; the socket module does not name it
 RX_CMSG = socket.CMSG_SPACE(16)
 
 
@@ -34,8 +34,8 @@ class TimestampedSocket(gevent.socket.socket):
 
     __slots__ = ("rx_time",)
 
-    def __init__(self, *args: object) -> None:
-        super().__init__(*args)
+    def __init__(self, family: int, socktype: int, protocol: int) -> None:
+        super().__init__(family, socktype, protocol)
         self.rx_time: float | None = None
         if sys.platform == "linux":
             self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -50,14 +50,23 @@ class TimestampedSocket(gevent.socket.socket):
         return data
 
 
-def _timestamped(pool, family: int, socktype: int, protocol: int) -> TimestampedSocket:  # noqa: ANN001
-    return TimestampedSocket(family, socktype, protocol)
+class TimestampedPool(ConnectionPool):
+    """geventhttpclient's pool of one connection, on a TimestampedSocket."""
+
+    def _create_tcp_socket(self, family: int, socktype: int, protocol: int) -> gevent.socket.socket:
+        return TimestampedSocket(family, socktype, protocol)
 
 
-def received_at(resp) -> float:  # noqa: ANN001
+def received_at(resp: HTTPSocketPoolResponse) -> float:
     """When the bytes just read arrived, on the perf_counter clock (now, without a kernel stamp)."""
     rx = getattr(getattr(resp, "_sock", None), "rx_time", None)
     return time.perf_counter() if rx is None else rx
+
+
+def header(resp: HTTPSocketPoolResponse, name: str) -> str | None:
+    """A response header's value; a repeated one joined as HTTP allows."""
+    value = resp.get(name)
+    return ", ".join(value) if isinstance(value, list) else value
 
 
 class StreamClient:
@@ -73,11 +82,14 @@ class StreamClient:
 
     def _client(self) -> HTTPClient:
         if self._http is None:
-            self._http = HTTPClient.from_url(self.url, concurrency=1, connection_timeout=self.connect_timeout,
-                                             network_timeout=self.stall_limit)
+            http = HTTPClient.from_url(self.url, concurrency=1, connection_timeout=self.connect_timeout,
+                                       network_timeout=self.stall_limit)
             if self.url.scheme == "http":  # TLS hides the kernel's stamps; https keeps the read time
-                pool = self._http._connection_pool
-                pool._create_tcp_socket = types.MethodType(_timestamped, pool)
+                host, port = self.url.host, self.url.port or 80
+                http._connection_pool = TimestampedPool(host, port, host, port, size=1,
+                                                        connection_timeout=self.connect_timeout,
+                                                        network_timeout=self.stall_limit)
+            self._http = http
         return self._http
 
     def close(self) -> None:
@@ -111,12 +123,12 @@ class StreamClient:
             if not ok:
                 self.close()  # never reuse a connection left mid-response
 
-    def _error_status(self, resp, rec: RequestRecord) -> None:  # noqa: ANN001
+    def _error_status(self, resp: HTTPSocketPoolResponse, rec: RequestRecord) -> None:
         rec.outcome = "rate_limited" if resp.status_code == 429 else f"http_{resp.status_code}"
-        rec.retry_after = resp.get("retry-after")
+        rec.retry_after = header(resp, "retry-after")
         rec.error = resp.read()[:500].decode("utf-8", "replace")
 
-    def _read_body(self, adapter: Adapter, resp, rec: RequestRecord, start: float) -> None:  # noqa: ANN001
+    def _read_body(self, adapter: Adapter, resp: HTTPSocketPoolResponse, rec: RequestRecord, start: float) -> None:
         raw = resp.read()
         now = time.perf_counter()
         try:
@@ -130,8 +142,8 @@ class StreamClient:
         rec.chunks, rec.usage_tokens = [ev.text], ev.usage_tokens
         rec.ttft = rec.e2e = now - start
 
-    def _read_stream(self, adapter: Adapter, resp, rec: RequestRecord, start: float) -> None:  # noqa: ANN001
-        ctype = resp.get("content-type") or ""
+    def _read_stream(self, adapter: Adapter, resp: HTTPSocketPoolResponse, rec: RequestRecord, start: float) -> None:
+        ctype = header(resp, "content-type") or ""
         if not ctype.startswith("text/event-stream"):
             rec.outcome, rec.error = "malformed", f"content-type {ctype!r}"
             return
@@ -181,15 +193,14 @@ class StreamClient:
                     rec.e2e = now - start
                     if not chunks:
                         rec.outcome, rec.error = "malformed", "stream ended with no content"
-                    if adapter.name != "gemini" or not isinstance(parsed, type(None)):
-                        self._drain(resp)
+                    self._drain(resp)
                     return
             if now > deadline:
                 rec.outcome, rec.error = "timeout", f"no terminator within {self.request_timeout:g}s"
                 return
 
     @staticmethod
-    def _drain(resp) -> None:  # noqa: ANN001
+    def _drain(resp: HTTPSocketPoolResponse) -> None:
         """Read the rest (usage chunk after a Gemini finish, the chunked terminator) so the
         connection can be reused."""
         resp.read()

@@ -1,14 +1,11 @@
 """`make demo`: the reference server on loopback, one request per language streamed through it,
-then a short Locust load in every language that writes a results directory and an HTML report.
-
-The fault schedule and the SSE proxy join it later.
+then a 20 s Locust load in every language that writes a results directory and Locust's HTML report.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,20 +13,16 @@ import time
 import httpx
 
 from llmchaos import languages, sse_codec
+from llmchaos.procs import free_port, stop
 from llmchaos.wire import DONE_DATA, LANG_HEADER
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stream_one(client: httpx.Client, url: str, lang: str, prompt: str) -> dict:
     body = {"model": "llmchaos-sim-8b", "stream": True, "max_tokens": 48,
             "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": prompt}]}
     start = time.perf_counter()
-    ttft, text, usage, decoder = None, [], {}, sse_codec.Decoder()
+    ttft, text, decoder = None, [], sse_codec.Decoder()
+    usage: dict[str, int] = {}
     with client.stream("POST", url + "/v1/chat/completions", json=body,
                        headers={LANG_HEADER: lang}) as r:
         r.raise_for_status()
@@ -52,15 +45,18 @@ def run_load(url: str, results: str = "results") -> None:
     """A 20 s per-language closed-loop load; Locust prints the llmchaos summary at the end."""
     html = os.path.join(results, "locust-report.html")
     os.makedirs(results, exist_ok=True)
+    before = set(os.listdir(results))
     subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary",
                     "--host", url, "-u", "24", "-r", "12", "-t", "20s", "--warmup", "3s", "--think-time", "0.5",
                     "--max-tokens", "64", "--results-dir", results, "--html", html], check=False)
-    print(f"\nresults: {os.path.abspath(results)}/<run_id>/run.json, histograms/, requests.jsonl; "
+    runs = sorted(set(os.listdir(results)) - before - {"locust-report.html"})
+    where = os.path.abspath(os.path.join(results, runs[-1])) if runs else os.path.abspath(results)
+    print(f"\nresults: {where}/ (run.json, histograms/, requests.jsonl); again: llmchaos report {where}\n"
           f"Locust's report: {os.path.abspath(html)}")
 
 
 def main() -> int:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "serve", "--port", str(port)])
     try:
@@ -81,8 +77,7 @@ def main() -> int:
             print(f"\nserver metrics: {url}/metrics (vLLM names)\n")
         run_load(url)
     finally:
-        server.terminate()
-        server.wait(15)
+        stop(server)
     return 0
 
 

@@ -33,7 +33,7 @@ class ResultsCollector:
                 fam = families[m.key] = HistogramMetricFamily(m.prom, m.help, labels=list(LABELS))
             gevent.sleep(0)  # ~1 ms a histogram: let the streams in flight be read in between
             counts = h.cumulative(m.buckets)
-            buckets = [(_le(b), c) for b, c in zip(m.buckets, counts)] + [("+Inf", h.count)]
+            buckets = [(_le(b), c) for b, c in zip(m.buckets, counts, strict=True)] + [("+Inf", h.count)]
             fam.add_metric([key.target, key.lang, key.api, key.phase], buckets, h.sum)
         yield from families.values()
         total = CounterMetricFamily(REQUESTS_TOTAL, "Requests issued, by outcome.",

@@ -23,7 +23,7 @@ from loadtests.arrivals import ArrivalPlan, Arrivals
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter
 from loadtests.merge import Finals
-from loadtests.options import Settings
+from loadtests.options import Settings, parsed_options
 from loadtests.prompts import LongContextSource, PromptSource
 from loadtests.record import RequestRecord
 from loadtests.report import Report
@@ -43,7 +43,7 @@ def quiet_gc() -> None:
 class Harness:
     def __init__(self, env: Environment) -> None:
         self.env = env
-        self.collector = Collector({}, 1.0, env.parsed_options.seed)
+        self.collector = Collector({}, 1.0, parsed_options(env).seed)
         self.faults: FaultSession | None = None
         self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
         self.configure()
@@ -61,7 +61,7 @@ class Harness:
     def configure(self) -> None:
         """Read the options; a worker reads them again at test start, when the master's spawn
         message has brought the run's own (a worker starts with its defaults)."""
-        self.settings = settings = Settings.read(self.env.parsed_options)
+        self.settings = settings = Settings.read(parsed_options(self.env))
         self._rng = random.Random(settings.options.seed)
         o = settings.options
         self.faults = FaultSession(o.schedule, o.fault_journal or None, o.run_time, settings.allow,

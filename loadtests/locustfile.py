@@ -7,15 +7,11 @@ time per request; see `--help` for the llmchaos options.
 
 from __future__ import annotations
 
-import os
-import sys
+from locust import LoadTestShape
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from locust import LoadTestShape  # noqa: E402
-
-from loadtests import plugin  # noqa: E402
-from loadtests.users import USER_CLASSES  # noqa: E402
+from loadtests import plugin
+from loadtests.options import parsed_options
+from loadtests.users import USER_CLASSES
 
 plugin.install()
 globals().update({cls.__name__: cls for cls in USER_CLASSES.values()})
@@ -27,8 +23,11 @@ class LLMShape(LoadTestShape):
     use_common_options = True
 
     def tick(self) -> tuple[int, float] | None:
+        if self.runner is None:
+            return None
         env = self.runner.environment
-        o, prof = env.parsed_options, env.llmchaos.settings.profile
+        settings = plugin.harness(env).settings
+        o, prof = parsed_options(env), settings.profile
         users, rate, t = o.num_users or 1, o.spawn_rate or 1.0, self.get_run_time()
         if o.run_time and t >= o.run_time:  # Locust leaves -t to a shape
             return None
@@ -37,6 +36,6 @@ class LLMShape(LoadTestShape):
         i, stage, _ = prof.at(t)
         if i < 0:
             return None
-        if env.llmchaos.settings.open_loop:
+        if settings.open_loop:
             return users, rate
         return prof.users(t) or users, stage.spawn_rate or rate

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 from dataclasses import dataclass
-
-from configargparse import ArgumentParser
+from typing import TYPE_CHECKING
 
 from faults import allow
 from llmchaos import languages, slo
@@ -13,6 +12,10 @@ from llmchaos.errors import UsageError
 from llmchaos.units import duration
 from loadtests import profile
 from loadtests.adapters import ADAPTERS, Adapter
+
+if TYPE_CHECKING:  # importing locust monkey-patches the process (gevent): only its users may
+    from configargparse import ArgumentParser
+    from locust.env import Environment
 
 
 def add_arguments(parser: ArgumentParser) -> None:
@@ -54,6 +57,13 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument("--prometheus-port", type=int, default=0, help="serve live metrics (master)")
     g.add_argument("--push-gateway", default="", help="Pushgateway URL (job llmchaos, run_id)")
     g.add_argument("--push-interval", type=float, default=10.0)
+
+
+def parsed_options(env: Environment) -> Namespace:
+    """Locust's parsed options, which every run of a locustfile from the command line has."""
+    if env.parsed_options is None:
+        raise RuntimeError("llmchaos runs under Locust's command line: locust -f loadtests/locustfile.py")
+    return env.parsed_options
 
 
 @dataclass(frozen=True)

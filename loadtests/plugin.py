@@ -23,15 +23,17 @@ from llmchaos.errors import UsageError
 from loadtests.arrivals import ArrivalPlan
 from loadtests.harness import Harness, quiet_gc
 from loadtests.merge import FINAL_MSG, FLUSH_MSG
-from loadtests.options import add_arguments
+from loadtests.options import add_arguments, parsed_options
+from loadtests.users import LLMUser
 
 ARRIVALS_MSG = "llmchaos_arrivals"
 FAULTS_MSG = "llmchaos_faults"
 FAULTS_LEAD_S, ARRIVALS_LEAD_S = 0.5, 1.0  # the schedule and the open-loop plan start this long after test start
 
 
-def _harness(environment: Environment) -> Harness:
-    h: Harness = environment.llmchaos  # type: ignore[attr-defined]  # set by on_init: Locust's Environment has no slot for plugins
+def harness(environment: Environment) -> Harness:
+    """The harness on_init put on the environment."""
+    h: Harness = environment.llmchaos  # type: ignore[attr-defined]  # Locust's Environment has no slot for plugins
     return h
 
 
@@ -42,8 +44,8 @@ def on_init(environment: Environment, **kw: object) -> None:
         print(f"llmchaos: error: {e}", file=sys.stderr)
         sys.exit(2)
     environment.llmchaos = h  # type: ignore[attr-defined]  # Locust's Environment has no slot for plugins
-    tags = set(environment.parsed_options.tags or []) & set(languages.registry())
-    keep = [c for c in environment.user_classes if getattr(c, "lang", None) in h.settings.langs
+    tags = set(parsed_options(environment).tags or []) & set(languages.registry())
+    keep = [c for c in environment.user_classes if issubclass(c, LLMUser) and c.lang in h.settings.langs
             and (not tags or c.lang in tags)]
     if keep:
         environment.user_classes[:] = keep
@@ -89,7 +91,7 @@ def _worker_messages(runner: WorkerRunner, h: Harness) -> None:
 
 
 def on_test_start(environment: Environment, **kw: object) -> None:
-    h = _harness(environment)
+    h = harness(environment)
     if h.is_worker:
         h.configure()
     h.warmup_until = time.time() + h.settings.warmup_s
@@ -98,23 +100,22 @@ def on_test_start(environment: Environment, **kw: object) -> None:
         return
     h.begin()
     runner = environment.runner
-    clients = sorted(c.id for c in runner.clients.values()) if isinstance(runner, MasterRunner) else []
-    if h.faults:
-        t0 = h.faults.start(time.time() + FAULTS_LEAD_S)
-        for cid in clients:
-            runner.send_message(FAULTS_MSG, {"t0": t0}, client_id=cid)
-    if h.settings.open_loop:
-        t0 = time.time() + ARRIVALS_LEAD_S
-        if isinstance(runner, MasterRunner):
-            for i, cid in enumerate(clients):
-                runner.send_message(ARRIVALS_MSG, ArrivalPlan.for_run(h.settings, t0, i, len(clients)).message(),
-                                    client_id=cid)
-        else:
-            h.start_arrivals(ArrivalPlan.for_run(h.settings, t0))
+    fault_t0 = h.faults.start(time.time() + FAULTS_LEAD_S) if h.faults else None
+    arrivals_t0 = time.time() + ARRIVALS_LEAD_S
+    if isinstance(runner, MasterRunner):
+        clients = sorted(c.id for c in runner.clients.values())
+        for i, cid in enumerate(clients):
+            if fault_t0 is not None:
+                runner.send_message(FAULTS_MSG, {"t0": fault_t0}, client_id=cid)
+            if h.settings.open_loop:
+                plan = ArrivalPlan.for_run(h.settings, arrivals_t0, i, len(clients))
+                runner.send_message(ARRIVALS_MSG, plan.message(), client_id=cid)
+    elif h.settings.open_loop:
+        h.start_arrivals(ArrivalPlan.for_run(h.settings, arrivals_t0))
 
 
 def on_test_stop(environment: Environment, **kw: object) -> None:
-    h = _harness(environment)
+    h = harness(environment)
     h.stop_arrivals()
     if h.faults and not h.is_worker:
         h.fault_timeline = h.faults.stop()  # faults end with the test, before anything else

@@ -63,10 +63,9 @@ class Profile:
 def shape(kind: str, levels: list[float], stage_duration: float, open_loop: bool) -> Profile:
     """The named shapes: step (levels in turn), ramp (linear between levels), spike (base,
     peak, base), soak (one level held)."""
-    key = "rate" if open_loop else "users"
 
     def st(v: float, d: float = stage_duration) -> Stage:
-        return Stage(d, **{key: v if open_loop else int(v)})  # type: ignore[arg-type]
+        return Stage(d, rate=v) if open_loop else Stage(d, users=int(v))
 
     if kind == "step":
         return Profile(tuple(st(v) for v in levels))
@@ -111,12 +110,18 @@ def load(path: str) -> Profile:
             raise UsageError("missing", file=path, line=line, field=f"stages[{i}].duration")
         if ("users" in raw) == ("rate" in raw):
             raise UsageError("give exactly one of users or rate", file=path, line=line, field=f"stages[{i}]")
+        numbers: dict[str, float] = {}
         for k in ("users", "spawn_rate", "rate"):
-            if k in raw and (not isinstance(raw[k], (int, float)) or isinstance(raw[k], bool) or raw[k] <= 0):
-                raise UsageError(f"must be a positive number, got {raw[k]!r}", file=path, line=lines[k],
+            v = raw.get(k)
+            if k not in raw:
+                continue
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+                raise UsageError(f"must be a positive number, got {v!r}", file=path, line=lines[k],
                                  field=f"stages[{i}].{k}")
+            numbers[k] = float(v)
         stages.append(Stage(duration(raw["duration"], f"stages[{i}].duration", path, lines["duration"]),
-                            int(raw["users"]) if "users" in raw else None, raw.get("spawn_rate"), raw.get("rate")))
+                            int(numbers["users"]) if "users" in numbers else None, numbers.get("spawn_rate"),
+                            numbers.get("rate")))
     kinds = {s.rate is None for s in stages}
     if len(kinds) > 1:
         raise UsageError("mixes users and rate stages", file=path, line=stages_node.start_mark.line + 1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Set as AbstractSet
 
 from llmchaos import languages, tokenizer
 
@@ -19,8 +20,8 @@ LONG_CONTEXT_ASK = {"en": "Summarise the text above in three sentences.",
 class PromptSource:
     """Seeded draws from a language's prompts, optionally filtered by size and category."""
 
-    def __init__(self, lang: str, rng: random.Random, sizes: set[str] | None = None,
-                 categories: set[str] | None = None) -> None:
+    def __init__(self, lang: str, rng: random.Random, sizes: AbstractSet[str] | None = None,
+                 categories: AbstractSet[str] | None = None) -> None:
         prompts = [p["prompt"] for p in languages.get(lang).prompts()
                    if (not sizes or p["size"] in sizes) and (not categories or p["category"] in categories)]
         if not prompts:

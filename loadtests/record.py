@@ -48,12 +48,12 @@ class RequestRecord:
         has ended; counted once, as several metrics use it)."""
         return self.usage_tokens if self.usage_tokens is not None else self.own_tokens()
 
-    def tokens_per_chunk(self) -> list[int]:
+    def tokens_per_chunk(self) -> list[float]:
         """Tokens each content event delivered: one each when the server says so, else our
         tokenizer's count per event scaled to the total."""
         n, total = len(self.chunks), self.output_tokens
         if total == n or n == 0:
-            return [1] * n
+            return [1.0] * n
         counts = [max(1, tokenizer.count(c)) for c in self.chunks]
         scale = total / sum(counts)
         return [c * scale for c in counts]
@@ -61,7 +61,7 @@ class RequestRecord:
     def itl(self) -> list[float]:
         """Each inter-chunk gap spread over the tokens of the chunk it delivered."""
         out: list[float] = []
-        for gap, k in zip(self.gaps, self.tokens_per_chunk()[1:]):
+        for gap, k in zip(self.gaps, self.tokens_per_chunk()[1:], strict=True):
             k_int = max(1, round(k))
             out.extend([gap / k_int] * k_int)
         return out

@@ -51,7 +51,7 @@ class Summary(Row):
 
     @classmethod
     def of(cls, key: Key, hist: Histogram) -> Summary:
-        return cls(**key._asdict(), unit=METRICS[key.metric].unit, **hist.summary())
+        return cls.model_validate({**key._asdict(), "unit": METRICS[key.metric].unit, **hist.summary()})
 
 
 class OutcomeCount(Row):

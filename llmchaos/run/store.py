@@ -15,7 +15,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,12 @@ RUN_JSON, HISTOGRAMS, INDEX = "run.json", "histograms", "index.json"
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
 def iso(t: float) -> str:
     """A unix time as RFC 3339 in UTC, to the millisecond."""
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
 
 def host_info() -> dict[str, Any]:
