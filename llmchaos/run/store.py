@@ -13,12 +13,14 @@ import os
 import platform
 import sys
 import uuid
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLengthException
 from pydantic import ValidationError
 
 from llmchaos.errors import UsageError
@@ -113,10 +115,21 @@ def _run(path: Path) -> Run:
 def _histograms(index_path: Path) -> HistogramSet:
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"))
-        items = [{**entry, "hdr": (index_path.parent / entry["file"]).read_text(encoding="ascii").strip()}
-                 for entry in index]
-        return HistogramSet.decode(items)
+        if not isinstance(index, list):
+            raise TypeError("not a list of histograms")
     except OSError as e:
-        raise UsageError(e.strerror or str(e), file=e.filename or str(index_path)) from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise UsageError(e.strerror or str(e), file=str(index_path)) from None
+    except (json.JSONDecodeError, TypeError) as e:
         raise UsageError(f"bad histogram index: {e}", file=str(index_path)) from None
+    out = HistogramSet()
+    for i, entry in enumerate(index):
+        try:
+            path = index_path.parent / entry["file"]
+            out.merge(HistogramSet.decode([{**entry, "hdr": path.read_text(encoding="ascii").strip()}]))
+        except OSError as e:
+            raise UsageError(e.strerror or str(e), file=e.filename or str(index_path)) from None
+        except (KeyError, TypeError) as e:
+            raise UsageError(f"bad entry: {e}", file=str(index_path), field=f"[{i}]") from None
+        except (ValueError, zlib.error, HdrCookieException, HdrLengthException, HdrHistogramSettingsException) as e:
+            raise UsageError(f"not an HDR histogram: {e}", file=str(path)) from None
+    return out
