@@ -52,9 +52,13 @@ class Server:
 def serve(*args: str, wait_ready: bool = True, timeout: float = 60.0) -> Iterator[Server]:
     """`llmchaos serve` on a free loopback port; stopped (then killed) by PID at exit."""
     port = free_port()
-    log = tempfile.NamedTemporaryFile(prefix="llmchaos-server-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "serve", "--host", "127.0.0.1",
-                             "--port", str(port), *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    log = tempfile.NamedTemporaryFile(prefix="llmchaos-server-", suffix=".log", delete=False)  # noqa: SIM115 - closed and unlinked in the finally below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmchaos.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     server = Server(f"http://127.0.0.1:{port}", proc, log.name)
     try:
         deadline = time.monotonic() + timeout

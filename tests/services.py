@@ -37,8 +37,7 @@ def _run(args: list[str], url: str, tmp: Path, timeout: float) -> Iterator[subpr
     """Start `args`, wait for `url`/-/ready to answer 200, yield the process, stop it by PID."""
     log_path = tmp / "process.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=tmp)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -62,8 +61,7 @@ def pushgateway(timeout: float = 30.0) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # Debian's default --persistence.file is /var/lib/prometheus/pushgateway.data: disable it.
-    args = [_binary(PUSHGATEWAY), f"--web.listen-address=127.0.0.1:{port}", "--persistence.file=",
-            "--log.level=warn"]
+    args = [_binary(PUSHGATEWAY), f"--web.listen-address=127.0.0.1:{port}", "--persistence.file=", "--log.level=warn"]
     try:
         with _run(args, url, tmp, timeout):
             yield url
@@ -88,8 +86,13 @@ class Prometheus:
             raise RuntimeError(f"query {promql!r} failed ({r.status_code}): {body}")
         return body["data"]["result"]
 
-    def wait_for(self, promql: str, predicate: Callable[[list[dict[str, Any]]], bool],
-                 timeout: float = 20.0, interval: float = 0.25) -> list[dict[str, Any]]:
+    def wait_for(
+        self,
+        promql: str,
+        predicate: Callable[[list[dict[str, Any]]], bool],
+        timeout: float = 20.0,
+        interval: float = 0.25,
+    ) -> list[dict[str, Any]]:
         """Poll `promql` until `predicate(result)` holds (scrape lag); returns that result."""
         deadline = time.monotonic() + timeout
         while True:
@@ -98,32 +101,47 @@ class Prometheus:
                 return result
             if time.monotonic() > deadline:
                 targets = httpx.get(self.url + "/api/v1/targets", timeout=10).json()
-                raise AssertionError(f"{promql!r} not satisfied in {timeout}s; last result {result}; "
-                                     f"targets {targets}\n{self.log()}")
+                raise AssertionError(
+                    f"{promql!r} not satisfied in {timeout}s; last result {result}; targets {targets}\n{self.log()}"
+                )
             time.sleep(interval)
 
 
 @contextlib.contextmanager
-def prometheus(scrape_targets: list[str], scrape_interval: str = "1s", honor_labels: bool = True,
-               timeout: float = 60.0) -> Iterator[Prometheus]:
+def prometheus(
+    scrape_targets: list[str], scrape_interval: str = "1s", honor_labels: bool = True, timeout: float = 60.0
+) -> Iterator[Prometheus]:
     """A Prometheus scraping each `host:port` in `scrape_targets` (job "llmchaos", /metrics)."""
     tmp = Path(tempfile.mkdtemp(prefix="llmchaos-prometheus-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     config = {
-        "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
-                   "evaluation_interval": scrape_interval},
-        "scrape_configs": [{"job_name": "llmchaos", "metrics_path": "/metrics",
-                            "honor_labels": honor_labels,
-                            "static_configs": [{"targets": list(scrape_targets)}]}],
+        "global": {
+            "scrape_interval": scrape_interval,
+            "scrape_timeout": scrape_interval,
+            "evaluation_interval": scrape_interval,
+        },
+        "scrape_configs": [
+            {
+                "job_name": "llmchaos",
+                "metrics_path": "/metrics",
+                "honor_labels": honor_labels,
+                "static_configs": [{"targets": list(scrape_targets)}],
+            }
+        ],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
     (tmp / "consoles").mkdir()
-    args = [_binary(PROMETHEUS), f"--config.file={tmp / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-            # Debian defaults point at /etc/prometheus; keep everything in tmp.
-            f"--web.console.templates={tmp / 'consoles'}",
-            f"--web.console.libraries={tmp / 'consoles'}", "--log.level=warn"]
+    args = [
+        _binary(PROMETHEUS),
+        f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        # Debian defaults point at /etc/prometheus; keep everything in tmp.
+        f"--web.console.templates={tmp / 'consoles'}",
+        f"--web.console.libraries={tmp / 'consoles'}",
+        "--log.level=warn",
+    ]
     try:
         with _run(args, url, tmp, timeout) as proc:
             yield Prometheus(url, proc, tmp / "process.log")

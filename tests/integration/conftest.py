@@ -40,8 +40,9 @@ def guarded(request: pytest.FixtureRequest) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def slow() -> Iterator[Server]:
     """Starts slowly (503 meanwhile), then runs one sequence at a time with two waiting at most."""
-    with serve("--sim-time-scale", "1", "--startup-delay", "3", "--max-num-seqs", "1",
-               "--max-waiting", "2", wait_ready=False) as s:
+    with serve(
+        "--sim-time-scale", "1", "--startup-delay", "3", "--max-num-seqs", "1", "--max-waiting", "2", wait_ready=False
+    ) as s:
         yield s
 
 
@@ -79,7 +80,7 @@ def burst(n: int, url: str, body: dict) -> list[tuple[int, dict, bytes]]:
 def pick_stop(text: str) -> str:
     """A stop string that first occurs in the middle of `text` (spanning a token boundary)."""
     for start in range(len(text) // 3, len(text) - 6):
-        s = text[start:start + 5]
+        s = text[start : start + 5]
         if s.strip() == s and " " in s:
             return s
     raise AssertionError(f"no stop candidate in {text!r}")

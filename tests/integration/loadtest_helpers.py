@@ -15,27 +15,41 @@ from tests.procs import ROOT, free_port
 LOCUST = [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary"]
 
 
-def _pin(cpu: int | None):  # noqa: ANN202
+def _pin(cpu: int | None):
     return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
 
 
 def locust(*args: str, cpu: int | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    return subprocess.run([*LOCUST, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=_pin(cpu))
+    return subprocess.run(
+        [*LOCUST, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, preexec_fn=_pin(cpu)
+    )
 
 
-def distributed(*args: str, workers: int = 2, cpu: int | None = None, master_cpu: int | None = None,
-                timeout: float = 120.0) -> subprocess.CompletedProcess:
+def distributed(
+    *args: str, workers: int = 2, cpu: int | None = None, master_cpu: int | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess:
     """A master and `workers` worker processes (workers pinned to `cpu`, the master to `master_cpu`);
     workers are stopped by PID if still alive."""
     port = free_port()
-    procs = [subprocess.Popen([*LOCUST[:-2], "--worker", "--master-port", str(port)], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_pin(cpu))
-             for _ in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [*LOCUST[:-2], "--worker", "--master-port", str(port)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_pin(cpu),
+        )
+        for _ in range(workers)
+    ]
     try:
-        return subprocess.run([*LOCUST, "--master", "--master-bind-port", str(port), "--expect-workers",
-                               str(workers), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=_pin(master_cpu))
+        return subprocess.run(
+            [*LOCUST, "--master", "--master-bind-port", str(port), "--expect-workers", str(workers), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=_pin(master_cpu),
+        )
     finally:
         for p in procs:
             try:

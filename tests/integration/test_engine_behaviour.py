@@ -10,6 +10,7 @@ Servers are started once per module and shared by the tests that need the same f
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import statistics
@@ -29,10 +30,51 @@ pytestmark = pytest.mark.integration
 MODEL = "llmchaos-sim-8b"
 TOKEN = "T"
 ADMIN = {"authorization": f"Bearer {TOKEN}"}
-VLLM_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                     7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-VLLM_ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                    10.0, 20.0, 40.0, 80.0]
+VLLM_TTFT_BUCKETS = [
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+]
+VLLM_ITL_BUCKETS = [
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+]
 
 
 # -- servers (one start per distinct flag set) -----------------------------------------------
@@ -53,15 +95,24 @@ def no_cache() -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def tiny_kv() -> Iterator[Server]:
     """64 blocks of 16 tokens: 1024 token slots in all. Fast clock (0.1), no pacer."""
-    with serve("--num-blocks", "64", "--block-size", "16", "--max-model-len", "1024", "--watermark", "0",
-               "--sim-time-scale", "0.1") as s:
+    with serve(
+        "--num-blocks",
+        "64",
+        "--block-size",
+        "16",
+        "--max-model-len",
+        "1024",
+        "--watermark",
+        "0",
+        "--sim-time-scale",
+        "0.1",
+    ) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 def wfq() -> Iterator[Server]:
-    with serve("--policy", "wfq", "--lang-weights", "en=1,de=1", "--max-num-seqs", "2",
-               "--sim-time-scale", "0.2") as s:
+    with serve("--policy", "wfq", "--lang-weights", "en=1,de=1", "--max-num-seqs", "2", "--sim-time-scale", "0.2") as s:
         yield s
 
 
@@ -73,8 +124,7 @@ def fcfs() -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def paced() -> Iterator[Server]:
-    with serve("--pacer-rate", "50", "--pacer-max-gap", "0.05", "--sim-time-scale", "0.1",
-               "--admin-token", TOKEN) as s:
+    with serve("--pacer-rate", "50", "--pacer-max-gap", "0.05", "--sim-time-scale", "0.1", "--admin-token", TOKEN) as s:
         yield s
 
 
@@ -101,24 +151,30 @@ class Stream:
 
     def gaps(self) -> list[float]:
         times = [t for t, _, _ in self.content]
-        return [b - a for a, b in zip(times, times[1:])]
+        return [b - a for a, b in itertools.pairwise(times)]
 
     def per_token_gaps(self) -> list[float]:
         """Each inter-chunk gap spread over the tokens its chunk delivered (chunks may be merged)."""
-        return [(t2 - t1) / (n2 - n1) for (t1, _, n1), (t2, _, n2) in zip(self.content, self.content[1:])]
+        return [(t2 - t1) / (n2 - n1) for (t1, _, n1), (t2, _, n2) in itertools.pairwise(self.content)]
 
 
 def body(prompt: str | list[int], max_tokens: int, **extra) -> dict:
-    return {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}, **extra}
+    return {
+        "model": MODEL,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        **extra,
+    }
 
 
 async def stream(client: httpx.AsyncClient, server: Server, req: dict, lang: str = "en") -> Stream:
     """Send `req` and read its whole SSE stream."""
     dec = Decoder()
     out = Stream(t0=time.monotonic())
-    async with client.stream("POST", server.url + "/v1/completions", json=req,
-                             headers={"x-llmchaos-lang": lang}) as r:
+    async with client.stream("POST", server.url + "/v1/completions", json=req, headers={"x-llmchaos-lang": lang}) as r:
         assert r.status_code == 200, (await r.aread()).decode()
         async for chunk in r.aiter_raw():
             now = time.monotonic()
@@ -143,11 +199,11 @@ def client(n: int = 64) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
 
 
-def run(coro):  # noqa: ANN001, ANN201
+def run(coro):
     return asyncio.run(coro)
 
 
-_LINE = re.compile(r'^([^{\s]+)(?:\{(.*)\})? (\S+)$')
+_LINE = re.compile(r"^([^{\s]+)(?:\{(.*)\})? (\S+)$")
 
 
 def samples(server: Server) -> list[tuple[str, dict[str, str], float]]:
@@ -180,7 +236,7 @@ def text_prompt(tag: str, tokens: int, skip_chars: int = 0) -> str:
     return text[:lo]
 
 
-def wait_for(pred, timeout: float, what: str, interval: float = 0.02) -> float:  # noqa: ANN001
+def wait_for(pred, timeout: float, what: str, interval: float = 0.02) -> float:
     """Poll `pred` until true; returns the seconds it took."""
     t0 = time.monotonic()
     while not pred():
@@ -193,7 +249,7 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.02) -> float: 
 # -- 1. cancellation ----------------------------------------------------------------------------------
 def test_cancelled_stream_frees_its_blocks_at_once(real_time: Server) -> None:
     s = real_time
-    aborts = 'vllm:request_success_total'
+    aborts = "vllm:request_success_total"
 
     def abort_count() -> float:
         return sum(v for n, lab, v in samples(s) if n == aborts and lab.get("finished_reason") == "abort")
@@ -204,8 +260,7 @@ def test_cancelled_stream_frees_its_blocks_at_once(real_time: Server) -> None:
         """Read a few events, look at the server while the stream is open, then close it."""
         async with client() as c:
             dec, got = Decoder(), 0
-            async with c.stream("POST", s.url + "/v1/completions",
-                                json=body("Tell me a very long story.", 4000)) as r:
+            async with c.stream("POST", s.url + "/v1/completions", json=body("Tell me a very long story.", 4000)) as r:
                 chunks = r.aiter_raw()  # held, not broken out of: that would close the connection early
                 while got < 5:
                     got += len(dec.feed(await chunks.__anext__()))
@@ -216,9 +271,13 @@ def test_cancelled_stream_frees_its_blocks_at_once(real_time: Server) -> None:
         return running, usage
 
     running, usage = run(hold_and_cancel())
-    assert running == 1 and usage > 0, "the long stream should be running and holding KV blocks"
-    wait_for(lambda: s.metric("vllm:num_requests_running") == 0
-             and s.metric("vllm:kv_cache_usage_perc") == 0.0, 2.0, "running=0 and kv usage=0 after disconnect")
+    assert running == 1, "the long stream should be running and holding KV blocks"
+    assert usage > 0, "the long stream should be running and holding KV blocks"
+    wait_for(
+        lambda: s.metric("vllm:num_requests_running") == 0 and s.metric("vllm:kv_cache_usage_perc") == 0.0,
+        2.0,
+        "running=0 and kv usage=0 after disconnect",
+    )
     assert abort_count() == before + 1
     assert s.metric("vllm:num_requests_waiting") == 0
 
@@ -227,7 +286,7 @@ def test_cancelled_stream_frees_its_blocks_at_once(real_time: Server) -> None:
 def test_preemption_under_kv_pressure_keeps_every_output(tiny_kv: Server) -> None:
     s = tiny_kv
     ids = tokenizer.encode(languages.get("en").text())
-    prompts = [ids[600 * i: 600 * i + 100] for i in range(8)]  # 8 x 100 distinct tokens, no shared prefix
+    prompts = [ids[600 * i : 600 * i + 100] for i in range(8)]  # 8 x 100 distinct tokens, no shared prefix
     reqs = [body(p, 300, seed=1000 + i) for i, p in enumerate(prompts)]
 
     async def all_at_once() -> list[Stream]:
@@ -238,7 +297,7 @@ def test_preemption_under_kv_pressure_keeps_every_output(tiny_kv: Server) -> Non
         out = []
         async with client() as c:
             for i in range(0, len(reqs), 2):
-                out += await asyncio.gather(*(stream(c, s, r) for r in reqs[i:i + 2]))
+                out += await asyncio.gather(*(stream(c, s, r) for r in reqs[i : i + 2]))
         return out
 
     p0 = s.metric("vllm:num_preemptions_total")
@@ -246,15 +305,18 @@ def test_preemption_under_kv_pressure_keeps_every_output(tiny_kv: Server) -> Non
     p1 = s.metric("vllm:num_preemptions_total")
     assert p1 > p0, "8 x 400 tokens in 1024 token slots must preempt"
     for st in pressured:
-        assert st.finish_reason == "length" and st.done
-        assert st.usage["completion_tokens"] == 300 and st.usage["prompt_tokens"] == 100
+        assert st.finish_reason == "length"
+        assert st.done
+        assert st.usage["completion_tokens"] == 300
+        assert st.usage["prompt_tokens"] == 100
         assert st.content[-1][2] == 300
-    assert s.metric("vllm:kv_cache_usage_perc") == 0.0 and s.metric("vllm:num_requests_running") == 0
+    assert s.metric("vllm:kv_cache_usage_perc") == 0.0
+    assert s.metric("vllm:num_requests_running") == 0
 
     # Ground truth for the outputs: the same seeded requests, run where nothing is preempted.
     reference = run(two_at_a_time())
     assert s.metric("vllm:num_preemptions_total") == p1
-    for got, want in zip(pressured, reference):
+    for got, want in zip(pressured, reference, strict=True):
         assert got.text == want.text, "recompute after preemption changed a request's output"
 
 
@@ -263,8 +325,9 @@ def test_abandoned_non_streaming_request_is_cancelled(tiny_kv: Server) -> None:
     s = tiny_kv
 
     def by_reason(reason: str) -> float:
-        return sum(v for n, lab, v in samples(s) if n == "vllm:request_success_total"
-                   and lab["finished_reason"] == reason)
+        return sum(
+            v for n, lab, v in samples(s) if n == "vllm:request_success_total" and lab["finished_reason"] == reason
+        )
 
     abort0, length0 = by_reason("abort"), by_reason("length")
     gen0 = s.metric("vllm:generation_tokens_total")
@@ -290,6 +353,7 @@ def _ttft_twice(s: Server, prompt: str) -> tuple[Stream, Stream, float, float]:
             second = await stream(c, s, body(prompt, 4))
             h2 = await asyncio.to_thread(s.metric, "vllm:prefix_cache_hits_total")
             return first, second, h1 - h0, h2 - h1
+
     return run(go())
 
 
@@ -301,7 +365,8 @@ def test_prefix_cache_hit_lowers_ttft(real_time: Server, no_cache: Server) -> No
     first, second, cold_hits, warm_hits = _ttft_twice(real_time, prompt)
     assert first.usage["prompt_tokens"] == n == second.usage["prompt_tokens"]
     assert cold_hits == 0, "the first request must start cold"
-    assert warm_hits >= 1400 and warm_hits == (n - 1) // 16 * 16  # every full block but the last token's
+    assert warm_hits >= 1400
+    assert warm_hits == (n - 1) // 16 * 16  # every full block but the last token's
     assert second.ttft < 0.5 * first.ttft, (first.ttft, second.ttft)
 
     first, second, cold_hits, warm_hits = _ttft_twice(no_cache, prompt)
@@ -316,24 +381,25 @@ def _admission_order(s: Server) -> tuple[list[str], dict[tuple[str, str], float]
     Returns the languages in first-token (= admission) order and the per-language queue gauge
     read while all 40 were waiting.
     """
+
     def gauge() -> dict[tuple[str, str], float]:
-        return {(lab["lang"], lab["queue"]): v for n, lab, v in samples(s)
-                if n == "llmchaos_server_queue_length"}
+        return {(lab["lang"], lab["queue"]): v for n, lab, v in samples(s) if n == "llmchaos_server_queue_length"}
 
     async def go() -> tuple[list[str], dict]:
         async with client(80) as c:
             release = asyncio.Event()
 
             async def blocker() -> None:
-                async with c.stream("POST", s.url + "/v1/completions", json=body("hold", 4000),
-                                    headers={"x-llmchaos-lang": "fr"}) as r:
+                async with c.stream(
+                    "POST", s.url + "/v1/completions", json=body("hold", 4000), headers={"x-llmchaos-lang": "fr"}
+                ) as r:
                     async for _ in r.aiter_raw():
                         if release.is_set():
                             break
                         await asyncio.sleep(0)
                     # leaving closes the stream: the engine aborts it and frees its slot
 
-            async def poll(pred, what: str) -> None:  # noqa: ANN001
+            async def poll(pred, what: str) -> None:
                 t0 = time.monotonic()
                 while not pred(await asyncio.to_thread(gauge)):
                     assert time.monotonic() - t0 < 10, f"timed out waiting for {what}"
@@ -350,9 +416,9 @@ def _admission_order(s: Server) -> tuple[list[str], dict[tuple[str, str], float]
             await asyncio.gather(*blockers)
             done = await asyncio.gather(*en, *de)
         for st in done:
-            assert st.usage["completion_tokens"] == 20 and st.finish_reason == "length"
-        tagged = sorted([(st.content[0][0], "en") for st in done[:30]] +
-                        [(st.content[0][0], "de") for st in done[30:]])
+            assert st.usage["completion_tokens"] == 20
+            assert st.finish_reason == "length"
+        tagged = sorted([(st.content[0][0], "en") for st in done[:30]] + [(st.content[0][0], "de") for st in done[30:]])
         return [lang for _, lang in tagged], backlog
 
     return run(go())
@@ -377,11 +443,13 @@ def test_wfq_caps_a_backlogged_language_at_its_share(wfq: Server, fcfs: Server) 
 # -- 5. simulated GPU clock ---------------------------------------------------------------------------
 def _gap(s: Server, n: int = 40) -> float:
     """A stream's typical time per token (the median resists scheduling hiccups on a busy machine)."""
+
     async def go() -> float:
         async with client() as c:
             st = await stream(c, s, body("Clocks", n))
         assert st.usage["completion_tokens"] == n
         return statistics.median(st.per_token_gaps())
+
     return run(go())
 
 
@@ -400,7 +468,9 @@ def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> N
     finally:
         r = httpx.delete(url, headers=ADMIN)
     assert 1.7 <= slow / base <= 2.3, (base, slow)
-    assert r.status_code == 200 and r.json()["locked"] is False and r.json()["slowdown"] == 1.0
+    assert r.status_code == 200
+    assert r.json()["locked"] is False
+    assert r.json()["slowdown"] == 1.0
     assert httpx.get(url, headers=ADMIN).json()["locked"] is False
     restored = _gap(s)
     assert 0.85 <= restored / base <= 1.15, (base, restored)
@@ -408,8 +478,9 @@ def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> N
     # Auth and validation.
     assert httpx.put(url, headers={"authorization": "Bearer wrong"}, json={"graphics_mhz": 990}).status_code == 401
     assert httpx.get(url).status_code == 401
-    assert httpx.put(no_cache.url + "/admin/device/clocks", headers=ADMIN,
-                     json={"graphics_mhz": 990}).status_code == 403
+    assert (
+        httpx.put(no_cache.url + "/admin/device/clocks", headers=ADMIN, json={"graphics_mhz": 990}).status_code == 403
+    )
     for bad in (0, -5, 1981, 5000):
         r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": bad})
         assert r.status_code == 400, (bad, r.text)
@@ -436,35 +507,46 @@ def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server) -> None
 def test_pacer_heartbeats_while_the_engine_is_slow(paced: Server) -> None:
     url = paced.url + "/admin/device/clocks"
     r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 20})  # every step 99x slower
-    assert r.status_code == 200 and r.json()["slowdown"] == pytest.approx(99.0)
+    assert r.status_code == 200
+    assert r.json()["slowdown"] == pytest.approx(99.0)
     try:
+
         async def go() -> Stream:
             async with client() as c:
                 return await stream(c, paced, body("Beat", 4))
+
         st = run(go())
     finally:
         httpx.delete(url, headers=ADMIN)
-    assert st.usage["completion_tokens"] == 4 and st.finish_reason == "length"
+    assert st.usage["completion_tokens"] == 4
+    assert st.finish_reason == "length"
     frames = [f for f in st.raw.split(b"\n\n") if f]
     kinds = ["comment" if f.startswith(b":") else "data" for f in frames]
     comments = [f for f in frames if f.startswith(b":")]
-    assert comments and st.comments == len(comments)
+    assert comments
+    assert st.comments == len(comments)
     for f in comments:  # a comment frame carries no field at all, so no content
         assert all(line.startswith(b":") for line in f.split(b"\n")), f
     # Heartbeats sit between content events, not only before the first or after the last.
-    content_idx = [i for i, f in enumerate(frames) if f.startswith(b"data: {") and b'"text":""' not in f
-                   and b'"choices":[]' not in f]
+    content_idx = [
+        i
+        for i, f in enumerate(frames)
+        if f.startswith(b"data: {") and b'"text":""' not in f and b'"choices":[]' not in f
+    ]
     assert len(content_idx) >= 2
-    between = kinds[content_idx[0]:content_idx[-1]].count("comment")
+    between = kinds[content_idx[0] : content_idx[-1]].count("comment")
     assert between >= 1, kinds
-    assert st.text == "".join(t for _, t, _ in st.content) and len(st.content) == 4
+    assert st.text == "".join(t for _, t, _ in st.content)
+    assert len(st.content) == 4
 
 
 def test_paced_stream_usage_counts_tokens_delivered(paced: Server) -> None:
     """With continuous_usage_stats each chunk's usage describes the stream up to that chunk."""
+
     async def go() -> Stream:
         async with client() as c:
             return await stream(c, paced, body("Count me", 10))
+
     st = run(go())
     assert len(st.content) == 10  # one token per paced frame
     assert [n for _, _, n in st.content] == list(range(1, 11))
@@ -475,19 +557,30 @@ def test_metrics_match_what_clients_received(real_time: Server) -> None:
     """Counters equal the usage the clients got. (The per-language queue gauge is checked against a
     known backlog in the WFQ test, the only place one is built.)"""
     s, n, max_tokens = real_time, 6, 12
-    names = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total",
-             "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
-             "vllm:e2e_request_latency_seconds_count", "vllm:request_generation_tokens_sum",
-             "vllm:request_prompt_tokens_sum")
+    names = (
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:request_generation_tokens_sum",
+        "vllm:request_prompt_tokens_sum",
+    )
     before = counters(s, *names)
-    length_before = sum(v for m, lab, v in samples(s) if m == "vllm:request_success_total"
-                        and lab["finished_reason"] == "length")
+    length_before = sum(
+        v for m, lab, v in samples(s) if m == "vllm:request_success_total" and lab["finished_reason"] == "length"
+    )
     prompts = [text_prompt(tag, 20 + 7 * i) for i, tag in enumerate(["en", "de", "fr", "es", "it", "ja"])]
 
     async def go() -> list[Stream]:
         async with client() as c:
-            return await asyncio.gather(*(stream(c, s, body(p, max_tokens), tag) for p, tag in
-                                          zip(prompts, ["en", "de", "fr", "es", "it", "ja"])))
+            return await asyncio.gather(
+                *(
+                    stream(c, s, body(p, max_tokens), tag)
+                    for p, tag in zip(prompts, ["en", "de", "fr", "es", "it", "ja"], strict=True)
+                )
+            )
+
     got = run(go())
     after = counters(s, *names)
     d = {k: after[k] - before[k] for k in names}
@@ -500,8 +593,9 @@ def test_metrics_match_what_clients_received(real_time: Server) -> None:
     assert d["vllm:time_to_first_token_seconds_count"] == n
     assert d["vllm:inter_token_latency_seconds_count"] == n * (max_tokens - 1)
     assert d["vllm:e2e_request_latency_seconds_count"] == n
-    length_after = sum(v for m, lab, v in samples(s) if m == "vllm:request_success_total"
-                       and lab["finished_reason"] == "length")
+    length_after = sum(
+        v for m, lab, v in samples(s) if m == "vllm:request_success_total" and lab["finished_reason"] == "length"
+    )
     assert length_after - length_before == n
 
     all_samples = samples(s)
@@ -510,7 +604,8 @@ def test_metrics_match_what_clients_received(real_time: Server) -> None:
     itl_le = [lab["le"] for m, lab, _ in all_samples if m == "vllm:inter_token_latency_seconds_bucket"]
     assert itl_le == [str(b) for b in VLLM_ITL_BUCKETS] + ["+Inf"]
     vllm = [(m, lab) for m, lab, _ in all_samples if m.startswith("vllm:")]
-    assert vllm and all(lab.get("model_name") == MODEL for _, lab in vllm)
+    assert vllm
+    assert all(lab.get("model_name") == MODEL for _, lab in vllm)
     # Buckets are cumulative and end at the count.
     ttft_buckets = [v for m, _, v in all_samples if m == "vllm:time_to_first_token_seconds_bucket"]
     assert ttft_buckets == sorted(ttft_buckets)
@@ -521,14 +616,19 @@ def test_metrics_match_what_clients_received(real_time: Server) -> None:
 def test_cost_model_calibration_at_low_load(real_time: Server) -> None:
     s = real_time
     prompt = text_prompt("fr", 1000, skip_chars=5000)  # shares no prefix with other requests
-    names = ("vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
-             "vllm:inter_token_latency_seconds_sum", "vllm:inter_token_latency_seconds_count",
-             "vllm:prefix_cache_hits_total")
+    names = (
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:prefix_cache_hits_total",
+    )
     before = counters(s, *names)
 
     async def go() -> Stream:
         async with client() as c:
             return await stream(c, s, body(prompt, 50), "fr")
+
     st = run(go())
     d = {k: v - before[k] for k, v in counters(s, *names).items()}
     assert st.usage["prompt_tokens"] == tokenizer.count(prompt) >= 1000
@@ -553,8 +653,10 @@ def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
     assert first["status"] == second["status"] == "ready"
     assert first["model"] == MODEL
     p1, p2 = first["latency_probe"], second["latency_probe"]
-    assert p1["ok"] is True and p1["ttft_seconds"] > 0
+    assert p1["ok"] is True
+    assert p1["ttft_seconds"] > 0
     assert p2["ttft_seconds"] == p1["ttft_seconds"], "a second call within 5 s reuses the probe"
-    assert p2["age_seconds"] > 0 and p2["age_seconds"] >= p1["age_seconds"] + 0.04
+    assert p2["age_seconds"] > 0
+    assert p2["age_seconds"] >= p1["age_seconds"] + 0.04
     # The probe is internal: it never shows in the request metrics.
     assert httpx.get(real_time.url + "/health").status_code == 200

@@ -32,7 +32,7 @@ def write_schedule(tmp_path, server: str, p: str, at: str = "300ms", length: str
 faults:
   - name: drop
     kind: sse
-    target: {{proxy: "{p.split('//')[1]}"}}
+    target: {{proxy: "{p.split("//")[1]}"}}
     at: {at}
     duration: {length}
     params: {{drop_ratio: 0.5}}
@@ -51,10 +51,15 @@ def state(server: str, p: str) -> tuple[bool, bool]:
     return httpx.get(p + FAULT).json()["active"], clocks["locked"]
 
 
-def start(schedule: str, journal, *extra: str) -> subprocess.Popen:  # noqa: ANN001
-    return subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "faults", "run", schedule, "--journal",
-                             str(journal), *extra], cwd=ROOT, env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(schedule: str, journal, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "run", schedule, "--journal", str(journal), *extra],
+        cwd=ROOT,
+        env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_active(server: str, p: str, proc: subprocess.Popen, timeout: float = 5.0) -> None:
@@ -71,13 +76,15 @@ def test_windows_apply_on_time_and_revert(tmp_path, targets):
     proc = start(write_schedule(tmp_path, server, p), journal, "--timeline", str(timeline))
     wait_active(server, p, proc)
     assert len(json.loads(journal.read_text())) == 2  # written before applying
-    out, err = proc.communicate(timeout=20)
+    _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-    assert state(server, p) == (False, False) and json.loads(journal.read_text()) == []
+    assert state(server, p) == (False, False)
+    assert json.loads(journal.read_text()) == []
     windows = json.loads(timeline.read_text())
     assert {w["name"] for w in windows} == {"drop", "slow-gpu"}
     for w in windows:
-        assert abs(w["actual_start"] - w["planned_start"]) < 0.05 and abs(w["actual_end"] - w["planned_end"]) < 0.05
+        assert abs(w["actual_start"] - w["planned_start"]) < 0.05
+        assert abs(w["actual_end"] - w["planned_end"]) < 0.05
 
 
 def test_sigterm_reverts_within_a_second(tmp_path, targets):
@@ -99,25 +106,42 @@ def test_sigkill_leaves_the_journal_and_recover_cleans_up(tmp_path, targets):
     wait_active(server, p, proc)
     proc.kill()
     proc.wait(10)
-    assert state(server, p) == (True, True) and len(json.loads(journal.read_text())) == 2
-    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
-                       cwd=ROOT, env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN}, capture_output=True, text=True)
+    assert state(server, p) == (True, True)
+    assert len(json.loads(journal.read_text())) == 2
+    r = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
+        cwd=ROOT,
+        env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN},
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("reverted") == 2
-    assert state(server, p) == (False, False) and json.loads(journal.read_text()) == []
+    assert state(server, p) == (False, False)
+    assert json.loads(journal.read_text()) == []
 
 
 def test_probe_says_what_cannot_be_injected(tmp_path, targets):
-    server, p = targets
+    _server, _p = targets
     path = tmp_path / "gpu.yaml"
-    path.write_text("faults:\n  - {name: real-gpu, kind: gpu_clock, target: {gpu: 0}, at: 0s, duration: 1s, "
-                    "params: {graphics_mhz: 600}}\n")
-    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "probe", str(path)], cwd=ROOT,
-                       capture_output=True, text=True)
-    assert r.returncode == 1 and "real-gpu" in r.stdout and "NO: no NVIDIA GPU here" in r.stdout
-    run = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal",
-                          str(tmp_path / "j.json")], cwd=ROOT, capture_output=True, text=True)
-    assert run.returncode == 2 and "cannot inject gpu_clock: no NVIDIA GPU here" in run.stderr
+    path.write_text(
+        "faults:\n  - {name: real-gpu, kind: gpu_clock, target: {gpu: 0}, at: 0s, duration: 1s, "
+        "params: {graphics_mhz: 600}}\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "probe", str(path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 1
+    assert "real-gpu" in r.stdout
+    assert "NO: no NVIDIA GPU here" in r.stdout
+    run = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(tmp_path / "j.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2
+    assert "cannot inject gpu_clock: no NVIDIA GPU here" in run.stderr
     assert not (tmp_path / "j.json").exists()
 
 
@@ -130,6 +154,7 @@ def test_a_clock_locked_before_the_run_is_locked_again_after(tmp_path, targets):
         _, err = proc.communicate(timeout=20)
         assert proc.returncode == 0, err
         clocks = httpx.get(server + "/admin/device/clocks", headers=admin).json()
-        assert clocks["locked"] and clocks["graphics_mhz"] == 1200
+        assert clocks["locked"]
+        assert clocks["graphics_mhz"] == 1200
     finally:
         httpx.delete(server + "/admin/device/clocks", headers=admin)

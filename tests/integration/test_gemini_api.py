@@ -68,13 +68,16 @@ def check_chunks(chunks: list[dict], max_tokens: int) -> tuple[str, str, dict]:
     totals = []
     for i, c in enumerate(chunks):
         (cand,) = c["candidates"]
-        assert cand["index"] == 0 and cand["content"]["role"] == "model"
-        assert len(cand["content"]["parts"]) == 1 and isinstance(text_of(c), str)
+        assert cand["index"] == 0
+        assert cand["content"]["role"] == "model"
+        assert len(cand["content"]["parts"]) == 1
+        assert isinstance(text_of(c), str)
         assert c["modelVersion"] == MODEL
         u = c["usageMetadata"]
         totals.append(u["totalTokenCount"])
         if i < len(chunks) - 1:
-            assert "finishReason" not in cand and "candidatesTokenCount" not in u
+            assert "finishReason" not in cand
+            assert "candidatesTokenCount" not in u
             assert text_of(c)
     assert totals == sorted(set(totals)), "totalTokenCount must grow with every chunk"
     assert {c["usageMetadata"]["promptTokenCount"] for c in chunks} == {chunks[0]["usageMetadata"]["promptTokenCount"]}
@@ -101,9 +104,12 @@ def check_usage(text: str, reason: str, u: dict, max_tokens: int) -> None:
 def assert_error(r: httpx.Response, code: int, status: str) -> str:
     assert r.status_code == code, r.text
     b = r.json()
-    assert set(b) == {"error"} and set(b["error"]) == {"code", "message", "status"}, b
-    assert b["error"]["code"] == code and b["error"]["status"] == status, b
-    assert isinstance(b["error"]["message"], str) and b["error"]["message"]
+    assert set(b) == {"error"}, b
+    assert set(b["error"]) == {"code", "message", "status"}, b
+    assert b["error"]["code"] == code, b
+    assert b["error"]["status"] == status, b
+    assert isinstance(b["error"]["message"], str)
+    assert b["error"]["message"]
     return b["error"]["message"]
 
 
@@ -120,13 +126,15 @@ def test_stream_sse_shape_and_usage(client: httpx.Client):
     assert usage["promptTokenCount"] == count_tokens(client, {"contents": CONTENTS})
     # the same request without streaming gives the same text and usage
     g = generate(client, body(maxOutputTokens=20, temperature=0))
-    assert text_of(g) == text and g["candidates"][0]["finishReason"] == reason
+    assert text_of(g) == text
+    assert g["candidates"][0]["finishReason"] == reason
     assert g["usageMetadata"] == usage
 
 
 def test_stream_without_alt_sse_is_a_json_array(client: httpx.Client):
     r = client.post(BASE + ":streamGenerateContent", json=body(maxOutputTokens=15, temperature=0))
-    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("application/json")
     chunks = json.loads(r.text)
     assert isinstance(chunks, list)
     text, reason, usage = check_chunks(chunks, 15)
@@ -137,11 +145,13 @@ def test_stream_without_alt_sse_is_a_json_array(client: httpx.Client):
 def test_stream_max_tokens_and_natural_stop(client: httpx.Client):
     # a long budget: at seed 1 the paragraph ends (EOS) before it
     chunks = sse(client, body(maxOutputTokens=300, seed=1))
-    text, reason, usage = check_chunks(chunks, 300)
-    assert reason == "STOP" and usage["candidatesTokenCount"] < 300
+    _text, reason, usage = check_chunks(chunks, 300)
+    assert reason == "STOP"
+    assert usage["candidatesTokenCount"] < 300
     chunks = sse(client, body(maxOutputTokens=6, temperature=0))
     _, reason, usage = check_chunks(chunks, 6)
-    assert reason == "MAX_TOKENS" and usage["candidatesTokenCount"] == 6
+    assert reason == "MAX_TOKENS"
+    assert usage["candidatesTokenCount"] == 6
 
 
 # -- generateContent / countTokens ----------------------------------------------------------------
@@ -149,22 +159,27 @@ def test_generate_content_shape(client: httpx.Client):
     g = generate(client, body(maxOutputTokens=12, temperature=0))
     assert set(g) == {"candidates", "usageMetadata", "modelVersion", "responseId"}
     (cand,) = g["candidates"]
-    assert cand["content"]["role"] == "model" and cand["index"] == 0
+    assert cand["content"]["role"] == "model"
+    assert cand["index"] == 0
     check_usage(text_of(g), cand["finishReason"], g["usageMetadata"], 12)
     assert g["modelVersion"] == MODEL
     # the model may be named with its "models/" prefix too
     r = client.post(f"/v1beta/models/models/{MODEL}:generateContent", json=body(maxOutputTokens=12, temperature=0))
-    assert r.status_code == 200 and text_of(r.json()) == text_of(g)
+    assert r.status_code == 200
+    assert text_of(r.json()) == text_of(g)
 
 
 def test_count_tokens_matches_prompt_token_count(client: httpx.Client):
-    contents = [{"role": "user", "parts": [{"text": "Hello there."}, {"text": " How are you?"}]},
-                {"role": "model", "parts": [{"text": "Fine, thanks."}]},
-                {"role": "user", "parts": [{"text": "Tell me about caching."}]}]
+    contents = [
+        {"role": "user", "parts": [{"text": "Hello there."}, {"text": " How are you?"}]},
+        {"role": "model", "parts": [{"text": "Fine, thanks."}]},
+        {"role": "user", "parts": [{"text": "Tell me about caching."}]},
+    ]
     n = count_tokens(client, {"contents": contents})
     g = generate(client, {"contents": contents, "generationConfig": {"maxOutputTokens": 2}})
-    assert n == g["usageMetadata"]["promptTokenCount"] and n > tokenizer.count("Hello there.")
-    longer = count_tokens(client, {"contents": contents + [{"parts": [{"text": "More words here."}]}]})
+    assert n == g["usageMetadata"]["promptTokenCount"]
+    assert n > tokenizer.count("Hello there.")
+    longer = count_tokens(client, {"contents": [*contents, {"parts": [{"text": "More words here."}]}]})
     assert longer > n
     assert_error(client.post(BASE + ":countTokens", json={}), 400, "INVALID_ARGUMENT")
     assert_error(client.post(BASE + ":countTokens", json={"contents": [{"parts": []}]}), 400, "INVALID_ARGUMENT")
@@ -181,16 +196,28 @@ def test_system_instruction(client: httpx.Client):
     plain = generate(client, body(maxOutputTokens=3))
     sys = {"parts": [{"text": "You are a very helpful assistant who answers briefly."}]}
     camel = generate(client, {**body(maxOutputTokens=3, temperature=0), "systemInstruction": sys})
-    snake = generate(client, {"contents": CONTENTS, "system_instruction": sys,
-                              "generation_config": {"max_output_tokens": 3, "temperature": 0}})
+    snake = generate(
+        client,
+        {
+            "contents": CONTENTS,
+            "system_instruction": sys,
+            "generation_config": {"max_output_tokens": 3, "temperature": 0},
+        },
+    )
     p0, p1 = plain["usageMetadata"]["promptTokenCount"], camel["usageMetadata"]["promptTokenCount"]
     assert p1 >= p0 + tokenizer.count(sys["parts"][0]["text"])
-    assert snake["usageMetadata"]["promptTokenCount"] == p1 and text_of(snake) == text_of(camel)
+    assert snake["usageMetadata"]["promptTokenCount"] == p1
+    assert text_of(snake) == text_of(camel)
     # countTokens counts the system turn when given the whole request
     assert count_tokens(client, {"generateContentRequest": {"contents": CONTENTS, "systemInstruction": sys}}) == p1
-    assert_error(client.post(BASE + ":generateContent", json={
-        "contents": CONTENTS, "systemInstruction": {"parts": [{"text": "x"}], "role": "system"}}),
-        400, "INVALID_ARGUMENT")
+    assert_error(
+        client.post(
+            BASE + ":generateContent",
+            json={"contents": CONTENTS, "systemInstruction": {"parts": [{"text": "x"}], "role": "system"}},
+        ),
+        400,
+        "INVALID_ARGUMENT",
+    )
 
 
 # -- generationConfig ----------------------------------------------------------------------------
@@ -200,7 +227,8 @@ def _text(client: httpx.Client, **gen) -> str:
 
 def test_temperature_zero_is_deterministic(client: httpx.Client):
     a, b = _text(client, temperature=0), _text(client, temperature=0)
-    assert a and a == b
+    assert a
+    assert a == b
 
 
 def test_seed_reproduces_and_different_seeds_differ(client: httpx.Client):
@@ -213,7 +241,8 @@ def test_top_k_and_top_p_narrow_sampling(client: httpx.Client):
     a = _text(client, temperature=1, topK=1, seed=1)
     b = _text(client, temperature=1, topK=1, seed=2)
     c = _text(client, temperature=1, topP=1e-6, seed=3)
-    assert a and a == b == c
+    assert a
+    assert a == b == c
     assert _text(client, temperature=1, topK=40, seed=1) != _text(client, temperature=1, topK=40, seed=2)
 
 
@@ -226,65 +255,106 @@ def test_max_output_tokens_honoured(client: httpx.Client):
             assert u["candidatesTokenCount"] == n
 
 
-
-
 def test_stop_sequences_honoured(client: httpx.Client):
     full = text_of(generate(client, body(maxOutputTokens=50, temperature=0)))
     stop = pick_stop(full)
-    prefix = full[:full.index(stop)]
+    prefix = full[: full.index(stop)]
     assert prefix
     g = generate(client, body(maxOutputTokens=50, temperature=0, stopSequences=["zzzz-never", stop]))
-    assert text_of(g) == prefix and g["candidates"][0]["finishReason"] == "STOP"
+    assert text_of(g) == prefix
+    assert g["candidates"][0]["finishReason"] == "STOP"
     assert g["usageMetadata"]["candidatesTokenCount"] < 50
     chunks = sse(client, body(maxOutputTokens=50, temperature=0, stopSequences=[stop]))
     assert "".join(text_of(c) for c in chunks) == prefix
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
-    snake = generate(client, {"contents": CONTENTS, "generation_config": {
-        "max_output_tokens": 50, "temperature": 0, "stop_sequences": [stop]}})
+    snake = generate(
+        client,
+        {
+            "contents": CONTENTS,
+            "generation_config": {"max_output_tokens": 50, "temperature": 0, "stop_sequences": [stop]},
+        },
+    )
     assert text_of(snake) == prefix
 
 
 def test_candidate_count(client: httpx.Client):
     assert generate(client, body(maxOutputTokens=2, candidateCount=1))["candidates"][0]["index"] == 0
-    msg = assert_error(client.post(BASE + ":generateContent", json=body(candidateCount=2)), 400,
-                       "INVALID_ARGUMENT")
+    msg = assert_error(client.post(BASE + ":generateContent", json=body(candidateCount=2)), 400, "INVALID_ARGUMENT")
     assert "candidateCount" in msg
 
 
 def test_snake_case_names_match_camel_case(client: httpx.Client):
-    camel = generate(client, {"contents": CONTENTS, "generationConfig": {
-        "maxOutputTokens": 9, "temperature": 0.7, "topK": 5, "topP": 0.9, "seed": 3, "candidateCount": 1},
-        "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]})
-    snake = generate(client, {"contents": CONTENTS, "generation_config": {
-        "max_output_tokens": 9, "temperature": 0.7, "top_k": 5, "top_p": 0.9, "seed": 3, "candidate_count": 1},
-        "safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]})
+    camel = generate(
+        client,
+        {
+            "contents": CONTENTS,
+            "generationConfig": {
+                "maxOutputTokens": 9,
+                "temperature": 0.7,
+                "topK": 5,
+                "topP": 0.9,
+                "seed": 3,
+                "candidateCount": 1,
+            },
+            "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+        },
+    )
+    snake = generate(
+        client,
+        {
+            "contents": CONTENTS,
+            "generation_config": {
+                "max_output_tokens": 9,
+                "temperature": 0.7,
+                "top_k": 5,
+                "top_p": 0.9,
+                "seed": 3,
+                "candidate_count": 1,
+            },
+            "safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+        },
+    )
     assert text_of(camel) == text_of(snake)
     assert camel["usageMetadata"] == snake["usageMetadata"]
 
 
 # -- safetySettings -------------------------------------------------------------------------------
 def test_safety_settings_valid_are_accepted(client: httpx.Client):
-    settings = [{"category": c, "threshold": t} for c, t in [
-        ("HARM_CATEGORY_HARASSMENT", "BLOCK_NONE"), ("HARM_CATEGORY_HATE_SPEECH", "BLOCK_LOW_AND_ABOVE"),
-        ("HARM_CATEGORY_SEXUALLY_EXPLICIT", "BLOCK_MEDIUM_AND_ABOVE"),
-        ("HARM_CATEGORY_DANGEROUS_CONTENT", "BLOCK_ONLY_HIGH"), ("HARM_CATEGORY_CIVIC_INTEGRITY", "OFF")]]
+    settings = [
+        {"category": c, "threshold": t}
+        for c, t in [
+            ("HARM_CATEGORY_HARASSMENT", "BLOCK_NONE"),
+            ("HARM_CATEGORY_HATE_SPEECH", "BLOCK_LOW_AND_ABOVE"),
+            ("HARM_CATEGORY_SEXUALLY_EXPLICIT", "BLOCK_MEDIUM_AND_ABOVE"),
+            ("HARM_CATEGORY_DANGEROUS_CONTENT", "BLOCK_ONLY_HIGH"),
+            ("HARM_CATEGORY_CIVIC_INTEGRITY", "OFF"),
+        ]
+    ]
     g = generate(client, {**body(maxOutputTokens=4, temperature=0), "safetySettings": settings})
     plain = generate(client, body(maxOutputTokens=4, temperature=0))
-    assert text_of(g) and text_of(g) == text_of(plain)
+    assert text_of(g)
+    assert text_of(g) == text_of(plain)
     assert g["usageMetadata"] == plain["usageMetadata"]
 
 
-@pytest.mark.parametrize("settings", [
-    [{"category": "HARM_CATEGORY_SPAM", "threshold": "BLOCK_NONE"}],
-    [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_SOME"}],
-    [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"},
-     {"category": "HARM_CATEGORY_HARASSMENT", "threshold": "OFF"}],
-    [{"category": "HARM_CATEGORY_HARASSMENT"}],
-    [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "OFF", "method": "SEVERITY"}],
-], ids=["unknown-category", "unknown-threshold", "repeated-category", "missing-threshold", "unknown-field"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        [{"category": "HARM_CATEGORY_SPAM", "threshold": "BLOCK_NONE"}],
+        [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_SOME"}],
+        [
+            {"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"},
+            {"category": "HARM_CATEGORY_HARASSMENT", "threshold": "OFF"},
+        ],
+        [{"category": "HARM_CATEGORY_HARASSMENT"}],
+        [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "OFF", "method": "SEVERITY"}],
+    ],
+    ids=["unknown-category", "unknown-threshold", "repeated-category", "missing-threshold", "unknown-field"],
+)
 def test_safety_settings_invalid_are_400(client: httpx.Client, settings: list):
-    msg = assert_error(client.post(BASE + ":generateContent", json={**body(), "safetySettings": settings}),
-                       400, "INVALID_ARGUMENT")
+    msg = assert_error(
+        client.post(BASE + ":generateContent", json={**body(), "safetySettings": settings}), 400, "INVALID_ARGUMENT"
+    )
     assert msg.startswith("safetySettings")
 
 
@@ -302,14 +372,17 @@ def test_language_selects_corpus(client: httpx.Client, how: str):
 
     zh, en = text("zh"), text("en")
     assert cjk_ratio(zh) > 0.6, zh
-    assert ascii_ratio(en) > 0.95 and cjk_ratio(en) == 0, en
+    assert ascii_ratio(en) > 0.95, en
+    assert cjk_ratio(en) == 0, en
 
 
 def test_unknown_language_is_400(client: httpx.Client):
-    assert_error(client.post(BASE + ":generateContent", json={**body(), "labels": {"lang": "tlh"}}),
-                 400, "INVALID_ARGUMENT")
-    assert_error(client.post(BASE + ":generateContent", json=body(), headers={"x-llmchaos-lang": "tlh"}),
-                 400, "INVALID_ARGUMENT")
+    assert_error(
+        client.post(BASE + ":generateContent", json={**body(), "labels": {"lang": "tlh"}}), 400, "INVALID_ARGUMENT"
+    )
+    assert_error(
+        client.post(BASE + ":generateContent", json=body(), headers={"x-llmchaos-lang": "tlh"}), 400, "INVALID_ARGUMENT"
+    )
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -355,8 +428,9 @@ def test_400_invalid_argument(client: httpx.Client, name: str, method: str):
 def test_404_not_found(client: httpx.Client):
     msg = assert_error(client.post("/v1beta/models/gemini-9-ultra:generateContent", json=body()), 404, "NOT_FOUND")
     assert "gemini-9-ultra" in msg
-    assert_error(client.post("/v1beta/models/gemini-9-ultra:streamGenerateContent?alt=sse", json=body()),
-                 404, "NOT_FOUND")
+    assert_error(
+        client.post("/v1beta/models/gemini-9-ultra:streamGenerateContent?alt=sse", json=body()), 404, "NOT_FOUND"
+    )
     msg = assert_error(client.post(BASE + ":embedContent", json=body()), 404, "NOT_FOUND")
     assert "embedContent" in msg
     assert_error(client.post(BASE, json=body()), 404, "NOT_FOUND")
@@ -366,7 +440,8 @@ def test_models_list(client: httpx.Client):
     r = client.get("/v1beta/models")
     assert r.status_code == 200
     (m,) = r.json()["models"]
-    assert m["name"] == f"models/{MODEL}" and m["inputTokenLimit"] == 8192
+    assert m["name"] == f"models/{MODEL}"
+    assert m["inputTokenLimit"] == 8192
     assert set(m["supportedGenerationMethods"]) == {"generateContent", "streamGenerateContent", "countTokens"}
 
 
@@ -376,13 +451,13 @@ def test_context_length_limits(guarded: Server):
     with httpx.Client(base_url=guarded.url, timeout=30, headers=h) as c:
         msg = assert_error(c.post(BASE + ":generateContent", json={"contents": long}), 400, "INVALID_ARGUMENT")
         assert str(SMALL_LEN) in msg
-        assert_error(c.post(BASE + ":generateContent", json=body(maxOutputTokens=SMALL_LEN)), 400,
-                     "INVALID_ARGUMENT")
+        assert_error(c.post(BASE + ":generateContent", json=body(maxOutputTokens=SMALL_LEN)), 400, "INVALID_ARGUMENT")
         n = c.post(BASE + ":countTokens", json={"contents": CONTENTS}).json()["totalTokens"]
         ok = c.post(BASE + ":generateContent", json=body(maxOutputTokens=SMALL_LEN - n, temperature=0))
         assert ok.status_code == 200, ok.text
-        assert_error(c.post(BASE + ":generateContent", json=body(maxOutputTokens=SMALL_LEN - n + 1)), 400,
-                     "INVALID_ARGUMENT")
+        assert_error(
+            c.post(BASE + ":generateContent", json=body(maxOutputTokens=SMALL_LEN - n + 1)), 400, "INVALID_ARGUMENT"
+        )
 
 
 # -- auth -----------------------------------------------------------------------------------------
@@ -415,15 +490,17 @@ def test_right_key_is_accepted(guarded: Server, how: str):
         assert r.status_code == 200, r.text
         assert r.json()["usageMetadata"]["candidatesTokenCount"] <= 2
         r = c.post(BASE + ":countTokens", json={"contents": CONTENTS}, headers=headers, params=params)
-        assert r.status_code == 200 and r.json()["totalTokens"] > 0
+        assert r.status_code == 200
+        assert r.json()["totalTokens"] > 0
 
 
 # -- the official SDK -----------------------------------------------------------------------------
 def test_sdk_generate_content_stream(server: Server, client: httpx.Client):
     sdk = sdk_client(server)
     cfg = types.GenerateContentConfig(max_output_tokens=12, temperature=0)
-    chunks = list(sdk.models.generate_content_stream(model=MODEL, contents="Tell me something interesting.",
-                                                     config=cfg))
+    chunks = list(
+        sdk.models.generate_content_stream(model=MODEL, contents="Tell me something interesting.", config=cfg)
+    )
     assert len(chunks) >= 2
     text = "".join(c.text or "" for c in chunks)
     last = chunks[-1]
@@ -438,18 +515,22 @@ def test_sdk_generate_content_stream(server: Server, client: httpx.Client):
 def test_sdk_generate_content_with_config(server: Server, client: httpx.Client):
     sdk = sdk_client(server)
     sys = "You are a very helpful assistant."
-    raw_req = {"contents": CONTENTS, "systemInstruction": {"parts": [{"text": sys}]},
-               "generationConfig": {"maxOutputTokens": 40, "temperature": 0}}
+    raw_req = {
+        "contents": CONTENTS,
+        "systemInstruction": {"parts": [{"text": sys}]},
+        "generationConfig": {"maxOutputTokens": 40, "temperature": 0},
+    }
     full = text_of(generate(client, raw_req))
     cfg = types.GenerateContentConfig(max_output_tokens=40, temperature=0, system_instruction=sys)
     r = sdk.models.generate_content(model=MODEL, contents="Tell me something interesting.", config=cfg)
     assert r.text == full
     assert r.usage_metadata.prompt_token_count == generate(client, raw_req)["usageMetadata"]["promptTokenCount"]
     stop = pick_stop(full)
-    cfg = types.GenerateContentConfig(max_output_tokens=40, temperature=0, system_instruction=sys,
-                                      stop_sequences=[stop])
+    cfg = types.GenerateContentConfig(
+        max_output_tokens=40, temperature=0, system_instruction=sys, stop_sequences=[stop]
+    )
     r = sdk.models.generate_content(model=MODEL, contents="Tell me something interesting.", config=cfg)
-    assert r.text == full[:full.index(stop)]
+    assert r.text == full[: full.index(stop)]
     assert r.candidates[0].finish_reason == types.FinishReason.STOP
     assert r.usage_metadata.candidates_token_count < 40
 
@@ -465,10 +546,12 @@ def test_sdk_wrong_key(guarded: Server):
     wrong = sdk_client(guarded, "nope")
     with pytest.raises(genai_errors.ClientError) as e:
         wrong.models.generate_content(model=MODEL, contents="hi")
-    assert e.value.code == 401 and e.value.status == "UNAUTHENTICATED"
+    assert e.value.code == 401
+    assert e.value.status == "UNAUTHENTICATED"
     right = sdk_client(guarded, KEY)
-    r = right.models.generate_content(model=MODEL, contents="hi",
-                                      config=types.GenerateContentConfig(max_output_tokens=3))
+    r = right.models.generate_content(
+        model=MODEL, contents="hi", config=types.GenerateContentConfig(max_output_tokens=3)
+    )
     assert r.usage_metadata.candidates_token_count <= 3
 
 
@@ -492,6 +575,9 @@ def test_429_resource_exhausted(slow: Server):
     assert 2 <= statuses.count(200) <= 3, statuses
     for status, headers, raw in results:
         if status == 429:
-            assert headers["retry-after"].isdigit() and int(headers["retry-after"]) > 0
+            assert headers["retry-after"].isdigit()
+            assert int(headers["retry-after"]) > 0
             err = json.loads(raw)["error"]
-            assert err["code"] == 429 and err["status"] == "RESOURCE_EXHAUSTED" and err["message"]
+            assert err["code"] == 429
+            assert err["status"] == "RESOURCE_EXHAUSTED"
+            assert err["message"]

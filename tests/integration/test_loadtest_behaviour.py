@@ -24,8 +24,26 @@ def test_open_loop_latency_from_intended_start_shows_the_stall(tmp_path):
     stall waits it out from its intended start; the ones the cap held back look fast from their send."""
     with scripted.running(3, "--itl-ms", "5", "10") as url:
         threading.Timer(4.5, lambda: httpx.post(url + "/control", json={"stall_for_s": 2.0})).start()
-        proc = locust("--host", url, "--results-dir", str(tmp_path), "-u", "6", "-r", "6", "-t", "10s",
-                      "--langs", "en", "--rate", "20", "--arrival", "constant", "--max-tokens", "5")
+        proc = locust(
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "10s",
+            "--langs",
+            "en",
+            "--rate",
+            "20",
+            "--arrival",
+            "constant",
+            "--max-tokens",
+            "5",
+        )
         window = httpx.get(url + "/control").json()
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, requests = only_run(tmp_path)
@@ -44,11 +62,22 @@ def test_open_loop_latency_from_intended_start_shows_the_stall(tmp_path):
 
 
 MODES = {
-    "de=cut,fr=garbage,es=wrong_content_type,it=status:429,pt=never_ending,zh=stall:5,ja=bad_json":
-        {"en": "ok", "de": "truncated", "fr": "malformed", "es": "malformed", "it": "rate_limited",
-         "pt": "timeout", "zh": "stalled", "ja": "malformed"},
-    "en=error_event,de=bad_utf8,fr=no_done,es=status:503":
-        {"en": "http_500", "de": "malformed", "fr": "truncated", "es": "http_503"},
+    "de=cut,fr=garbage,es=wrong_content_type,it=status:429,pt=never_ending,zh=stall:5,ja=bad_json": {
+        "en": "ok",
+        "de": "truncated",
+        "fr": "malformed",
+        "es": "malformed",
+        "it": "rate_limited",
+        "pt": "timeout",
+        "zh": "stalled",
+        "ja": "malformed",
+    },
+    "en=error_event,de=bad_utf8,fr=no_done,es=status:503": {
+        "en": "http_500",
+        "de": "malformed",
+        "fr": "truncated",
+        "es": "http_503",
+    },
 }
 
 
@@ -56,9 +85,26 @@ MODES = {
 def test_misbehaving_target_is_classified_and_the_run_completes(tmp_path, modes):
     expected = MODES[modes]
     with scripted.running(5, "--itl-ms", "5", "10", "--modes", modes) as url:
-        proc = locust("--host", url, "--results-dir", str(tmp_path), "-u", str(2 * len(expected)), "-r", "50",
-                      "-t", "6s", "--langs", ",".join(expected), "--max-tokens", "10", "--stall-limit", "1",
-                      "--request-timeout", "2.5")
+        proc = locust(
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "-u",
+            str(2 * len(expected)),
+            "-r",
+            "50",
+            "-t",
+            "6s",
+            "--langs",
+            ",".join(expected),
+            "--max-tokens",
+            "10",
+            "--stall-limit",
+            "1",
+            "--request-timeout",
+            "2.5",
+        )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: Locust's exit code when requests failed
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     run, _, requests = only_run(tmp_path)
@@ -70,36 +116,76 @@ def test_misbehaving_target_is_classified_and_the_run_completes(tmp_path, modes)
 
 def test_prometheus_scrapes_the_master_and_the_pushgateway_keeps_the_run(tmp_path):
     port = free_port()
-    with scripted.running(9, "--itl-ms", "5", "10") as url, pushgateway() as gw, \
-            prometheus([f"127.0.0.1:{port}", gw.split("//")[1]]) as prom:
-        loc = subprocess.Popen([*LOCUST, "--host", url, "--results-dir", str(tmp_path), "-u", "8", "-r", "8",
-                                "-t", "12s", "--langs", "en,de", "--max-tokens", "8", "--prometheus-port",
-                                str(port), "--push-gateway", gw, "--push-interval", "2"],
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with (
+        scripted.running(9, "--itl-ms", "5", "10") as url,
+        pushgateway() as gw,
+        prometheus([f"127.0.0.1:{port}", gw.split("//")[1]]) as prom,
+    ):
+        loc = subprocess.Popen(
+            [
+                *LOCUST,
+                "--host",
+                url,
+                "--results-dir",
+                str(tmp_path),
+                "-u",
+                "8",
+                "-r",
+                "8",
+                "-t",
+                "12s",
+                "--langs",
+                "en,de",
+                "--max-tokens",
+                "8",
+                "--prometheus-port",
+                str(port),
+                "--push-gateway",
+                gw,
+                "--push-interval",
+                "2",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
-            live = prom.wait_for(f'sum(llmchaos_requests_total{{instance="127.0.0.1:{port}",outcome="ok"}})',
-                                 lambda res: bool(res) and float(res[0]["value"][1]) > 0, timeout=15)
+            live = prom.wait_for(
+                f'sum(llmchaos_requests_total{{instance="127.0.0.1:{port}",outcome="ok"}})',
+                lambda res: bool(res) and float(res[0]["value"][1]) > 0,
+                timeout=15,
+            )
             assert float(live[0]["value"][1]) > 0
         finally:
             _, err = loc.communicate(timeout=60)
         assert loc.returncode == 0, err[-3000:]
         run, _, _ = only_run(tmp_path)
         want = {lang: summary(run, lang, "ttft")["count"] for lang in ("en", "de")}
-        pushed = prom.wait_for(f'llmchaos_ttft_seconds_count{{run_id="{run["run_id"]}"}}',
-                               lambda res: {r["metric"]["lang"]: float(r["value"][1]) for r in res}
-                               == {k: float(v) for k, v in want.items()}, timeout=20)
+        pushed = prom.wait_for(
+            f'llmchaos_ttft_seconds_count{{run_id="{run["run_id"]}"}}',
+            lambda res: (
+                {r["metric"]["lang"]: float(r["value"][1]) for r in res} == {k: float(v) for k, v in want.items()}
+            ),
+            timeout=20,
+        )
         assert {r["metric"]["phase"] for r in pushed} == {"baseline"}
         # Buckets carry vLLM's edges and the registry's SLO thresholds.
         text = httpx.get(gw + "/metrics").text
         edges = {float(m) for m in re.findall(r'llmchaos_ttft_seconds_bucket\{[^}]*le="([^"]+)"', text) if m != "+Inf"}
         assert {languages.get("de").slo["ttft_p99_ms"] / 1000, 0.005, 2560.0} <= edges
-        median = prom.query(f'histogram_quantile(0.5, sum by (le) (llmchaos_ttft_seconds_bucket'
-                            f'{{run_id="{run["run_id"]}",lang="en"}}))')
+        median = prom.query(
+            f'histogram_quantile(0.5, sum by (le) (llmchaos_ttft_seconds_bucket{{run_id="{run["run_id"]}",lang="en"}}))'
+        )
         exact = summary(run, "en", "ttft")["p50"]
         assert 0.5 * exact < float(median[0]["value"][1]) < 2 * exact  # bucket interpolation, same order
         # Deleting the run's group on request.
-        rc = subprocess.run([sys.executable, "-m", "llmchaos.cli", "push-delete", "--gateway", gw, "--run-id",
-                             run["run_id"]], cwd=ROOT, capture_output=True, text=True)
+        rc = subprocess.run(
+            [sys.executable, "-m", "llmchaos.cli", "push-delete", "--gateway", gw, "--run-id", run["run_id"]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         assert rc.returncode == 0, rc.stderr
         time.sleep(0.2)
         assert run["run_id"] not in httpx.get(gw + "/metrics").text

@@ -23,7 +23,7 @@ def test_fault_windows_in_the_results(tmp_path, monkeypatch, mode):
 faults:
   - name: first-token-delay
     kind: sse
-    target: {{proxy: "{p.split('//')[1]}"}}
+    target: {{proxy: "{p.split("//")[1]}"}}
     at: 3s
     duration: 3s
     params: {{first_event_delay: 0.3}}
@@ -35,9 +35,26 @@ faults:
     params: {{graphics_mhz: 660}}
 """)
         monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)  # inherited by Locust and its workers
-        args = ("--host", p, "--results-dir", str(tmp_path / "results"), "-u", "8", "-r", "8", "-t", "13s",
-                "--langs", "en,de", "--max-tokens", "24", "--schedule", str(schedule), "--fault-journal",
-                str(tmp_path / "journal.json"))
+        args = (
+            "--host",
+            p,
+            "--results-dir",
+            str(tmp_path / "results"),
+            "-u",
+            "8",
+            "-r",
+            "8",
+            "-t",
+            "13s",
+            "--langs",
+            "en,de",
+            "--max-tokens",
+            "24",
+            "--schedule",
+            str(schedule),
+            "--fault-journal",
+            str(tmp_path / "journal.json"),
+        )
         proc = locust(*args) if mode == "one process" else distributed(*args)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert httpx.get(p + FAULT).json()["active"] is False  # reverted at the end
@@ -46,7 +63,8 @@ faults:
     windows = {w["name"]: w for w in run["faults"]}
     assert set(windows) == {"first-token-delay", "gpu-at-660mhz"}
     for w in windows.values():
-        assert abs(w["actual_start"] - w["planned_start"]) < 0.05 and w["actual_end"] is not None
+        assert abs(w["actual_start"] - w["planned_start"]) < 0.05
+        assert w["actual_end"] is not None
     for lang in ("en", "de"):
         base = summary(run, lang, "ttft", "baseline")
         delayed = summary(run, lang, "ttft", "first-token-delay")

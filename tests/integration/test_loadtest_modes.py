@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
@@ -18,12 +20,30 @@ def reference():
 @pytest.mark.parametrize("api", ["openai-chat", "openai-completions", "gemini"])
 @pytest.mark.parametrize("stream", [True, False])
 def test_every_api_streaming_or_not_against_the_reference_server(tmp_path, reference, api, stream):
-    proc = locust("--host", reference.url, "--api", api, "--results-dir", str(tmp_path), "-u", "4", "-r", "4",
-                  "-t", "4s", "--langs", "en,zh", "--max-tokens", "12", *([] if stream else ["--no-stream"]))
+    proc = locust(
+        "--host",
+        reference.url,
+        "--api",
+        api,
+        "--results-dir",
+        str(tmp_path),
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "4s",
+        "--langs",
+        "en,zh",
+        "--max-tokens",
+        "12",
+        *([] if stream else ["--no-stream"]),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, requests = only_run(tmp_path)
     done = [r for r in requests if r["outcome"] != "cancelled"]
-    assert done and all(r["outcome"] == "ok" for r in done), {r["outcome"] for r in done}
+    assert done, {r["outcome"] for r in done}
+    assert all(r["outcome"] == "ok" for r in done), {r["outcome"] for r in done}
     assert all(r["usage_tokens"] is not None and r["usage_tokens"] <= 12 for r in done)
     assert not any(r["tokens_disagree"] for r in done)  # same tokenizer on both sides
     for lang in ("en", "zh"):
@@ -34,8 +54,25 @@ def test_every_api_streaming_or_not_against_the_reference_server(tmp_path, refer
 
 
 def test_step_shape_drives_users_and_ends_the_test(tmp_path, reference):
-    proc = locust("--host", reference.url, "--results-dir", str(tmp_path), "--shape", "step", "--levels", "2,6",
-                  "--stage-duration", "3s", "-r", "10", "--langs", "en", "--max-tokens", "8", timeout=60)
+    proc = locust(
+        "--host",
+        reference.url,
+        "--results-dir",
+        str(tmp_path),
+        "--shape",
+        "step",
+        "--levels",
+        "2,6",
+        "--stage-duration",
+        "3s",
+        "-r",
+        "10",
+        "--langs",
+        "en",
+        "--max-tokens",
+        "8",
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, requests = only_run(tmp_path)
     assert [s["users"] for s in run["load_profile"]["stages"]] == [2, 6]
@@ -51,14 +88,32 @@ def test_step_shape_drives_users_and_ends_the_test(tmp_path, reference):
 
 def test_open_loop_rate_is_the_masters_across_two_workers(tmp_path):
     with scripted.running(1, "--itl-ms", "2", "4") as url:
-        proc = distributed("--host", url, "--results-dir", str(tmp_path), "-u", "40", "-r", "40", "-t", "8s",
-                           "--rate", "30", "--arrival", "constant", "--max-tokens", "4", "--langs", "en,de")
+        proc = distributed(
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "-u",
+            "40",
+            "-r",
+            "40",
+            "-t",
+            "8s",
+            "--rate",
+            "30",
+            "--arrival",
+            "constant",
+            "--max-tokens",
+            "4",
+            "--langs",
+            "en,de",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, requests = only_run(tmp_path)
     issued = sorted(r["intended"] for r in requests)
     span = issued[-1] - issued[0]
     assert abs(len(issued) / span - 30) < 3  # one global schedule, shared: not 30 per worker
-    gaps = [b - a for a, b in zip(issued, issued[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(issued)]
     assert max(gaps) < 0.05  # interleaved, constant arrivals
     assert run["load_profile"]["mode"] == "open"
 
@@ -69,6 +124,8 @@ def test_check_slo_fails_the_run_when_an_slo_is_missed(tmp_path, reference):
     args = ("--host", reference.url, "-u", "2", "-r", "2", "-t", "3s", "--langs", "en", "--max-tokens", "4")
     assert locust(*args, "--slo", str(slo)).returncode == 0  # reported, not enforced
     failed = locust(*args, "--slo", str(slo), "--check-slo")
-    assert failed.returncode == 1 and "FAIL" in failed.stderr
+    assert failed.returncode == 1
+    assert "FAIL" in failed.stderr
     bad = locust(*args, "--slo", str(tmp_path / "missing.yaml"))
-    assert bad.returncode == 2 and "missing.yaml" in bad.stderr.strip().splitlines()[-1]
+    assert bad.returncode == 2
+    assert "missing.yaml" in bad.stderr.strip().splitlines()[-1]

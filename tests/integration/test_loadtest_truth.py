@@ -21,7 +21,9 @@ def truth(url: str, requests: list[dict]) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {lang: {"ttft": [], "itl": []} for lang in LANGS}
     for r in httpx.get(url + "/truth", timeout=30).json()["requests"]:
         if r["request_id"] in sent:
-            assert r["mode"] == "ok" and r["output_tokens"] == MAX_TOKENS and not r["disconnected"]
+            assert r["mode"] == "ok"
+            assert r["output_tokens"] == MAX_TOKENS
+            assert not r["disconnected"]
             out[r["lang"]]["ttft"].append(r["start_unix"] + r["ttft_s"] - sent[r["request_id"]])
             out[r["lang"]]["itl"].extend(r["gaps_s"])
     return out
@@ -48,8 +50,22 @@ def check(run: dict, url: str, requests: list[dict]) -> list[str]:
 
 
 # Users spawn over 5 s (new connections): those requests are the warmup phase, apart from the baseline.
-ARGS = ("-u", "200", "-r", "40", "-t", "18s", "--warmup", "6s", "--think-time", "0.5", "--langs", ",".join(LANGS),
-        "--max-tokens", str(MAX_TOKENS))
+ARGS = (
+    "-u",
+    "200",
+    "-r",
+    "40",
+    "-t",
+    "18s",
+    "--warmup",
+    "6s",
+    "--think-time",
+    "0.5",
+    "--langs",
+    ",".join(LANGS),
+    "--max-tokens",
+    str(MAX_TOKENS),
+)
 
 
 def merged_exactly(run: dict, requests: list[dict]) -> list[str]:

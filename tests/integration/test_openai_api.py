@@ -61,7 +61,8 @@ def assert_error(r: httpx.Response, status: int, typ: str, code: str | None = No
     assert set(body) == {"error"}
     err = body["error"]
     assert set(err) == {"message", "type", "param", "code"}, err
-    assert isinstance(err["message"], str) and err["message"]
+    assert isinstance(err["message"], str)
+    assert err["message"]
     assert err["type"] == typ, err
     assert err["code"] == code, err
     return err
@@ -70,8 +71,7 @@ def assert_error(r: httpx.Response, status: int, typ: str, code: str | None = No
 # -- servers ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def guarded_client(guarded: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=guarded.url, timeout=60,
-                      headers={"authorization": f"Bearer {KEY}"}) as c:
+    with httpx.Client(base_url=guarded.url, timeout=60, headers={"authorization": f"Bearer {KEY}"}) as c:
         yield c
 
 
@@ -83,8 +83,11 @@ def test_models_list_shape(client: httpx.Client):
     assert body["object"] == "list"
     assert len(body["data"]) == 1
     m = body["data"][0]
-    assert m["id"] == MODEL and m["object"] == "model" and m["root"] == MODEL
-    assert isinstance(m["created"], int) and isinstance(m["owned_by"], str)
+    assert m["id"] == MODEL
+    assert m["object"] == "model"
+    assert m["root"] == MODEL
+    assert isinstance(m["created"], int)
+    assert isinstance(m["owned_by"], str)
     assert m["max_model_len"] == 8192
 
 
@@ -93,12 +96,16 @@ def test_chat_non_stream_shape(client: httpx.Client):
     r = client.post("/v1/chat/completions", json=chat_body(max_tokens=12, ignore_eos=True))
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
-    assert body["model"] == MODEL and isinstance(body["created"], int)
+    assert body["object"] == "chat.completion"
+    assert body["id"].startswith("chatcmpl-")
+    assert body["model"] == MODEL
+    assert isinstance(body["created"], int)
     (choice,) = body["choices"]
-    assert choice["index"] == 0 and choice["finish_reason"] == "length"
+    assert choice["index"] == 0
+    assert choice["finish_reason"] == "length"
     assert choice["message"]["role"] == "assistant"
-    assert isinstance(choice["message"]["content"], str) and choice["message"]["content"].strip()
+    assert isinstance(choice["message"]["content"], str)
+    assert choice["message"]["content"].strip()
     u = body["usage"]
     assert u["completion_tokens"] == 12
     assert u["prompt_tokens"] > tokenizer.count(MSGS[0]["content"])  # the chat template adds tokens
@@ -111,7 +118,8 @@ def test_chat_stream_vllm_chunks(client: httpx.Client, include_usage: bool):
     if include_usage:
         body["stream_options"] = {"include_usage": True}
     chunks = chunks_of(stream(client, "/v1/chat/completions", body))
-    assert len({c["id"] for c in chunks}) == 1 and chunks[0]["id"].startswith("chatcmpl-")
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["id"].startswith("chatcmpl-")
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == MODEL for c in chunks)
     if include_usage:
         *chunks, last = chunks
@@ -143,7 +151,8 @@ def test_chat_stream_natural_stop(client: httpx.Client):
     chunks = chunks_of(stream(client, "/v1/chat/completions", body))
     usage = chunks[-1]["usage"]
     reasons = [c["choices"][0]["finish_reason"] for c in chunks[:-1]]
-    assert reasons[-1] == "stop" and set(reasons[:-1]) == {None}
+    assert reasons[-1] == "stop"
+    assert set(reasons[:-1]) == {None}
     assert 0 < usage["completion_tokens"] < 300
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks[:-1])
     plain = client.post("/v1/chat/completions", json=chat_body(max_tokens=300, seed=1)).json()
@@ -159,7 +168,8 @@ def test_chat_max_tokens_and_max_completion_tokens(client: httpx.Client):
         if r["choices"][0]["finish_reason"] == "length":
             assert r["usage"]["completion_tokens"] == 7
     r = client.post("/v1/chat/completions", json=chat_body(max_tokens=9, min_tokens=9, seed=1)).json()
-    assert r["usage"]["completion_tokens"] == 9 and r["choices"][0]["finish_reason"] == "length"
+    assert r["usage"]["completion_tokens"] == 9
+    assert r["choices"][0]["finish_reason"] == "length"
 
 
 # -- completions ----------------------------------------------------------------------------------
@@ -172,9 +182,11 @@ def test_completions_prompt_forms_agree(client: httpx.Client):
         r = client.post("/v1/completions", json=comp_body(prompt=prompt, max_tokens=10, temperature=0))
         assert r.status_code == 200, r.text
         body = r.json()
-        assert body["object"] == "text_completion" and body["id"].startswith("cmpl-")
+        assert body["object"] == "text_completion"
+        assert body["id"].startswith("cmpl-")
         (choice,) = body["choices"]
-        assert choice["index"] == 0 and isinstance(choice["text"], str)
+        assert choice["index"] == 0
+        assert isinstance(choice["text"], str)
         assert body["usage"]["prompt_tokens"] == len(ids)
         assert body["usage"]["completion_tokens"] <= 10
         out.append((choice["text"], choice["finish_reason"], body["usage"]))
@@ -184,7 +196,8 @@ def test_completions_prompt_forms_agree(client: httpx.Client):
 
 def test_completions_default_max_tokens_is_16(client: httpx.Client):
     r = client.post("/v1/completions", json=comp_body(ignore_eos=True)).json()
-    assert r["usage"]["completion_tokens"] == 16 and r["choices"][0]["finish_reason"] == "length"
+    assert r["usage"]["completion_tokens"] == 16
+    assert r["choices"][0]["finish_reason"] == "length"
 
 
 @pytest.mark.parametrize("include_usage", [True, False])
@@ -193,11 +206,13 @@ def test_completions_stream_chunks(client: httpx.Client, include_usage: bool):
     if include_usage:
         body["stream_options"] = {"include_usage": True}
     chunks = chunks_of(stream(client, "/v1/completions", body))
-    assert len({c["id"] for c in chunks}) == 1 and chunks[0]["id"].startswith("cmpl-")
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["id"].startswith("cmpl-")
     assert all(c["object"] == "text_completion" for c in chunks)
     if include_usage:
         *chunks, last = chunks
-        assert last["choices"] == [] and last["usage"]["completion_tokens"] == 15
+        assert last["choices"] == []
+        assert last["usage"]["completion_tokens"] == 15
         assert all(c["usage"] is None for c in chunks)
     reasons = [c["choices"][0]["finish_reason"] for c in chunks]
     assert reasons == [None] * (len(chunks) - 1) + ["length"]
@@ -210,8 +225,11 @@ def test_completions_stream_chunks(client: httpx.Client, include_usage: bool):
 @pytest.mark.parametrize("how", ["header", "metadata"])
 def test_language_selects_corpus(client: httpx.Client, how: str):
     def text(lang: str, path: str) -> str:
-        body = chat_body(max_tokens=40, ignore_eos=True) if path.endswith("chat/completions") \
+        body = (
+            chat_body(max_tokens=40, ignore_eos=True)
+            if path.endswith("chat/completions")
             else comp_body(max_tokens=40, ignore_eos=True)
+        )
         headers = {}
         if how == "header":
             headers["x-llmchaos-lang"] = lang
@@ -225,12 +243,16 @@ def test_language_selects_corpus(client: httpx.Client, how: str):
     for path in ("/v1/chat/completions", "/v1/completions"):
         zh, en = text("zh", path), text("en", path)
         assert cjk_ratio(zh) > 0.6, zh
-        assert ascii_ratio(en) > 0.95 and cjk_ratio(en) == 0, en
+        assert ascii_ratio(en) > 0.95, en
+        assert cjk_ratio(en) == 0, en
 
 
 def test_language_header_wins_over_metadata(client: httpx.Client):
-    r = client.post("/v1/chat/completions", headers={"x-llmchaos-lang": "zh"},
-                    json=chat_body(max_tokens=30, ignore_eos=True, metadata={"lang": "en"}))
+    r = client.post(
+        "/v1/chat/completions",
+        headers={"x-llmchaos-lang": "zh"},
+        json=chat_body(max_tokens=30, ignore_eos=True, metadata={"lang": "en"}),
+    )
     assert cjk_ratio(r.json()["choices"][0]["message"]["content"]) > 0.6
 
 
@@ -243,7 +265,8 @@ def _content(client: httpx.Client, **kw) -> str:
 
 def test_temperature_zero_is_deterministic(client: httpx.Client):
     a, b = _content(client, temperature=0), _content(client, temperature=0)
-    assert a and a == b
+    assert a
+    assert a == b
 
 
 def test_seed_reproduces_and_different_seeds_differ(client: httpx.Client):
@@ -258,7 +281,8 @@ def test_top_k_one_and_tiny_top_p_ignore_the_seed(client: httpx.Client):
     a = _content(client, temperature=1, top_k=1, seed=21)
     b = _content(client, temperature=1, top_k=1, seed=22)
     c = _content(client, temperature=1, top_p=1e-6, seed=23)
-    assert a and a == b == c
+    assert a
+    assert a == b == c
 
 
 # -- stop sequences -------------------------------------------------------------------------------
@@ -271,7 +295,7 @@ def test_stop_sequence_truncates(client: httpx.Client, path: str):
     full = client.post(path, json=mk(max_tokens=50, ignore_eos=True, temperature=0)).json()
     full_text = full["choices"][0]["message"]["content"] if chat else full["choices"][0]["text"]
     stop = pick_stop(full_text)
-    prefix = full_text[:full_text.index(stop)]
+    prefix = full_text[: full_text.index(stop)]
     assert prefix
 
     r = client.post(path, json=mk(max_tokens=50, ignore_eos=True, temperature=0, stop=[stop])).json()
@@ -289,7 +313,7 @@ def test_stop_sequence_truncates(client: httpx.Client, path: str):
 
 
 # -- errors ---------------------------------------------------------------------------------------
-def case(name: str, body, param: str | None):  # noqa: ANN001, ANN201
+def case(name: str, body, param: str | None):
     return pytest.param(body, param, id=name)
 
 
@@ -301,10 +325,12 @@ CHAT_400 = [
     case("missing-messages", {"model": MODEL}, "messages"),
     case("empty-messages", {"model": MODEL, "messages": []}, "messages"),
     case("bad-role", {"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]}, "messages.0.role"),
-    case("content-int", {"model": MODEL, "messages": [{"role": "user", "content": 5}]},
-         "messages.0.content"),
-    case("content-part-type", {"model": MODEL, "messages": [{"role": "user", "content": [
-        {"type": "image_url", "text": "x"}]}]}, "messages.0.content.0.type"),
+    case("content-int", {"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+    case(
+        "content-part-type",
+        {"model": MODEL, "messages": [{"role": "user", "content": [{"type": "image_url", "text": "x"}]}]},
+        "messages.0.content.0.type",
+    ),
     case("temperature-neg", chat_body(temperature=-1), "temperature"),
     case("temperature-3", chat_body(temperature=3), "temperature"),
     case("temperature-str", chat_body(temperature="hot"), "temperature"),
@@ -316,8 +342,7 @@ CHAT_400 = [
     case("max_tokens-x", chat_body(max_tokens="x"), "max_tokens"),
     case("max_completion_tokens-0", chat_body(max_completion_tokens=0), "max_completion_tokens"),
     case("stop-5", chat_body(stop=["a", "b", "c", "d", "e"]), "stop"),
-    case("stream_options-without-stream", chat_body(stream_options={"include_usage": True}),
-         "stream_options"),
+    case("stream_options-without-stream", chat_body(stream_options={"include_usage": True}), "stream_options"),
     case("stream_options-unknown", chat_body(stream=True, stream_options={"x": 1}), "stream_options.x"),
     case("unknown-field", chat_body(frobnicate=True), "frobnicate"),
     case("min_tokens-over-max", chat_body(max_tokens=5, min_tokens=6), "min_tokens"),
@@ -334,7 +359,7 @@ def _post_raw(client: httpx.Client, path: str, body, headers: dict | None = None
     return client.post(path, json=body, headers=headers)
 
 
-@pytest.mark.parametrize("body,param", CHAT_400)
+@pytest.mark.parametrize(("body", "param"), CHAT_400)
 def test_chat_400_for_bad_input(client: httpx.Client, body, param: str | None):
     r = _post_raw(client, "/v1/chat/completions", body)
     err = assert_error(r, 400, "invalid_request_error")
@@ -347,7 +372,7 @@ COMP_400 = [
     case("empty-list", comp_body(prompt=[]), "prompt"),
     case("two-strings", comp_body(prompt=["a", "b"]), "prompt"),
     case("token-id-negative", comp_body(prompt=[-1]), "prompt"),
-    case("token-id-out-of-vocab", comp_body(prompt=[10 ** 9]), "prompt"),
+    case("token-id-out-of-vocab", comp_body(prompt=[10**9]), "prompt"),
     case("max_tokens-0", comp_body(max_tokens=0), "max_tokens"),
     case("temperature-3", comp_body(temperature=3), "temperature"),
     case("n-2", comp_body(n=2), "n"),
@@ -357,26 +382,29 @@ COMP_400 = [
 ]
 
 
-@pytest.mark.parametrize("body,param", COMP_400)
+@pytest.mark.parametrize(("body", "param"), COMP_400)
 def test_completions_400_for_bad_input(client: httpx.Client, body, param: str | None):
     r = _post_raw(client, "/v1/completions", body)
     err = assert_error(r, 400, "invalid_request_error")
     assert err["param"] == param, err
 
 
-@pytest.mark.parametrize("path,body", [("/v1/chat/completions", chat_body(max_tokens=3)),
-                                       ("/v1/completions", comp_body(max_tokens=3))])
+@pytest.mark.parametrize(
+    ("path", "body"), [("/v1/chat/completions", chat_body(max_tokens=3)), ("/v1/completions", comp_body(max_tokens=3))]
+)
 def test_unknown_lang_header_is_400(client: httpx.Client, path: str, body: dict):
-    err = assert_error(client.post(path, json=body, headers={"x-llmchaos-lang": "tlh"}),
-                       400, "invalid_request_error")
-    assert err["param"] == "x-llmchaos-lang" and "tlh" in err["message"]
+    err = assert_error(client.post(path, json=body, headers={"x-llmchaos-lang": "tlh"}), 400, "invalid_request_error")
+    assert err["param"] == "x-llmchaos-lang"
+    assert "tlh" in err["message"]
 
 
-@pytest.mark.parametrize("path,body", [("/v1/chat/completions", chat_body()), ("/v1/completions", comp_body())])
+@pytest.mark.parametrize(("path", "body"), [("/v1/chat/completions", chat_body()), ("/v1/completions", comp_body())])
 def test_unknown_model_is_404(client: httpx.Client, path: str, body: dict):
-    err = assert_error(client.post(path, json={**body, "model": "gpt-17"}), 404,
-                       "invalid_request_error", "model_not_found")
-    assert err["param"] == "model" and "gpt-17" in err["message"]
+    err = assert_error(
+        client.post(path, json={**body, "model": "gpt-17"}), 404, "invalid_request_error", "model_not_found"
+    )
+    assert err["param"] == "model"
+    assert "gpt-17" in err["message"]
 
 
 # -- context length (small --max-model-len) -----------------------------------------------------
@@ -390,78 +418,105 @@ def test_context_length_limits(guarded_client: httpx.Client):
     c = guarded_client
     long_text = "The quick brown fox jumps over the lazy dog. " * 60  # > 256 tokens
     assert tokenizer.count(long_text) > SMALL_LEN
-    err = assert_error(c.post("/v1/chat/completions", json=chat_body(
-        messages=[{"role": "user", "content": long_text}])), 400, "invalid_request_error")
-    assert err["param"] == "messages" and str(SMALL_LEN) in err["message"]
-    err = assert_error(c.post("/v1/completions", json=comp_body(prompt=long_text)), 400,
-                       "invalid_request_error")
+    err = assert_error(
+        c.post("/v1/chat/completions", json=chat_body(messages=[{"role": "user", "content": long_text}])),
+        400,
+        "invalid_request_error",
+    )
+    assert err["param"] == "messages"
+    assert str(SMALL_LEN) in err["message"]
+    err = assert_error(c.post("/v1/completions", json=comp_body(prompt=long_text)), 400, "invalid_request_error")
     assert err["param"] == "prompt"
-    err = assert_error(c.post("/v1/completions", json=comp_body(prompt=_ids(SMALL_LEN))), 400,
-                       "invalid_request_error")
+    err = assert_error(c.post("/v1/completions", json=comp_body(prompt=_ids(SMALL_LEN))), 400, "invalid_request_error")
     assert err["param"] == "prompt"
     # prompt + max_tokens: exactly the window is fine, one more token is not
     r = c.post("/v1/completions", json=comp_body(prompt=_ids(250), max_tokens=6, ignore_eos=True))
     assert r.status_code == 200, r.text
     assert r.json()["usage"] == {"prompt_tokens": 250, "completion_tokens": 6, "total_tokens": 256}
-    err = assert_error(c.post("/v1/completions", json=comp_body(prompt=_ids(250), max_tokens=7)), 400,
-                       "invalid_request_error")
-    assert err["param"] == "max_tokens" and "257" in err["message"]
-    err = assert_error(c.post("/v1/completions", json=comp_body(prompt=_ids(250))), 400,  # default 16
-                       "invalid_request_error")
+    err = assert_error(
+        c.post("/v1/completions", json=comp_body(prompt=_ids(250), max_tokens=7)), 400, "invalid_request_error"
+    )
     assert err["param"] == "max_tokens"
-    err = assert_error(c.post("/v1/chat/completions", json=chat_body(max_tokens=SMALL_LEN)), 400,
-                       "invalid_request_error")
+    assert "257" in err["message"]
+    err = assert_error(
+        c.post("/v1/completions", json=comp_body(prompt=_ids(250))),
+        400,  # default 16
+        "invalid_request_error",
+    )
     assert err["param"] == "max_tokens"
-    err = assert_error(c.post("/v1/chat/completions", json=chat_body(max_completion_tokens=SMALL_LEN)),
-                       400, "invalid_request_error")
+    err = assert_error(
+        c.post("/v1/chat/completions", json=chat_body(max_tokens=SMALL_LEN)), 400, "invalid_request_error"
+    )
+    assert err["param"] == "max_tokens"
+    err = assert_error(
+        c.post("/v1/chat/completions", json=chat_body(max_completion_tokens=SMALL_LEN)), 400, "invalid_request_error"
+    )
     assert err["param"] == "max_completion_tokens"
 
 
 # -- auth -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer nope"}, {"authorization": KEY},
-                                     {"authorization": f"Basic {KEY}"}],
-                         ids=["missing", "wrong", "no-scheme", "basic"])
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"authorization": "Bearer nope"}, {"authorization": KEY}, {"authorization": f"Basic {KEY}"}],
+    ids=["missing", "wrong", "no-scheme", "basic"],
+)
 def test_401_without_the_right_key(guarded: Server, headers: dict):
     with httpx.Client(base_url=guarded.url, timeout=30) as c:
-        for path, body in (("/v1/chat/completions", chat_body(max_tokens=2)),
-                           ("/v1/completions", comp_body(max_tokens=2))):
-            assert_error(c.post(path, json=body, headers=headers), 401, "invalid_request_error",
-                         "invalid_api_key")
+        for path, body in (
+            ("/v1/chat/completions", chat_body(max_tokens=2)),
+            ("/v1/completions", comp_body(max_tokens=2)),
+        ):
+            assert_error(c.post(path, json=body, headers=headers), 401, "invalid_request_error", "invalid_api_key")
         assert_error(c.get("/v1/models", headers=headers), 401, "invalid_request_error", "invalid_api_key")
 
 
 def test_200_with_the_right_key(guarded_client: httpx.Client):
     assert guarded_client.get("/v1/models").status_code == 200
     r = guarded_client.post("/v1/chat/completions", json=chat_body(max_tokens=3, ignore_eos=True))
-    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+    assert r.status_code == 200
+    assert r.json()["usage"]["completion_tokens"] == 3
     r = guarded_client.post("/v1/completions", json=comp_body(max_tokens=3, ignore_eos=True))
-    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+    assert r.status_code == 200
+    assert r.json()["usage"]["completion_tokens"] == 3
 
 
 # -- the official SDK -----------------------------------------------------------------------------
 def test_sdk_chat_stream_with_usage(server: Server):
     sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="anything", max_retries=0)
-    chunks = list(sdk.chat.completions.create(
-        model=MODEL, messages=MSGS, max_tokens=10, temperature=0, stream=True,
-        stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))
+    chunks = list(
+        sdk.chat.completions.create(
+            model=MODEL,
+            messages=MSGS,
+            max_tokens=10,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
+        )
+    )
     assert chunks[0].choices[0].delta.role == "assistant"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
-    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == 10
     assert all(c.usage is None for c in chunks[:-1])
-    plain = sdk.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=10, temperature=0,
-                                        extra_body={"ignore_eos": True})
+    plain = sdk.chat.completions.create(
+        model=MODEL, messages=MSGS, max_tokens=10, temperature=0, extra_body={"ignore_eos": True}
+    )
     assert plain.choices[0].message.content == text
 
 
 def test_sdk_completions_and_models(server: Server):
     sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="anything", max_retries=0)
     assert [m.id for m in sdk.models.list()] == [MODEL]
-    c = sdk.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=8, temperature=0,
-                               extra_body={"ignore_eos": True})
-    assert c.object == "text_completion" and c.choices[0].finish_reason == "length"
-    assert c.usage.completion_tokens == 8 and c.choices[0].text
+    c = sdk.completions.create(
+        model=MODEL, prompt="Once upon a time", max_tokens=8, temperature=0, extra_body={"ignore_eos": True}
+    )
+    assert c.object == "text_completion"
+    assert c.choices[0].finish_reason == "length"
+    assert c.usage.completion_tokens == 8
+    assert c.choices[0].text
     with pytest.raises(openai.NotFoundError):
         sdk.completions.create(model="nope", prompt="x", max_tokens=2)
     with pytest.raises(openai.BadRequestError):
@@ -483,7 +538,8 @@ def test_sdk_api_key(guarded: Server):
 # -- lifecycle: 503 while starting, then 429 when the waiting queue is full ------------------------
 def test_503_while_starting_then_200(slow: Server):
     h = httpx.get(slow.url + "/healthz")
-    assert h.status_code == 503 and h.json()["status"] == "starting"
+    assert h.status_code == 503
+    assert h.json()["status"] == "starting"
     r = httpx.post(slow.url + "/v1/chat/completions", json=chat_body(max_tokens=2))
     err = assert_error(r, 503, "server_error", "service_unavailable")
     assert "starting" in err["message"]
@@ -499,12 +555,15 @@ def test_429_when_waiting_queue_full(slow: Server):
     statuses = sorted(r[0] for r in results)
     # one running + two waiting at most are admitted; the rest are refused
     assert set(statuses) == {200, 429}, statuses
-    assert 2 <= statuses.count(200) <= 3 and statuses.count(429) >= 4, statuses
+    assert 2 <= statuses.count(200) <= 3, statuses
+    assert statuses.count(429) >= 4, statuses
     for status, headers, body in results:
         if status == 429:
-            assert headers["retry-after"].isdigit() and int(headers["retry-after"]) > 0
+            assert headers["retry-after"].isdigit()
+            assert int(headers["retry-after"]) > 0
             err = json.loads(body)["error"]
-            assert err["type"] == "rate_limit_error" and err["code"] == "rate_limit_exceeded"
+            assert err["type"] == "rate_limit_error"
+            assert err["code"] == "rate_limit_exceeded"
             assert set(err) == {"message", "type", "param", "code"}
 
 
@@ -515,10 +574,14 @@ def drained() -> Iterator[dict]:
     out: dict = {}
     with serve("--sim-time-scale", "1") as s:
         dec, data = Decoder(), []
-        with httpx.Client(timeout=30) as c, c.stream(
-                "POST", s.url + "/v1/chat/completions",
-                json=chat_body(max_tokens=200, ignore_eos=True, stream=True,
-                               stream_options={"include_usage": True})) as r:
+        with (
+            httpx.Client(timeout=30) as c,
+            c.stream(
+                "POST",
+                s.url + "/v1/chat/completions",
+                json=chat_body(max_tokens=200, ignore_eos=True, stream=True, stream_options={"include_usage": True}),
+            ) as r,
+        ):
             raw = r.iter_raw()
             while len(data) < 3:  # the role chunk and some content: the request is running
                 data.extend(e.data for e in dec.feed(next(raw)))
@@ -544,13 +607,17 @@ def drained() -> Iterator[dict]:
 
 def test_drain_refuses_new_requests_and_finishes_running(drained: dict):
     status, health = drained["healthz"]
-    assert status == 503 and health["status"] == "draining"
+    assert status == 503
+    assert health["status"] == "draining"
     status, body, retry_after = drained["new"]
     assert status == 503, body
-    assert body["error"]["type"] == "server_error" and body["error"]["code"] == "service_unavailable"
-    assert "draining" in body["error"]["message"] and retry_after == "1"
+    assert body["error"]["type"] == "server_error"
+    assert body["error"]["code"] == "service_unavailable"
+    assert "draining" in body["error"]["message"]
+    assert retry_after == "1"
     chunks = chunks_of(drained["data"])
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 200
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens"] == 200
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
     assert drained["returncode"] is not None, "server did not exit after draining"
 

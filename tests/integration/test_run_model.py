@@ -22,8 +22,22 @@ from tests.procs import ROOT, serve
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("results")
     with serve("--sim-time-scale", "0.3") as server:
-        proc = distributed("--host", server.url, "--results-dir", str(out), "-u", "6", "-r", "6", "-t", "4s",
-                           "--langs", "en,de,ja", "--max-tokens", "16")
+        proc = distributed(
+            "--host",
+            server.url,
+            "--results-dir",
+            str(out),
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "4s",
+            "--langs",
+            "en,de,ja",
+            "--max-tokens",
+            "16",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = [p for p in out.iterdir() if p.is_dir()]
     return path
@@ -39,7 +53,8 @@ def test_the_model_reads_back_what_run_json_says(run_dir):
     assert set(summaries) == {key for key, _ in results.histograms}
     for key, summary in summaries.items():
         h = results.histogram(key)
-        assert h is not None and h.count == summary.count  # exact counts
+        assert h is not None
+        assert h.count == summary.count  # exact counts
         assert Summary.of(key, h) == summary  # the same percentiles from the histogram as in run.json
 
 
@@ -51,15 +66,23 @@ def test_the_merged_histograms_count_every_request_written(run_dir):
         ok = [r for r in lines if r.lang == lang and r.outcome == "ok"]
         ttft = results.histograms.combined("ttft", lang=lang)
         itl = results.histograms.combined("inter_chunk", lang=lang)
-        assert ok and ttft is not None and itl is not None
-        assert ttft.count == len(ok) and itl.count == sum(len(r.gaps) for r in ok)
+        assert ok
+        assert ttft is not None
+        assert itl is not None
+        assert ttft.count == len(ok)
+        assert itl.count == sum(len(r.gaps) for r in ok)
         outcomes = sum(o.count for o in results.run.outcomes if o.lang == lang)
         assert outcomes == sum(1 for r in lines if r.lang == lang)
 
 
 def report(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "llmchaos.cli", "report", str(path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "report", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_report_prints_the_run(run_dir):
@@ -82,6 +105,8 @@ def damaged(run_dir: Path, tmp_path: Path, how: str) -> Path:
         run_json.write_text(text[: len(text) // 2], encoding="utf-8")
     elif how == "no histograms":
         shutil.rmtree(copy / "histograms")
+    elif how == "a corrupt histogram":
+        (copy / "histograms" / "0000.hdr").write_text("HISTFAAAA\n", encoding="ascii")
     elif how == "no requests.jsonl":
         (copy / "requests.jsonl").unlink()
     elif how == "a bad field":
@@ -91,18 +116,25 @@ def damaged(run_dir: Path, tmp_path: Path, how: str) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("how, says", [
-    ("newer schema", "run.json: schema_version: schema_version 2 is newer than this llmchaos reads (1)"),
-    ("truncated run.json", "run.json:"),
-    ("no histograms", "histograms/index.json: No such file or directory"),
-    ("no requests.jsonl", "requests.jsonl: missing"),
-    ("a bad field", "run.json: summaries.0.count:"),
-])
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [
+        ("newer schema", "run.json: schema_version: schema_version 2 is newer than this llmchaos reads (1)"),
+        ("truncated run.json", "run.json:"),
+        ("no histograms", "histograms/index.json: No such file or directory"),
+        ("a corrupt histogram", "histograms/0000.hdr: not an HDR histogram"),
+        ("no requests.jsonl", "requests.jsonl: missing"),
+        ("a bad field", "run.json: summaries.0.count:"),
+    ],
+)
 def test_a_damaged_results_directory_is_one_line_and_exit_2(run_dir, tmp_path, how, says):
     copy = damaged(run_dir, tmp_path, how)
     proc = report(copy)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith(f"llmchaos: error: {copy}/") and says in proc.stderr, proc.stderr
+    assert proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"llmchaos: error: {copy}/"), proc.stderr
+    assert says in proc.stderr, proc.stderr
     if how == "truncated run.json":
-        assert "invalid JSON (truncated?)" in proc.stderr and f"{copy}/run.json:" in proc.stderr
+        assert "invalid JSON (truncated?)" in proc.stderr
+        assert f"{copy}/run.json:" in proc.stderr

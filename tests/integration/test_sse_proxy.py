@@ -21,9 +21,12 @@ FAULT = "/_llmchaos/fault"
 @contextlib.contextmanager
 def proxy(upstream: str) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "proxy", "--listen", f"127.0.0.1:{port}",
-                             "--upstream", upstream], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmchaos.cli", "proxy", "--listen", f"127.0.0.1:{port}", "--upstream", upstream],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):
@@ -43,20 +46,30 @@ def urls() -> Iterator[tuple[str, str]]:
 
 
 def stream(url: str, lang: str = "en", max_tokens: int = 20) -> dict:
-    body = {"model": "llmchaos-sim-8b", "stream": True, "max_tokens": max_tokens, "temperature": 0,
-            "ignore_eos": True, "messages": [{"role": "user", "content": "Tell me about caches."}]}
+    body = {
+        "model": "llmchaos-sim-8b",
+        "stream": True,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "Tell me about caches."}],
+    }
     start, d, out = time.perf_counter(), Decoder(), {"texts": [], "done": False, "ttft": None, "error": None}
     try:
-        with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers={"x-llmchaos-lang": lang},
-                          timeout=30) as r:
+        with httpx.stream(
+            "POST", url + "/v1/chat/completions", json=body, headers={"x-llmchaos-lang": lang}, timeout=30
+        ) as r:
             out["status"], out["retry_after"] = r.status_code, r.headers.get("retry-after")
             for raw in r.iter_raw():
                 for ev in d.feed(raw):
                     if ev.data == "[DONE]":
                         out["done"] = True
                         continue
-                    piece = json.loads(ev.data)["choices"][0]["delta"].get("content") if r.status_code == 200 \
-                        and json.loads(ev.data)["choices"] else None
+                    piece = (
+                        json.loads(ev.data)["choices"][0]["delta"].get("content")
+                        if r.status_code == 200 and json.loads(ev.data)["choices"]
+                        else None
+                    )
                     if piece:
                         out["ttft"] = out["ttft"] or time.perf_counter() - start
                         out["texts"].append(piece)
@@ -65,7 +78,7 @@ def stream(url: str, lang: str = "en", max_tokens: int = 20) -> dict:
     return out
 
 
-def set_fault(p: str, **params) -> dict:  # noqa: ANN003
+def set_fault(p: str, **params) -> dict:
     r = httpx.put(p + FAULT, json=params)
     assert r.status_code == 200, r.text
     return r.json()
@@ -75,7 +88,9 @@ def test_no_fault_forwards_every_event_unchanged(urls):
     direct, p = urls
     httpx.delete(p + FAULT)
     a, b = stream(direct), stream(p)
-    assert a["texts"] == b["texts"] and len(a["texts"]) == 20 and b["done"]
+    assert a["texts"] == b["texts"]
+    assert len(a["texts"]) == 20
+    assert b["done"]
 
 
 def test_drop_delay_cut_reset_and_errors(urls):
@@ -83,7 +98,8 @@ def test_drop_delay_cut_reset_and_errors(urls):
     full = stream(direct)["texts"]
     set_fault(p, name="drop", drop_ratio=0.5, seed=3)
     dropped = stream(p)
-    assert 4 <= len(dropped["texts"]) <= 16 and dropped["done"]
+    assert 4 <= len(dropped["texts"]) <= 16
+    assert dropped["done"]
     assert all(t in full for t in dropped["texts"])
 
     set_fault(p, name="slow-first", first_event_delay=0.6)
@@ -91,51 +107,66 @@ def test_drop_delay_cut_reset_and_errors(urls):
 
     set_fault(p, name="cut", cut_after=5)
     cut = stream(p)
-    assert not cut["done"] and len(cut["texts"]) == 4  # the role chunk, then 4 content events
+    assert not cut["done"]
+    assert len(cut["texts"]) == 4  # the role chunk, then 4 content events
 
     set_fault(p, name="reset", cut_after=5, reset=True)
     reset = stream(p)
-    assert not reset["done"] and reset["error"] is not None
+    assert not reset["done"]
+    assert reset["error"] is not None
 
     set_fault(p, name="overload", error_ratio=1.0, error_status=503, retry_after=2)
     err = stream(p)
-    assert err["status"] == 503 and err["retry_after"] == "2"
+    assert err["status"] == 503
+    assert err["retry_after"] == "2"
 
 
 def test_fault_per_language_and_revert(urls):
-    direct, p = urls
+    _direct, p = urls
     state = set_fault(p, name="de-only", cut_after=3, langs=["de"])
-    assert state["active"] and state["fault"]["langs"] == ["de"]
-    assert not stream(p, "de")["done"] and stream(p, "en")["done"]
+    assert state["active"]
+    assert state["fault"]["langs"] == ["de"]
+    assert not stream(p, "de")["done"]
+    assert stream(p, "en")["done"]
     assert httpx.delete(p + FAULT).json() == {"active": False, "fault": None}
     assert stream(p, "de")["done"]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"drop_ratio": 1.5}, "drop_ratio must be within [0, 1]"),
-    ({"jitter": -1}, "jitter must not be negative"),
-    ({"error_status": 404}, "error_status must be one of"),
-    ({"colour": "red"}, "unknown field 'colour'"),
-])
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"drop_ratio": 1.5}, "drop_ratio must be within [0, 1]"),
+        ({"jitter": -1}, "jitter must not be negative"),
+        ({"error_status": 404}, "error_status must be one of"),
+        ({"colour": "red"}, "unknown field 'colour'"),
+    ],
+)
 def test_bad_fault_is_refused_and_nothing_applied(urls, params, message):
     _, p = urls
     httpx.delete(p + FAULT)
     r = httpx.put(p + FAULT, json=params)
-    assert r.status_code == 400 and message in r.json()["error"]
+    assert r.status_code == 400
+    assert message in r.json()["error"]
     assert httpx.get(p + FAULT).json()["active"] is False
 
 
 def running(server: str) -> float:
     metrics = httpx.get(server + "/metrics").text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-               if line.startswith("vllm:num_requests_running{"))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("vllm:num_requests_running{")
+    )
 
 
 def test_plain_json_keep_alive_and_a_client_that_leaves(urls):
     direct, p = urls
     httpx.delete(p + FAULT)
-    body = {"model": "llmchaos-sim-8b", "max_tokens": 5, "temperature": 0, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "llmchaos-sim-8b",
+        "max_tokens": 5,
+        "temperature": 0,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     with httpx.Client(base_url=p) as c:  # one connection, several requests
         answers = [c.post("/v1/chat/completions", json=body) for _ in range(3)]
         assert [a.status_code for a in answers] == [200, 200, 200]
@@ -157,5 +188,6 @@ def test_plain_json_keep_alive_and_a_client_that_leaves(urls):
 def test_an_unreachable_upstream_is_a_502():
     with proxy(f"http://127.0.0.1:{free_port()}") as p:
         r = httpx.post(p + "/v1/chat/completions", json={})
-        assert r.status_code == 502 and r.json() == {"error": "upstream unreachable"}
+        assert r.status_code == 502
+        assert r.json() == {"error": "upstream unreachable"}
         assert httpx.get(p + FAULT).json()["active"] is False

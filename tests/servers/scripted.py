@@ -45,21 +45,26 @@ from tests.procs import ROOT, free_port, stop
 TTFT_MS = {"en": (40.0, 60.0), "de": (60.0, 90.0), "zh": (80.0, 120.0), "ja": (100.0, 150.0)}
 OTHER_TTFT_MS = (50.0, 80.0)
 ITL_MS = (8.0, 14.0)
-WORDS = {"en": "the quick brown fox jumps over a lazy dog",
-         "de": "der schnelle braune Fuchs springt über den faulen Hund",
-         "fr": "le renard brun rapide saute par-dessus le chien paresseux",
-         "zh": "敏捷的 棕色 狐狸 跳过了 懒惰的 狗", "ja": "素早い 茶色の 狐が 怠惰な 犬を 飛び越えた"}
-MODES = {"ok": "a normal stream",
-         "cut": "K content events, half an event (`data: {\"id\":`), then the transport is aborted",
-         "garbage": "200 text/event-stream of random non-SSE bytes (invalid UTF-8, no newline), ended",
-         "wrong_content_type": "200 text/html with an HTML page",
-         "status": "`status` CODE with an OpenAI error JSON; Retry-After: 1 for 429 and 503",
-         "never_ending": "content events every ITL until the client leaves; no finish_reason, no [DONE]",
-         "stall": "K content events, `seconds` (30) of silence, then the rest as scheduled",
-         "bad_json": "an extra event `{\"choices\": [}` right before content event K+1",
-         "error_event": "K content events, then an error event and [DONE]",
-         "bad_utf8": "an extra chunk holding invalid UTF-8 right before content event K+1",
-         "no_done": "a normal stream that ends (cleanly) without [DONE]"}
+WORDS = {
+    "en": "the quick brown fox jumps over a lazy dog",
+    "de": "der schnelle braune Fuchs springt über den faulen Hund",
+    "fr": "le renard brun rapide saute par-dessus le chien paresseux",
+    "zh": "敏捷的 棕色 狐狸 跳过了 懒惰的 狗",
+    "ja": "素早い 茶色の 狐が 怠惰な 犬を 飛び越えた",
+}
+MODES = {
+    "ok": "a normal stream",
+    "cut": 'K content events, half an event (`data: {"id":`), then the transport is aborted',
+    "garbage": "200 text/event-stream of random non-SSE bytes (invalid UTF-8, no newline), ended",
+    "wrong_content_type": "200 text/html with an HTML page",
+    "status": "`status` CODE with an OpenAI error JSON; Retry-After: 1 for 429 and 503",
+    "never_ending": "content events every ITL until the client leaves; no finish_reason, no [DONE]",
+    "stall": "K content events, `seconds` (30) of silence, then the rest as scheduled",
+    "bad_json": 'an extra event `{"choices": [}` right before content event K+1',
+    "error_event": "K content events, then an error event and [DONE]",
+    "bad_utf8": "an extra chunk holding invalid UTF-8 right before content event K+1",
+    "no_done": "a normal stream that ends (cleanly) without [DONE]",
+}
 UNSTALLED = ("/control", "/truth")
 DONE = b"data: [DONE]\n\n"
 
@@ -73,6 +78,7 @@ def plan_rng(seed: int | None, lang: str, n: int) -> random.Random:
 @dataclass
 class Record:
     """What happened to one request; offsets are monotonic seconds since receipt."""
+
     request_id: str
     lang: str
     n: int
@@ -91,8 +97,12 @@ class Record:
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in vars(self).items() if k not in ("writes", "tokens")}
         w = self.writes
-        return {**out, "ttft_s": w[0] if w else None, "gaps_s": [b - a for a, b in itertools.pairwise(w)],
-                "output_tokens": len(w) if self.tokens is None else self.tokens}
+        return {
+            **out,
+            "ttft_s": w[0] if w else None,
+            "gaps_s": [b - a for a, b in itertools.pairwise(w)],
+            "output_tokens": len(w) if self.tokens is None else self.tokens,
+        }
 
 
 class State:
@@ -110,7 +120,7 @@ _transports: dict[tuple[str, int], asyncio.Transport] = {}
 class _Protocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, indexed by peer so that `cut` can abort its own connection."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # narrowed as uvicorn narrows it
         super().connection_made(transport)
         self._peer = tuple(transport.get_extra_info("peername")[:2])
         _transports[self._peer] = transport
@@ -156,8 +166,12 @@ class Stream:
     def __init__(self, rec: Record, rng: random.Random, scope: Scope, body: dict, script: dict, n: int) -> None:
         self.rec, self.rng, self.body, self.script, self.n = rec, rng, body, script, n
         self.t0, self.tp, self.client = scope["llmchaos.t0"], scope["llmchaos.tp"], tuple(scope["client"])
-        self.head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
-                     "created": int(time.time()), "model": body.get("model", "scripted")}
+        self.head = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+        }
         self.aborted = False
         self.send: Send
 
@@ -179,6 +193,7 @@ class Stream:
         async def gone() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
+
         self.send = send
         play, watch = asyncio.create_task(self.play()), asyncio.create_task(gone())
         try:
@@ -195,9 +210,17 @@ class Stream:
 
     async def play(self) -> None:
         mode, s, n = self.rec.mode, self.script, self.n
-        await self.send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-            (b"x-request-id", self.rec.request_id.encode())]})
+        await self.send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-request-id", self.rec.request_id.encode()),
+                ],
+            }
+        )
         deadline = self.tp + self.rec.intended_ttft_s
         if mode == "garbage":
             await _sleep_until(deadline)
@@ -230,8 +253,11 @@ class Stream:
             await self.token(i, final=mode != "never_ending" and i == n - 1)
             i += 1
         usage = self.body.get("stream_options") or {}
-        tail = b"data: " + _dumps({**self.head, "choices": [], "usage": _usage(self.body, i)}) + b"\n\n" \
-            if usage.get("include_usage") else b""
+        tail = (
+            b"data: " + _dumps({**self.head, "choices": [], "usage": _usage(self.body, i)}) + b"\n\n"
+            if usage.get("include_usage")
+            else b""
+        )
         await self.write(tail + (b"" if mode == "no_done" else DONE), last=True)
 
     async def abort(self, half: bytes) -> None:
@@ -247,9 +273,13 @@ class Stream:
 
 def _error(code: int, message: str) -> JSONResponse:
     kind = {429: "rate_limit_error", 503: "service_unavailable"}.get(
-        code, "server_error" if code >= 500 else "invalid_request_error")
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, code,
-                        headers={"Retry-After": "1"} if code in (429, 503) else None)
+        code, "server_error" if code >= 500 else "invalid_request_error"
+    )
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}},
+        code,
+        headers={"Retry-After": "1"} if code in (429, 503) else None,
+    )
 
 
 async def chat(request: Request) -> ASGIApp:
@@ -262,10 +292,17 @@ async def chat(request: Request) -> ASGIApp:
     n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
     k = State.counters[lang] = State.counters.get(lang, -1) + 1
     rng = plan_rng(State.seed, lang, k)
-    rec = Record(request.headers.get("x-request-id") or uuid.uuid4().hex, lang, k, mode, bool(body.get("stream")),
-                 int(script.get("status", 500)) if mode == "status" else 200, sc["llmchaos.unix"],
-                 sc["llmchaos.tp"] - sc["llmchaos.t0"],
-                 rng.uniform(*_ms(script.get("ttft_ms"), TTFT_MS.get(lang, OTHER_TTFT_MS))) / 1000)
+    rec = Record(
+        request.headers.get("x-request-id") or uuid.uuid4().hex,
+        lang,
+        k,
+        mode,
+        bool(body.get("stream")),
+        int(script.get("status", 500)) if mode == "status" else 200,
+        sc["llmchaos.unix"],
+        sc["llmchaos.tp"] - sc["llmchaos.t0"],
+        rng.uniform(*_ms(script.get("ttft_ms"), TTFT_MS.get(lang, OTHER_TTFT_MS))) / 1000,
+    )
     if rec.stream and mode not in ("status", "wrong_content_type"):
         return Stream(rec, rng, sc, body, script, n)
     rec.tokens = 0
@@ -278,11 +315,22 @@ async def chat(request: Request) -> ASGIApp:
         rec.intended_gaps_s = [rng.uniform(*itl) / 1000 for _ in range(n - 1)]
         await _sleep_until(sc["llmchaos.tp"] + rec.intended_ttft_s + sum(rec.intended_gaps_s))
         rec.tokens = n
-        choice = {"index": 0, "logprobs": None, "finish_reason": "length",
-                  "message": {"role": "assistant", "content": "".join(_word(lang, i) for i in range(n))}}
-        response = JSONResponse({"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-                                 "created": int(time.time()), "model": body.get("model", "scripted"),
-                                 "choices": [choice], "usage": _usage(body, n)})
+        choice = {
+            "index": 0,
+            "logprobs": None,
+            "finish_reason": "length",
+            "message": {"role": "assistant", "content": "".join(_word(lang, i) for i in range(n))},
+        }
+        response = JSONResponse(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [choice],
+                "usage": _usage(body, n),
+            }
+        )
     rec.e2e_s = time.monotonic() - sc["llmchaos.t0"]
     State.records.append(rec)
     return response
@@ -307,9 +355,14 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True})
 
 
-routes = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),  # type: ignore[arg-type]
-                           Route("/truth", truth, methods=["GET", "DELETE"]),
-                           Route("/control", control, methods=["GET", "POST"]), Route("/healthz", healthz)])
+routes = Starlette(
+    routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/truth", truth, methods=["GET", "DELETE"]),
+        Route("/control", control, methods=["GET", "POST"]),
+        Route("/healthz", healthz),
+    ]
+)
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -330,9 +383,13 @@ def running(seed: int | None = None, *args: str, cpu: int | None = None, timeout
     port = free_port()
     cmd = [sys.executable, "-m", "tests.servers.scripted", "--port", str(port)]
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd + ([] if seed is None else ["--seed", str(seed)]) + list(args),
-                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}))
+        proc = subprocess.Popen(
+            cmd + ([] if seed is None else ["--seed", str(seed)]) + list(args),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}),
+        )
         url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
         try:
             while True:
@@ -362,10 +419,18 @@ def main(argv: list[str] | None = None) -> None:
     for item in filter(None, args.modes.split(",")):
         lang, _, spec = item.partition("=")
         mode, _, arg = spec.partition(":")
-        State.modes[lang] = {"mode": mode, **({"status" if mode == "status" else "seconds": float(arg)}
-                                              if arg else {})}
-    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http=_Protocol, lifespan="off",
-                log_level="warning", access_log=False, timeout_graceful_shutdown=1)
+        State.modes[lang] = {"mode": mode, **({"status" if mode == "status" else "seconds": float(arg)} if arg else {})}
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http=_Protocol,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=1,
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,12 @@ def install_missing() -> None:
         missing.append("busybox-static")  # a dynamic busybox cannot run alone in an empty image
     if missing:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], env=env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
 
 
 @contextlib.contextmanager
@@ -44,9 +48,24 @@ def dockerd() -> Iterator[docker.DockerClient]:
     root = Path(tempfile.mkdtemp(prefix="llmc-dockerd-"))
     url = f"unix://{root}/docker.sock"
     log = open(root / "dockerd.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(["dockerd", "--iptables=false", "--ip-masq=false", "--bridge=none",
-                             "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-                             "--pidfile", str(root / "dockerd.pid"), "-H", url], stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [
+            "dockerd",
+            "--iptables=false",
+            "--ip-masq=false",
+            "--bridge=none",
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(root / "exec"),
+            "--pidfile",
+            str(root / "dockerd.pid"),
+            "-H",
+            url,
+        ],
+        stdout=log,
+        stderr=log,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -79,7 +98,7 @@ def dockerd() -> Iterator[docker.DockerClient]:
 
 def build_image(client: docker.DockerClient) -> str:
     with tempfile.TemporaryDirectory() as ctx:
-        shutil.copy(shutil.which("busybox"), Path(ctx) / "busybox")  # type: ignore[arg-type]
+        shutil.copy(shutil.which("busybox"), Path(ctx) / "busybox")  # type: ignore[arg-type]  # dockerd() ran install_missing(): busybox is on PATH
         (Path(ctx) / "Dockerfile").write_text(DOCKERFILE)
         client.images.build(path=ctx, tag=IMAGE, rm=True)
     return IMAGE

@@ -38,8 +38,9 @@ def veth_pair() -> Iterator[tuple[str, str, str, str]]:
                 netns.remove(ns)
 
 
-def in_netns(name: str):  # noqa: ANN201 - a preexec_fn for subprocess
+def in_netns(name: str):  # a preexec_fn for subprocess
     def enter() -> None:
         netns.setns(name)
         os.environ["LLMCHAOS_NETNS"] = name
+
     return enter

@@ -56,8 +56,15 @@ def ticker(daemon, tmp_path) -> Iterator[tuple[docker.models.containers.Containe
     client, image = daemon
     out = tmp_path / "out"
     out.mkdir()
-    c = client.containers.run(image, ["sh", "-c", TICKER], detach=True, network_mode="none", labels=ALLOW,
-                              name=f"llmc-ticker-{uuid.uuid4().hex[:6]}", volumes={str(out): {"bind": "/out"}})
+    c = client.containers.run(
+        image,
+        ["sh", "-c", TICKER],
+        detach=True,
+        network_mode="none",
+        labels=ALLOW,
+        name=f"llmc-ticker-{uuid.uuid4().hex[:6]}",
+        volumes={str(out): {"bind": "/out"}},
+    )
     ticks = Ticks(out / "ticks")
     try:
         yield c, ticks
@@ -68,23 +75,31 @@ def ticker(daemon, tmp_path) -> Iterator[tuple[docker.models.containers.Containe
 
 def schedule(tmp_path: Path, url: str, container: str, *windows: str) -> str:
     path = tmp_path / "schedule.yaml"
-    faults = "".join(f"""
+    faults = "".join(
+        f"""
   - name: {name}
     kind: docker
     target: {{container: {container}, host: "{url}"}}
     at: {at}
     duration: {length}
-    params: {params}""" for name, at, length, params in (w.split("|") for w in windows))
+    params: {params}"""
+        for name, at, length, params in (w.split("|") for w in windows)
+    )
     path.write_text(f"seed: 1\nfaults:{faults}\n")
     return str(path)
 
 
 def faults(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "llmchaos.cli", "faults", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "llmchaos.cli", "faults", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def status(c) -> str:  # noqa: ANN001
+def status(c) -> str:
     c.reload()
     return c.status
 
@@ -94,8 +109,14 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
     c, ticks = ticker
     time.sleep(1.0)  # a baseline second
     journal, timeline = tmp_path / "journal.json", tmp_path / "timeline.json"
-    path = schedule(tmp_path, sock(client), c.name, "freeze|0.5s|1s|{action: pause}",
-                    "throttle|2s|1.5s|{action: cpu, cpus: 0.1}", "crash|4s|1s|{action: kill}")
+    path = schedule(
+        tmp_path,
+        sock(client),
+        c.name,
+        "freeze|0.5s|1s|{action: pause}",
+        "throttle|2s|1.5s|{action: cpu, cpus: 0.1}",
+        "crash|4s|1s|{action: kill}",
+    )
     proc = faults("run", path, "--journal", str(journal), "--timeline", str(timeline))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -106,9 +127,13 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
     assert baseline > 20, baseline
     # dockerd answers each call in ~20 ms here (a window is an inspect and a change), its kill waits
     # for the exit (~70 ms) and its start takes ~300 ms; actual times are when the change took effect
-    for w, start_s, end_s in ((windows["freeze"], 0.1, 0.1), (windows["throttle"], 0.1, 0.1),
-                              (windows["crash"], 0.2, 0.6)):
-        assert w["error"] is None and abs(w["actual_start"] - w["planned_start"]) < start_s, w
+    for w, start_s, end_s in (
+        (windows["freeze"], 0.1, 0.1),
+        (windows["throttle"], 0.1, 0.1),
+        (windows["crash"], 0.2, 0.6),
+    ):
+        assert w["error"] is None, w
+        assert abs(w["actual_start"] - w["planned_start"]) < start_s, w
         assert abs(w["actual_end"] - w["planned_end"]) < end_s, w
     freeze, throttle, crash = windows["freeze"], windows["throttle"], windows["crash"]
     assert ticks.rate(freeze["actual_start"] + 0.05, freeze["actual_end"] - 0.05) == 0
@@ -117,11 +142,12 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
     assert ticks.rate(crash["actual_start"] + 0.05, crash["actual_end"] - 0.05) == 0
     after = ticks.rate(crash["actual_end"] + 0.1, time.time())
     assert after > 0.5 * baseline, (after, baseline)
-    assert status(c) == "running" and json.loads(journal.read_text()) == []
+    assert status(c) == "running"
+    assert json.loads(journal.read_text()) == []
     assert Docker({"container": c.name, "host": sock(client)}).read_back()["containers"][0]["cpus"] is None
 
 
-def wait_status(c, want: str, timeout: float = 10.0) -> float:  # noqa: ANN001
+def wait_status(c, want: str, timeout: float = 10.0) -> float:
     deadline = time.monotonic() + timeout
     while status(c) != want:
         assert time.monotonic() < deadline, f"{c.name} is {c.status}, expected {want}"
@@ -161,8 +187,10 @@ def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_
             rec = faults("recover", "--journal", str(journal))
             out, err = rec.communicate(timeout=60)
             assert rec.returncode == 0, err
-            assert "reverted docker freeze" in out and "reverted docker throttle" in out
-        assert status(c) == "running" and json.loads(journal.read_text()) == []
+            assert "reverted docker freeze" in out
+            assert "reverted docker throttle" in out
+        assert status(c) == "running"
+        assert json.loads(journal.read_text()) == []
         other.reload()
         assert other.attrs["HostConfig"]["CpuQuota"] in (0, -1)
     finally:
@@ -171,11 +199,22 @@ def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_
 
 def test_network_disconnect_cuts_the_container_off_then_reconnects(daemon, tmp_path):
     client, image = daemon
-    net = client.networks.create(f"llmc-net-{uuid.uuid4().hex[:6]}", driver="bridge", internal=True,
-                                 ipam=docker.types.IPAMConfig(pool_configs=[
-                                     docker.types.IPAMPool(subnet="198.18.251.0/24", gateway="198.18.251.1")]))
-    c = client.containers.run(image, ["httpd", "-f", "-p", "8080", "-h", "/"], detach=True, network=net.name,
-                              labels=ALLOW, name=f"llmc-web-{uuid.uuid4().hex[:6]}")
+    net = client.networks.create(
+        f"llmc-net-{uuid.uuid4().hex[:6]}",
+        driver="bridge",
+        internal=True,
+        ipam=docker.types.IPAMConfig(
+            pool_configs=[docker.types.IPAMPool(subnet="198.18.251.0/24", gateway="198.18.251.1")]
+        ),
+    )
+    c = client.containers.run(
+        image,
+        ["httpd", "-f", "-p", "8080", "-h", "/"],
+        detach=True,
+        network=net.name,
+        labels=ALLOW,
+        name=f"llmc-web-{uuid.uuid4().hex[:6]}",
+    )
     try:
         c.reload()
         ip = c.attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
@@ -212,17 +251,26 @@ def wait_reachable(ip: str, want: bool, timeout: float = 5.0) -> None:
 
 def test_only_allowed_containers_are_hit(daemon, tmp_path):
     client, image = daemon
-    c = client.containers.run(image, ["sleep", "600"], detach=True, network_mode="none",
-                              labels={"role": "backend"}, name=f"llmc-plain-{uuid.uuid4().hex[:6]}")
+    c = client.containers.run(
+        image,
+        ["sleep", "600"],
+        detach=True,
+        network_mode="none",
+        labels={"role": "backend"},
+        name=f"llmc-plain-{uuid.uuid4().hex[:6]}",
+    )
     try:
         path = schedule(tmp_path, sock(client), c.name, "freeze|0s|1s|{action: pause}")
         journal = tmp_path / "journal.json"
         proc = faults("run", path, "--journal", str(journal))
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 2
-        assert err.strip() == (f"llmchaos: error: {path}:5: faults[0].target: cannot inject docker: container "
-                               f"{c.name} has no allowed label (llmchaos.allow=true; --allow-label)")
-        assert status(c) == "running" and not journal.exists()  # nothing applied
+        assert err.strip() == (
+            f"llmchaos: error: {path}:5: faults[0].target: cannot inject docker: container "
+            f"{c.name} has no allowed label (llmchaos.allow=true; --allow-label)"
+        )
+        assert status(c) == "running"
+        assert not journal.exists()  # nothing applied
         proc = faults("run", path, "--journal", str(journal), "--allow-label", "role=backend")
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
@@ -233,11 +281,18 @@ def test_only_allowed_containers_are_hit(daemon, tmp_path):
 
 def test_probe_says_what_this_host_can_inject():
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
-    out = subprocess.run([sys.executable, "-m", "llmchaos.cli", "faults", "probe"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "probe"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
     assert set(lines) == {"sse", "gpu_clock", "netem", "tbf", "docker"}
-    assert lines["tbf"] == "yes" and lines["sse"] == "yes"
+    assert lines["tbf"] == "yes"
+    assert lines["sse"] == "yes"
     assert lines["docker"].startswith("no: no Docker daemon at DOCKER_HOST")
     assert lines["netem"] in ("yes", "no: this kernel has no sch_netem (try: modprobe sch_netem)")

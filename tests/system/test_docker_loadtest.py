@@ -29,9 +29,16 @@ def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path)
     client, image = daemon
     port = free_port()
     server = client.containers.run(
-        image, [sys.executable, "-m", "llmchaos.cli", "serve", "--port", str(port), "--sim-time-scale", "0.3"],
-        detach=True, network_mode="host", labels=ALLOW, volumes=python_mounts(), working_dir=str(ROOT),
-        environment={"HOME": "/tmp"}, name=f"llmc-backend-{uuid.uuid4().hex[:6]}")
+        image,
+        [sys.executable, "-m", "llmchaos.cli", "serve", "--port", str(port), "--sim-time-scale", "0.3"],
+        detach=True,
+        network_mode="host",
+        labels=ALLOW,
+        volumes=python_mounts(),
+        working_dir=str(ROOT),
+        environment={"HOME": "/tmp"},
+        name=f"llmc-backend-{uuid.uuid4().hex[:6]}",
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -42,7 +49,8 @@ def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path)
             except httpx.TransportError:
                 pass
             server.reload()
-            assert server.status == "running" and time.monotonic() < deadline, server.logs()[-2000:]
+            assert server.status == "running", server.logs()[-2000:]
+            assert time.monotonic() < deadline, server.logs()[-2000:]
             time.sleep(0.2)
         schedule = tmp_path / "schedule.yaml"
         schedule.write_text(f"""faults:
@@ -53,21 +61,42 @@ def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path)
     duration: {PAUSE_S}s
     params: {{action: pause}}
 """)
-        proc = locust("--host", url, "--results-dir", str(tmp_path / "results"), "--rate", "6", "-u", "40",
-                      "-t", "9s", "--langs", "en", "--max-tokens", "16", "--schedule", str(schedule),
-                      "--fault-journal", str(tmp_path / "journal.json"))
+        proc = locust(
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--rate",
+            "6",
+            "-u",
+            "40",
+            "-t",
+            "9s",
+            "--langs",
+            "en",
+            "--max-tokens",
+            "16",
+            "--schedule",
+            str(schedule),
+            "--fault-journal",
+            str(tmp_path / "journal.json"),
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         server.reload()
-        assert server.status == "running" and json.loads((tmp_path / "journal.json").read_text()) == []
+        assert server.status == "running"
+        assert json.loads((tmp_path / "journal.json").read_text()) == []
     finally:
         server.remove(force=True)
     run, _, requests = only_run(tmp_path / "results")
     (window,) = run["faults"]
-    assert window["name"] == "backend-frozen" and window["error"] is None
+    assert window["name"] == "backend-frozen"
+    assert window["error"] is None
     assert abs(window["actual_start"] - window["planned_start"]) < 0.05
     frozen, base = summary(run, "en", "ttft", "backend-frozen"), summary(run, "en", "ttft", "baseline")
     # a request that starts u seconds into the pause waits PAUSE_S - u: half a pause at the median
-    assert frozen["count"] >= 5 and frozen["p50"] > base["p50"] + 0.3 * PAUSE_S, (frozen, base)
-    assert frozen["max"] > 0.8 * PAUSE_S and base["p50"] < 0.3, (frozen, base)
+    assert frozen["count"] >= 5, (frozen, base)
+    assert frozen["p50"] > base["p50"] + 0.3 * PAUSE_S, (frozen, base)
+    assert frozen["max"] > 0.8 * PAUSE_S, (frozen, base)
+    assert base["p50"] < 0.3, (frozen, base)
     outcomes = {r["outcome"] for r in requests}
     assert outcomes <= {"ok", "cancelled"}, outcomes
