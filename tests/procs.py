@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,13 +13,11 @@ from dataclasses import dataclass
 
 import httpx
 
+from llmchaos.procs import free_port, stop
+
+__all__ = ["ROOT", "Server", "free_port", "serve", "stop"]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -79,13 +75,3 @@ def serve(*args: str, wait_ready: bool = True, timeout: float = 60.0) -> Iterato
         stop(proc)
         log.close()
         os.unlink(log.name)
-
-
-def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
