@@ -89,7 +89,7 @@ def run_faults(args: argparse.Namespace) -> int:
     timeline = session.stop()
     if args.timeline:
         with open(args.timeline, "w", encoding="utf-8") as f:
-            json.dump(timeline, f, indent=1)
+            json.dump([w.to_json() for w in timeline], f, indent=1)
     for line in session.errors():
         print(f"llmchaos: {line}", file=sys.stderr)
     return 1 if session.errors() else 0

@@ -7,8 +7,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 import psutil
 
@@ -18,23 +16,9 @@ from faults.injectors.base import InjectError
 from faults.journal import Journal
 from faults.schedule import Schedule, Window
 from llmchaos.errors import UsageError
+from llmchaos.run import FaultWindow
 
 log = logging.getLogger("llmchaos.faults")
-
-
-@dataclass
-class Applied:
-    """A window as it really ran (unix times), for the run's fault timeline."""
-
-    name: str
-    kind: str
-    target: dict
-    params: dict
-    planned_start: float
-    planned_end: float
-    actual_start: float | None = None
-    actual_end: float | None = None
-    error: str | None = None
 
 
 def recover(journal: Journal, skip_live: bool = False) -> list[str]:
@@ -66,12 +50,10 @@ def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -
 
 
 class Runner:
-    def __init__(self, schedule: Schedule, journal: Journal, horizon: float, allow: Allowlist = Allowlist(),
-                 on_change: Callable[[Applied, bool], None] | None = None) -> None:
+    def __init__(self, schedule: Schedule, journal: Journal, horizon: float, allow: Allowlist = Allowlist()) -> None:
         self.schedule, self.journal, self.horizon, self.allow = schedule, journal, horizon, allow
         self.stopping = threading.Event()
-        self.timeline: list[Applied] = []
-        self.on_change = on_change
+        self.timeline: list[FaultWindow] = []  # as the windows run; read while they do
         self._threads: list[threading.Thread] = []
 
     def start(self, t0: float | None = None) -> float:
@@ -103,7 +85,8 @@ class Runner:
         if reason:
             log.warning("%s: %s", windows[0].name, reason)
         for w in windows:
-            rec = Applied(w.name, w.kind, w.target, w.params, t0 + w.start, t0 + w.end)
+            rec = FaultWindow(name=w.name, kind=w.kind, target=w.target, params=w.params,
+                              planned_start=t0 + w.start, planned_end=t0 + w.end)
             if self.stopping.wait(max(0.0, rec.planned_start - time.time())):
                 return
             self.timeline.append(rec)
@@ -117,7 +100,6 @@ class Runner:
             try:
                 injector.apply(w.name, w.params, saved)
                 rec.actual_start = time.time()
-                self._changed(rec, True)
                 self.stopping.wait(max(0.0, rec.planned_end - time.time()))
             except InjectError as e:
                 rec.error = str(e)
@@ -127,16 +109,12 @@ class Runner:
                     injector.revert(saved)
                     self.journal.remove(entry)
                     rec.actual_end = time.time()
-                    self._changed(rec, False)
                 except InjectError as e:
                     rec.error = f"revert failed, left in the journal: {e}"
                     log.error("%s: %s", w.name, rec.error)
             if self.stopping.is_set():
                 return
 
-    def _changed(self, rec: Applied, active: bool) -> None:
-        if self.on_change is not None:
-            self.on_change(rec, active)
-
-    def timeline_json(self) -> list[dict]:
-        return [asdict(a) for a in sorted(self.timeline, key=lambda a: a.planned_start)]
+    def windows(self) -> list[FaultWindow]:
+        """The windows that fell due, as they ran, in planned order."""
+        return sorted(self.timeline, key=lambda a: a.planned_start)

@@ -9,6 +9,7 @@ from faults.injectors import KINDS
 from faults.journal import DEFAULT, Journal
 from faults.runner import Runner, prepare
 from faults.schedule import HORIZON_S, Schedule, load
+from llmchaos.run import FaultWindow
 
 
 class FaultSession:
@@ -42,12 +43,12 @@ class FaultSession:
         self.runner = Runner(self.schedule, self.journal, self.horizon, self.allow)
         return self.runner.start(t0)
 
-    def stop(self, timeout: float = 5.0) -> list[dict]:
+    def stop(self, timeout: float = 5.0) -> list[FaultWindow]:
         """Revert whatever is active (within `timeout`); the windows as they ran."""
         if self.runner is None:
             return []
         self.runner.stop(timeout=timeout)
-        return self.runner.timeline_json()
+        return self.runner.windows()
 
     def errors(self) -> list[str]:
         """One line per window that failed to apply or to revert."""

@@ -18,6 +18,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from faults.session import FaultSession
 from llmchaos import tokenizer
+from llmchaos.run import FaultWindow
 from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests.arrivals import ArrivalPlan, Arrivals
 from loadtests.collector import Collector
@@ -53,7 +54,7 @@ class Harness:
         self.arrivals = Arrivals()
         self.warmup_until = 0.0
         self.finals = Finals()
-        self.fault_timeline: list[dict[str, Any]] = []
+        self.fault_timeline: list[FaultWindow] = []
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
         self.report: Report | None = None  # master / single process, from test start to quitting
         self._local_loop: gevent.Greenlet | None = None

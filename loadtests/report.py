@@ -42,7 +42,7 @@ class Report:
         self.merged.merge(data["collector"])
         self.merged.watch(process, data["watch"])
 
-    def run(self, target: str, faults: list[dict[str, Any]], ended: float) -> results.Run:
+    def run(self, target: str, faults: list[results.FaultWindow], ended: float) -> results.Run:
         """run.json's content, from the merged totals."""
         settings, merged = self.settings, self.merged
         o, prof = settings.options, settings.profile
@@ -58,13 +58,13 @@ class Report:
                           "stages": [vars(s) for s in prof.stages] if prof else None},
             seeds={"seed": o.seed}, host=results.host_info(), generator=gen["processes"],
             validity=results.Validity(valid=not gen["flags"], flags=tuple(gen["flags"])),
-            faults=results.fault_windows(faults), outcomes=results.outcome_rows(merged.outcomes),
+            faults=faults, outcomes=results.outcome_rows(merged.outcomes),
             slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
             requests=results.RequestsFile(sample_rate=o.requests_sample,
                                           written=self.requests.written if self.requests else 0),
             summaries=results.summarize(merged.hist))
 
-    def finish(self, target: str, faults: list[dict[str, Any]]) -> int:
+    def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
         """Push the totals a last time, write the results, print the summary; 1 when `--check-slo`
         and an SLO failed, else 0."""
         run = self.run(target, faults, time.time())

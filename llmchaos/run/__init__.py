@@ -11,7 +11,6 @@ from llmchaos.run.model import (
     SloResult,
     Summary,
     Validity,
-    fault_windows,
     outcome_rows,
     summarize,
 )
@@ -20,6 +19,6 @@ from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, wri
 
 __all__ = [
     "SCHEMA_VERSION", "FaultWindow", "OutcomeCount", "RequestLine", "RequestsFile", "RequestsWriter", "Run",
-    "RunResults", "SloCheck", "SloResult", "Summary", "Validity", "fault_windows", "host_info", "iso", "load",
+    "RunResults", "SloCheck", "SloResult", "Summary", "Validity", "host_info", "iso", "load",
     "new_run_id", "outcome_rows", "summarize", "write",
 ]

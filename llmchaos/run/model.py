@@ -6,7 +6,7 @@ ever added within one `schema_version`; readers ignore fields they do not know.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,7 +87,10 @@ class SloResult(Row):
 
 
 class FaultWindow(Row):
-    """A fault window as it ran (unix times); actual times are None where it never started or ended."""
+    """A fault window as it ran (unix times), filled in by the fault runner as it runs; actual times
+    are None where it never started or ended."""
+
+    model_config = ConfigDict(frozen=False, extra="ignore")
 
     name: str
     kind: str
@@ -153,6 +156,3 @@ def outcome_rows(counts: Mapping[tuple[str, ...], int]) -> list[OutcomeCount]:
     fields = ("target", "lang", "api", "phase", "outcome")
     return [OutcomeCount(**dict(zip(fields, k, strict=True)), count=n) for k, n in sorted(counts.items())]
 
-
-def fault_windows(timeline: Iterable[Mapping[str, Any]]) -> list[FaultWindow]:
-    return [FaultWindow.model_validate(w) for w in timeline]
