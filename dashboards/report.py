@@ -16,7 +16,10 @@ def summary(run_dir: str | Path) -> str:
         if w.actual_start is None:
             ran = "never applied"
         else:
-            ran = run.iso(w.actual_start) + " -> " + (run.iso(w.actual_end) if w.actual_end is not None
-                                                      else "not reverted")
+            ran = (
+                run.iso(w.actual_start)
+                + " -> "
+                + (run.iso(w.actual_end) if w.actual_end is not None else "not reverted")
+            )
         lines.append(f"fault {w.name} ({w.kind}): {ran}" + (f"; {w.error}" if w.error else ""))
     return "\n".join(lines)

@@ -43,18 +43,48 @@ class Allowlist:
 
 def add_arguments(group: argparse._ActionsContainer) -> None:
     """The allowlist's options, for `llmchaos faults` and for Locust's `--schedule`."""
-    group.add_argument("--allow-interface", action="append", default=[], metavar="NAME",
-                       help="only these interfaces may get a qdisc (repeat; default: any)")
-    group.add_argument("--allow-netns", action="append", default=[], metavar="NAME",
-                       help="only interfaces in these network namespaces (repeat; default: any)")
-    group.add_argument("--allow-gpu", action="append", default=[], type=int, metavar="INDEX",
-                       help="only these GPUs may have their clocks locked (repeat; default: any)")
-    group.add_argument("--allow-label", action="append", default=[], metavar="KEY[=VALUE]",
-                       help=f"containers carrying this label may be hit (repeat; default: {CONTAINER_LABEL})")
-    group.add_argument("--allow-host-network", action="store_true", default=False,
-                       help="allow a qdisc on the interface that carries the host's default route")
+    group.add_argument(
+        "--allow-interface",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only these interfaces may get a qdisc (repeat; default: any)",
+    )
+    group.add_argument(
+        "--allow-netns",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only interfaces in these network namespaces (repeat; default: any)",
+    )
+    group.add_argument(
+        "--allow-gpu",
+        action="append",
+        default=[],
+        type=int,
+        metavar="INDEX",
+        help="only these GPUs may have their clocks locked (repeat; default: any)",
+    )
+    group.add_argument(
+        "--allow-label",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help=f"containers carrying this label may be hit (repeat; default: {CONTAINER_LABEL})",
+    )
+    group.add_argument(
+        "--allow-host-network",
+        action="store_true",
+        default=False,
+        help="allow a qdisc on the interface that carries the host's default route",
+    )
 
 
 def from_args(ns: argparse.Namespace) -> Allowlist:
-    return Allowlist(frozenset(ns.allow_interface), frozenset(ns.allow_netns), frozenset(ns.allow_gpu),
-                     frozenset(ns.allow_label or [CONTAINER_LABEL]), bool(ns.allow_host_network))
+    return Allowlist(
+        frozenset(ns.allow_interface),
+        frozenset(ns.allow_netns),
+        frozenset(ns.allow_gpu),
+        frozenset(ns.allow_label or [CONTAINER_LABEL]),
+        bool(ns.allow_host_network),
+    )

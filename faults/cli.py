@@ -28,8 +28,12 @@ def register(sub: Subparsers) -> None:
     run = fsub.add_parser("run", help="run a schedule from now")
     run.add_argument("schedule")
     run.add_argument("--dry-run", action="store_true", help="print the plan with absolute times")
-    run.add_argument("--duration", type=positive(float), default=None,
-                     help="seconds to run (default: until the last window ends; needed with 'every')")
+    run.add_argument(
+        "--duration",
+        type=positive(float),
+        default=None,
+        help="seconds to run (default: until the last window ends; needed with 'every')",
+    )
     run.add_argument("--journal", default=None)
     run.add_argument("--timeline", default=None, help="write the windows as they ran (JSON)")
     allow.add_arguments(run)
@@ -71,8 +75,10 @@ def run_faults(args: argparse.Namespace) -> int:
         windows = plan.windows(horizon)
         print(f"seed {plan.seed}; {len(windows)} windows from {_iso(t0)}")
         for w in windows:
-            print(f"{_iso(t0 + w.start)} -> {_iso(t0 + w.end)}  {w.name:16} {w.kind:9} {json.dumps(w.target)} "
-                  f"{json.dumps(w.params)}")
+            print(
+                f"{_iso(t0 + w.start)} -> {_iso(t0 + w.end)}  {w.name:16} {w.kind:9} {json.dumps(w.target)} "
+                f"{json.dumps(w.params)}"
+            )
         return 0
     session = FaultSession(args.schedule, args.journal, horizon, allow.from_args(args))
     stopping = False

@@ -34,9 +34,21 @@ class Journal:
         """Record a fault about to be applied, with the state its revert restores."""
         entry_id = uuid.uuid4().hex
         with self._lock:
-            self._write([*self.entries(), {"id": entry_id, "name": name, "kind": kind, "target": target,
-                                           "params": params, "saved": saved, "pid": os.getpid(),
-                                           "at": time.time()}])
+            self._write(
+                [
+                    *self.entries(),
+                    {
+                        "id": entry_id,
+                        "name": name,
+                        "kind": kind,
+                        "target": target,
+                        "params": params,
+                        "saved": saved,
+                        "pid": os.getpid(),
+                        "at": time.time(),
+                    },
+                ]
+            )
         return entry_id
 
     def remove(self, entry_id: str) -> None:

@@ -30,8 +30,19 @@ from llmchaos.net import is_loopback
 from llmchaos.wire import DONE_DATA, LANG_HEADER
 
 CONTROL = "/_llmchaos/fault"
-HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"host", b"te", b"trailer",
-              b"upgrade", b"proxy-authorization", b"proxy-authenticate", b"accept-encoding"}
+HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"transfer-encoding",
+    b"content-length",
+    b"host",
+    b"te",
+    b"trailer",
+    b"upgrade",
+    b"proxy-authorization",
+    b"proxy-authenticate",
+    b"accept-encoding",
+}
 END = b"0\r\n\r\n"
 DONE, LANG = DONE_DATA.encode(), LANG_HEADER.encode()
 
@@ -81,15 +92,18 @@ def frame(data: bytes) -> bytes:
 def response(status: int, body: dict, headers: dict[str, str] | None = None) -> bytes:
     payload = json.dumps(body).encode()
     head = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    return (f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(payload)}\r\n{head}\r\n").encode() + payload
+    return (
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(payload)}\r\n{head}\r\n"
+    ).encode() + payload
 
 
 class Misbehave:
     """Event by event (an event ends with a blank line) through a fault, in order, to the client."""
 
-    def __init__(self, fault: SSEFault, rng: random.Random, client: asyncio.Transport,
-                 stop_upstream: Callable[[], None]) -> None:
+    def __init__(
+        self, fault: SSEFault, rng: random.Random, client: asyncio.Transport, stop_upstream: Callable[[], None]
+    ) -> None:
         self.f, self.rng, self.client, self.stop_upstream = fault, rng, client, stop_upstream
         self.buf, self.queue, self.wake = b"", deque[bytes | None](), asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self.run())
@@ -269,9 +283,19 @@ class Client(asyncio.Protocol):
         fault = self.proxy.fault if self.proxy.fault and self.proxy.fault.applies_to(lang) else None
         if fault and fault.error_ratio and self.proxy.rng.random() < fault.error_ratio:
             kind = "rate_limit_error" if fault.error_status == 429 else "server_error"
-            self.transport.write(response(
-                fault.error_status, {"error": {"message": f"injected by llmchaos fault {fault.name}", "type": kind,
-                                               "code": fault.error_status}}, {"retry-after": str(fault.retry_after)}))
+            self.transport.write(
+                response(
+                    fault.error_status,
+                    {
+                        "error": {
+                            "message": f"injected by llmchaos fault {fault.name}",
+                            "type": kind,
+                            "code": fault.error_status,
+                        }
+                    },
+                    {"retry-after": str(fault.retry_after)},
+                )
+            )
             return True
         request = self.proxy.request_bytes(self.method, self.url, self.headers, bytes(self.body))
         for attempt in (0, 1):  # a pooled connection the upstream closed meanwhile is retried once
@@ -328,8 +352,15 @@ class Proxy:
 
     def request_bytes(self, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
         keep = b"".join(b"%s: %s\r\n" % (k, v) for k, v in headers if k.lower() not in HOP_BY_HOP)
-        return (b"%s %s%s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n%s\r\n%s"
-                % (method, self.base, url, self.authority, len(body), keep, body))
+        return b"%s %s%s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n%s\r\n%s" % (
+            method,
+            self.base,
+            url,
+            self.authority,
+            len(body),
+            keep,
+            body,
+        )
 
     async def connection(self) -> tuple[bool, Upstream | None]:
         """(reused, a connection): an idle one from the pool, else a new one (None: unreachable)."""
@@ -339,8 +370,12 @@ class Proxy:
                 return True, up
         loop = asyncio.get_running_loop()
         try:
-            _, up = await asyncio.wait_for(loop.create_connection(
-                Upstream, self.host, self.port, ssl=ssl.create_default_context() if self.tls else None), 10)
+            _, up = await asyncio.wait_for(
+                loop.create_connection(
+                    Upstream, self.host, self.port, ssl=ssl.create_default_context() if self.tls else None
+                ),
+                10,
+            )
         except (OSError, TimeoutError):
             return False, None
         return False, up

@@ -45,8 +45,12 @@ def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -
     for spec in schedule.faults:
         reason = KINDS[spec.kind](spec.target, allow).probe()
         if reason:
-            raise UsageError(f"cannot inject {spec.kind}: {reason}", file=path, line=spec.target_line,
-                             field=f"faults[{schedule.faults.index(spec)}].target")
+            raise UsageError(
+                f"cannot inject {spec.kind}: {reason}",
+                file=path,
+                line=spec.target_line,
+                field=f"faults[{schedule.faults.index(spec)}].target",
+            )
 
 
 class Runner:
@@ -85,8 +89,14 @@ class Runner:
         if reason:
             log.warning("%s: %s", windows[0].name, reason)
         for w in windows:
-            rec = FaultWindow(name=w.name, kind=w.kind, target=w.target, params=w.params,
-                              planned_start=t0 + w.start, planned_end=t0 + w.end)
+            rec = FaultWindow(
+                name=w.name,
+                kind=w.kind,
+                target=w.target,
+                params=w.params,
+                planned_start=t0 + w.start,
+                planned_end=t0 + w.end,
+            )
             if self.stopping.wait(max(0.0, rec.planned_start - time.time())):
                 return
             self.timeline.append(rec)

@@ -132,8 +132,19 @@ def load(path: str, kinds: dict[str, type[Injector]]) -> Schedule:
             raise fail(at_node, f"{where}.{bad}", str(e)) from None
         if any(s.name == spec_name for s in specs):
             raise fail(items["name"][1], f"{where}.name", f"duplicate name {spec_name!r}")
-        specs.append(FaultSpec(str(spec_name), kind, target, at, length, every, params, yamlfile.line(node),
-                              yamlfile.line(items["target"][1])))
+        specs.append(
+            FaultSpec(
+                str(spec_name),
+                kind,
+                target,
+                at,
+                length,
+                every,
+                params,
+                yamlfile.line(node),
+                yamlfile.line(items["target"][1]),
+            )
+        )
     schedule = Schedule(seed, specs)
     _check_overlaps(schedule, path)
     return schedule
@@ -153,7 +164,11 @@ def _check_overlaps(schedule: Schedule, path: str) -> None:
         prev = last.get(key)
         if prev is not None and w.start < prev.end and prev.name != w.name:
             spec = by_name[w.name]
-            raise UsageError(f"overlaps {prev.name!r} ({w.kind} on the same target) at {w.start:g}s", file=path,
-                             line=spec.line, field=f"faults[{schedule.faults.index(spec)}]")
+            raise UsageError(
+                f"overlaps {prev.name!r} ({w.kind} on the same target) at {w.start:g}s",
+                file=path,
+                line=spec.line,
+                field=f"faults[{schedule.faults.index(spec)}]",
+            )
         if prev is None or w.end > prev.end:
             last[key] = w

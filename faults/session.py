@@ -16,8 +16,14 @@ class FaultSession:
     """`prepare=False` for a process that only tags requests with phases (a Locust worker): it
     reads the schedule and never touches the journal or a target."""
 
-    def __init__(self, path: str, journal: str | None = None, horizon: float | None = None,
-                 allow: Allowlist = Allowlist(), prepare_targets: bool = True) -> None:
+    def __init__(
+        self,
+        path: str,
+        journal: str | None = None,
+        horizon: float | None = None,
+        allow: Allowlist = Allowlist(),
+        prepare_targets: bool = True,
+    ) -> None:
         self.path = path
         self.schedule: Schedule = load(path, KINDS)
         self.horizon = horizon or HORIZON_S
@@ -57,6 +63,9 @@ class FaultSession:
 
     def active(self) -> list[tuple[str, str, str, bool]]:
         """(fault, kind, target, active) for each fault of the schedule, for llmchaos_fault_active."""
-        running = {a.name for a in (self.runner.timeline if self.runner else [])
-                   if a.actual_start is not None and a.actual_end is None}
+        running = {
+            a.name
+            for a in (self.runner.timeline if self.runner else [])
+            if a.actual_start is not None and a.actual_end is None
+        }
         return [(f.name, f.kind, f.target_key, f.name in running) for f in self.schedule.faults]

@@ -8,8 +8,9 @@ class UsageError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: str | None = None, line: int | None = None, field: str | None = None
+    ) -> None:
         self.message, self.file, self.line, self.field = message, file, line, field
         super().__init__(str(self))
 

@@ -5,12 +5,74 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # vLLM's own bucket edges (vllm/v1/metrics/loggers.py), shared with the reference server.
-TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-               10.0, 20.0, 40.0, 80.0]
-REQUEST_LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-                           50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+TTFT_BUCKETS = [
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+]
+ITL_BUCKETS = [
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+]
+REQUEST_LATENCY_BUCKETS = [
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+]
 
 
 def buckets_1_2_5(maximum: int) -> list[float]:
@@ -19,7 +81,7 @@ def buckets_1_2_5(maximum: int) -> list[float]:
     exp = 0
     while True:
         for m in (1, 2, 5):
-            v = m * 10 ** exp
+            v = m * 10**exp
             if v > maximum:
                 return out
             out.append(float(v))
@@ -58,26 +120,62 @@ def _metrics() -> dict[str, Metric]:
     slo = slo_edges()
     latency = _edges(TTFT_BUCKETS, REQUEST_LATENCY_BUCKETS, slo)
     token = _edges(ITL_BUCKETS, [0.001, 0.0025, 0.005, 0.0075], slo)
-    return {m.key: m for m in (
-        Metric("ttft", "llmchaos_ttft_seconds", "seconds", latency, "Time to first content event."),
-        Metric("itl", "llmchaos_itl_seconds", "seconds", token, "Inter-token latency (gaps spread per token)."),
-        Metric("inter_chunk", "llmchaos_inter_chunk_seconds", "seconds", token,
-               "Gap between consecutive content events."),
-        Metric("tpot", "llmchaos_tpot_seconds", "seconds", token, "(E2E - TTFT) / (output tokens - 1)."),
-        Metric("e2e", "llmchaos_e2e_seconds", "seconds", latency, "Request start to stream terminator."),
-        Metric("output_tokens", "llmchaos_output_tokens", "tokens",
-               _edges(buckets_1_2_5(100_000)), "Output tokens per request."),
-        Metric("schedule_lag", "llmchaos_schedule_lag_seconds", "seconds", latency,
-               "Open loop: actual send minus intended start."),
-        Metric("ttft_sent", "llmchaos_ttft_from_send_seconds", "seconds", latency,
-               "Open loop: TTFT from the actual send (not corrected for coordinated omission)."),
-        Metric("e2e_sent", "llmchaos_e2e_from_send_seconds", "seconds", latency,
-               "Open loop: E2E from the actual send (not corrected for coordinated omission)."),
-    )}
+    return {
+        m.key: m
+        for m in (
+            Metric("ttft", "llmchaos_ttft_seconds", "seconds", latency, "Time to first content event."),
+            Metric("itl", "llmchaos_itl_seconds", "seconds", token, "Inter-token latency (gaps spread per token)."),
+            Metric(
+                "inter_chunk",
+                "llmchaos_inter_chunk_seconds",
+                "seconds",
+                token,
+                "Gap between consecutive content events.",
+            ),
+            Metric("tpot", "llmchaos_tpot_seconds", "seconds", token, "(E2E - TTFT) / (output tokens - 1)."),
+            Metric("e2e", "llmchaos_e2e_seconds", "seconds", latency, "Request start to stream terminator."),
+            Metric(
+                "output_tokens",
+                "llmchaos_output_tokens",
+                "tokens",
+                _edges(buckets_1_2_5(100_000)),
+                "Output tokens per request.",
+            ),
+            Metric(
+                "schedule_lag",
+                "llmchaos_schedule_lag_seconds",
+                "seconds",
+                latency,
+                "Open loop: actual send minus intended start.",
+            ),
+            Metric(
+                "ttft_sent",
+                "llmchaos_ttft_from_send_seconds",
+                "seconds",
+                latency,
+                "Open loop: TTFT from the actual send (not corrected for coordinated omission).",
+            ),
+            Metric(
+                "e2e_sent",
+                "llmchaos_e2e_from_send_seconds",
+                "seconds",
+                latency,
+                "Open loop: E2E from the actual send (not corrected for coordinated omission).",
+            ),
+        )
+    }
 
 
 METRICS = _metrics()
 REQUESTS_TOTAL = "llmchaos_requests_total"
 FAULT_ACTIVE = "llmchaos_fault_active"
-OUTCOMES = ("ok", "rate_limited", "truncated", "stalled", "malformed", "timeout", "connect_error",
-            "cancelled")  # plus http_<code>
+OUTCOMES = (
+    "ok",
+    "rate_limited",
+    "truncated",
+    "stalled",
+    "malformed",
+    "timeout",
+    "connect_error",
+    "cancelled",
+)  # plus http_<code>

@@ -37,18 +37,27 @@ def load(path: str | None) -> Slos:
         for mk, mv in v.value:
             where = f"{k.value}.{mk.value}"
             if not SLO_KEY.fullmatch(mk.value):
-                raise UsageError("unknown SLO (use e.g. ttft_p99_ms, itl_p99_ms)", file=path,
-                                 line=mk.start_mark.line + 1, field=where)
+                raise UsageError(
+                    "unknown SLO (use e.g. ttft_p99_ms, itl_p99_ms)",
+                    file=path,
+                    line=mk.start_mark.line + 1,
+                    field=where,
+                )
             value = yamlfile.value(mv)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise UsageError(f"must be a positive number of ms, got {value!r}", file=path,
-                                 line=mv.start_mark.line + 1, field=where)
+                raise UsageError(
+                    f"must be a positive number of ms, got {value!r}",
+                    file=path,
+                    line=mv.start_mark.line + 1,
+                    field=where,
+                )
             slos[k.value][mk.value] = float(value)
     return slos
 
 
-def attained(slo: dict[str, float], *, ok: bool, ttft: float | None, e2e: float | None, tpot: float | None,
-             max_gap: float) -> bool:
+def attained(
+    slo: dict[str, float], *, ok: bool, ttft: float | None, e2e: float | None, tpot: float | None, max_gap: float
+) -> bool:
     """Whether one request met its language's SLO: it succeeded, and its TTFT, E2E, mean time per
     output token (the itl and tpot keys) and longest gap (inter_chunk) are within the thresholds."""
     if not ok:
@@ -69,8 +78,9 @@ def _metric(key: str) -> tuple[str, float]:
     return m.group(1), float(m.group(2))
 
 
-def evaluate(slos: Slos, hist: HistogramSet, counts: Mapping[tuple[str, ...], int],
-             duration_s: float) -> list[SloResult]:
+def evaluate(
+    slos: Slos, hist: HistogramSet, counts: Mapping[tuple[str, ...], int], duration_s: float
+) -> list[SloResult]:
     """Per (target, lang, api): each percentile SLO against the histogram merged over every phase,
     plus attainment and goodput. `counts` is keyed (target, lang, api, phase, issued|met)."""
     rows = []
@@ -83,8 +93,17 @@ def evaluate(slos: Slos, hist: HistogramSet, counts: Mapping[tuple[str, ...], in
             h = hist.combined(metric, target=target, lang=lang, api=api)
             value = h.quantile(pct) * 1000.0 if h is not None and h.count else None
             checks.append(SloCheck(slo=key, threshold_ms=ms, value_ms=value, passed=value is not None and value <= ms))
-        rows.append(SloResult(target=target, lang=lang, api=api, issued=issued, attained=met,
-                              attainment=met / issued if issued else None,
-                              goodput_rps=met / duration_s if duration_s > 0 else None, checks=tuple(checks),
-                              passed=all(c.passed for c in checks) and issued > 0))
+        rows.append(
+            SloResult(
+                target=target,
+                lang=lang,
+                api=api,
+                issued=issued,
+                attained=met,
+                attainment=met / issued if issued else None,
+                goodput_rps=met / duration_s if duration_s > 0 else None,
+                checks=tuple(checks),
+                passed=all(c.passed for c in checks) and issued > 0,
+            )
+        )
     return rows

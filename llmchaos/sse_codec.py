@@ -89,7 +89,11 @@ class Decoder:
             data, ok = raw.decode("utf-8"), True
         except UnicodeDecodeError:
             data, ok = raw.decode("utf-8", errors="replace"), False
-        ev = Event(data, (self._event or b"message").decode("utf-8", "replace"),
-                   self._id.decode("utf-8", "replace") if self._id is not None else None, ok)
+        ev = Event(
+            data,
+            (self._event or b"message").decode("utf-8", "replace"),
+            self._id.decode("utf-8", "replace") if self._id is not None else None,
+            ok,
+        )
         self._data, self._event, self._id = [], None, None
         return ev

@@ -26,16 +26,24 @@ def train(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
     """Train the BPE on `texts` (deterministic for the same input)."""
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first"),
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.Punctuation(),
-    ])
-    tok.decoder = decoders.Sequence([
-        decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0),
-    ])
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL + BYTE_TOKENS,
-                                  limit_alphabet=4000, show_progress=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first"),
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.Punctuation(),
+        ]
+    )
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.Replace(SPACE, " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL + BYTE_TOKENS, limit_alphabet=4000, show_progress=False
+    )
     tok.train_from_iterator(texts, trainer)
     return tok
 

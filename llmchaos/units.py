@@ -18,8 +18,9 @@ def duration(value: object, where: str = "", file: str | None = None, line: int 
     else:
         m = _DURATION.fullmatch(str(value))
         if not m:
-            raise UsageError(f"bad duration {value!r} (use e.g. 500ms, 30s, 2m, 1h)", file=file, line=line,
-                             field=where or None)
+            raise UsageError(
+                f"bad duration {value!r} (use e.g. 500ms, 30s, 2m, 1h)", file=file, line=line, field=where or None
+            )
         seconds = float(m.group(1)) * _SECONDS[m.group(2)]
     if seconds < 0:
         raise UsageError(f"negative duration {value!r}", file=file, line=line, field=where or None)

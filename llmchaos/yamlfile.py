@@ -16,8 +16,9 @@ def compose(path: str) -> yaml.Node:
         raise UsageError(str(e.strerror), file=path) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise UsageError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path,
-                         line=mark.line + 1 if mark else None) from None
+        raise UsageError(
+            f"invalid YAML: {getattr(e, 'problem', e)}", file=path, line=mark.line + 1 if mark else None
+        ) from None
     if node is None:
         raise UsageError("the file is empty", file=path, line=1)
     return node

@@ -32,8 +32,9 @@ class Call:
 class Adapter(Protocol):
     name: str
 
-    def call(self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool,
-             lang_in_body: bool, api_key: str | None) -> Call: ...
+    def call(
+        self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool, lang_in_body: bool, api_key: str | None
+    ) -> Call: ...
 
     def event(self, data: str) -> Event:
         """Parse one SSE data payload; ValueError when it is not what the API sends."""
@@ -51,8 +52,7 @@ def _error(obj: dict) -> Event | None:
     if not isinstance(err, dict):
         return Event(error=str(err), done=True)
     code = err.get("code")
-    return Event(error=str(err.get("message", err)), error_code=code if isinstance(code, int) else None,
-                 done=True)
+    return Event(error=str(err.get("message", err)), error_code=code if isinstance(code, int) else None, done=True)
 
 
 def _loads(data: str | bytes) -> dict:
@@ -69,8 +69,9 @@ class OpenAIChat:
     def _payload(self, model: str, prompt: str, max_tokens: int) -> dict:
         return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
 
-    def call(self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool,
-             lang_in_body: bool, api_key: str | None) -> Call:
+    def call(
+        self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool, lang_in_body: bool, api_key: str | None
+    ) -> Call:
         body = self._payload(model, prompt, max_tokens)
         if stream:
             body |= {"stream": True, "stream_options": {"include_usage": True}}
@@ -117,10 +118,13 @@ class OpenAICompletions(OpenAIChat):
 class Gemini:
     name = "gemini"
 
-    def call(self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool,
-             lang_in_body: bool, api_key: str | None) -> Call:
-        body: dict = {"contents": [{"role": "user", "parts": [{"text": prompt}]}],
-                      "generationConfig": {"maxOutputTokens": max_tokens}}
+    def call(
+        self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool, lang_in_body: bool, api_key: str | None
+    ) -> Call:
+        body: dict = {
+            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+            "generationConfig": {"maxOutputTokens": max_tokens},
+        }
         if lang_in_body:
             body["labels"] = {"lang": lang}
         headers = {"content-type": "application/json", LANG_HEADER: lang}

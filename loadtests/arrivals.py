@@ -44,9 +44,20 @@ class ArrivalPlan:
         """Worker `worker` of `workers`'s share of the run's schedule from unix time `t0`."""
         o, prof = settings.options, settings.profile
         stages = tuple((s.duration, s.rate) for s in prof.stages) if prof else ()
-        return cls(t0, o.rate, o.arrival, o.burstiness, o.seed, settings.langs,
-                   tuple(languages.get(t).weight for t in settings.langs), None, worker, workers, stages,
-                   bool(prof and prof.ramp))
+        return cls(
+            t0,
+            o.rate,
+            o.arrival,
+            o.burstiness,
+            o.seed,
+            settings.langs,
+            tuple(languages.get(t).weight for t in settings.langs),
+            None,
+            worker,
+            workers,
+            stages,
+            bool(prof and prof.ramp),
+        )
 
     def message(self) -> dict[str, Any]:
         """As the master sends it to a worker (Locust's messages carry plain data)."""
@@ -54,8 +65,14 @@ class ArrivalPlan:
 
     @classmethod
     def from_message(cls, data: dict[str, Any]) -> ArrivalPlan:
-        return cls(**{**data, "langs": tuple(data["langs"]), "weights": tuple(data["weights"]),
-                      "stages": tuple(map(tuple, data["stages"]))})
+        return cls(
+            **{
+                **data,
+                "langs": tuple(data["langs"]),
+                "weights": tuple(data["weights"]),
+                "stages": tuple(map(tuple, data["stages"])),
+            }
+        )
 
     def rate_at(self, t: float) -> float | None:
         """The master's rate at `t` seconds into the schedule; None once a profile is over."""

@@ -72,8 +72,9 @@ def header(resp: HTTPSocketPoolResponse, name: str) -> str | None:
 class StreamClient:
     """One connection (reused) to one target; one request at a time."""
 
-    def __init__(self, base_url: str, connect_timeout: float = 5.0, stall_limit: float = 30.0,
-                 request_timeout: float = 600.0) -> None:
+    def __init__(
+        self, base_url: str, connect_timeout: float = 5.0, stall_limit: float = 30.0, request_timeout: float = 600.0
+    ) -> None:
         url = URL(base_url)
         self.prefix = url.path.rstrip("/")
         self.url = url
@@ -82,13 +83,20 @@ class StreamClient:
 
     def _client(self) -> HTTPClient:
         if self._http is None:
-            http = HTTPClient.from_url(self.url, concurrency=1, connection_timeout=self.connect_timeout,
-                                       network_timeout=self.stall_limit)
+            http = HTTPClient.from_url(
+                self.url, concurrency=1, connection_timeout=self.connect_timeout, network_timeout=self.stall_limit
+            )
             if self.url.scheme == "http":  # TLS hides the kernel's stamps; https keeps the read time
                 host, port = self.url.host, self.url.port or 80
-                http._connection_pool = TimestampedPool(host, port, host, port, size=1,
-                                                        connection_timeout=self.connect_timeout,
-                                                        network_timeout=self.stall_limit)
+                http._connection_pool = TimestampedPool(
+                    host,
+                    port,
+                    host,
+                    port,
+                    size=1,
+                    connection_timeout=self.connect_timeout,
+                    network_timeout=self.stall_limit,
+                )
             self._http = http
         return self._http
 

@@ -53,8 +53,12 @@ class Collector:
             items.append({**key._asdict(), **h.encode()})
             if streaming:
                 gevent.sleep(0)
-        return {"hist": items, "outcomes": [[*k, n] for k, n in outcomes.items()],
-                "slo": [[*k, n] for k, n in slo_counts.items()], "records": encode(recs, streaming)}
+        return {
+            "hist": items,
+            "outcomes": [[*k, n] for k, n in outcomes.items()],
+            "slo": [[*k, n] for k, n in slo_counts.items()],
+            "records": encode(recs, streaming),
+        }
 
 
 def encode(recs: list[RequestRecord], streaming: bool) -> list[bytes]:
@@ -63,6 +67,9 @@ def encode(recs: list[RequestRecord], streaming: bool) -> list[bytes]:
     if not recs:
         return []
     texts = [r.text for r in recs]
-    own: list[int] = (gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,)) if streaming
-                      else tokenizer.count_batch(texts))
+    own: list[int] = (
+        gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,))
+        if streaming
+        else tokenizer.count_batch(texts)
+    )
     return [r.line(n).encode() for r, n in zip(recs, own, strict=True)]

@@ -18,13 +18,17 @@ from llmchaos.wire import DONE_DATA, LANG_HEADER
 
 
 def stream_one(client: httpx.Client, url: str, lang: str, prompt: str) -> dict:
-    body = {"model": "llmchaos-sim-8b", "stream": True, "max_tokens": 48,
-            "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": prompt}]}
+    body = {
+        "model": "llmchaos-sim-8b",
+        "stream": True,
+        "max_tokens": 48,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": prompt}],
+    }
     start = time.perf_counter()
     ttft, text, decoder = None, [], sse_codec.Decoder()
     usage: dict[str, int] = {}
-    with client.stream("POST", url + "/v1/chat/completions", json=body,
-                       headers={LANG_HEADER: lang}) as r:
+    with client.stream("POST", url + "/v1/chat/completions", json=body, headers={LANG_HEADER: lang}) as r:
         r.raise_for_status()
         for chunk in r.iter_raw():
             for ev in decoder.feed(chunk):
@@ -37,8 +41,13 @@ def stream_one(client: httpx.Client, url: str, lang: str, prompt: str) -> dict:
                     if piece:
                         ttft = ttft or time.perf_counter() - start
                         text.append(piece)
-    return {"lang": lang, "ttft_ms": 1000 * (ttft or 0), "e2e_ms": 1000 * (time.perf_counter() - start),
-            "tokens": usage.get("completion_tokens"), "text": "".join(text)}
+    return {
+        "lang": lang,
+        "ttft_ms": 1000 * (ttft or 0),
+        "e2e_ms": 1000 * (time.perf_counter() - start),
+        "tokens": usage.get("completion_tokens"),
+        "text": "".join(text),
+    }
 
 
 def run_load(url: str, results: str = "results") -> None:
@@ -46,13 +55,42 @@ def run_load(url: str, results: str = "results") -> None:
     html = os.path.join(results, "locust-report.html")
     os.makedirs(results, exist_ok=True)
     before = set(os.listdir(results))
-    subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary",
-                    "--host", url, "-u", "24", "-r", "12", "-t", "20s", "--warmup", "3s", "--think-time", "0.5",
-                    "--max-tokens", "64", "--results-dir", results, "--html", html], check=False)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "loadtests/locustfile.py",
+            "--headless",
+            "--only-summary",
+            "--host",
+            url,
+            "-u",
+            "24",
+            "-r",
+            "12",
+            "-t",
+            "20s",
+            "--warmup",
+            "3s",
+            "--think-time",
+            "0.5",
+            "--max-tokens",
+            "64",
+            "--results-dir",
+            results,
+            "--html",
+            html,
+        ],
+        check=False,
+    )
     runs = sorted(set(os.listdir(results)) - before - {"locust-report.html"})
     where = os.path.abspath(os.path.join(results, runs[-1])) if runs else os.path.abspath(results)
-    print(f"\nresults: {where}/ (run.json, histograms/, requests.jsonl); again: llmchaos report {where}\n"
-          f"Locust's report: {os.path.abspath(html)}")
+    print(
+        f"\nresults: {where}/ (run.json, histograms/, requests.jsonl); again: llmchaos report {where}\n"
+        f"Locust's report: {os.path.abspath(html)}"
+    )
 
 
 def main() -> int:

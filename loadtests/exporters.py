@@ -36,14 +36,12 @@ class ResultsCollector:
             buckets = [(_le(b), c) for b, c in zip(m.buckets, counts, strict=True)] + [("+Inf", h.count)]
             fam.add_metric([key.target, key.lang, key.api, key.phase], buckets, h.sum)
         yield from families.values()
-        total = CounterMetricFamily(REQUESTS_TOTAL, "Requests issued, by outcome.",
-                                    labels=[*LABELS, "outcome"])
+        total = CounterMetricFamily(REQUESTS_TOTAL, "Requests issued, by outcome.", labels=[*LABELS, "outcome"])
         for k, n in self.merged.outcomes.items():
             total.add_metric(list(k), n)
         yield total
         if self.faults is not None:
-            g = GaugeMetricFamily(FAULT_ACTIVE, "1 while a fault window is active.",
-                                  labels=["fault", "kind", "target"])
+            g = GaugeMetricFamily(FAULT_ACTIVE, "1 while a fault window is active.", labels=["fault", "kind", "target"])
             for name, kind, target, active in self.faults():
                 g.add_metric([name, kind, target], 1.0 if active else 0.0)
             yield g

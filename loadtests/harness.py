@@ -65,8 +65,13 @@ class Harness:
         self.settings = settings = Settings.read(parsed_options(self.env))
         self._rng = random.Random(settings.options.seed)
         o = settings.options
-        self.faults = FaultSession(o.schedule, o.fault_journal or None, o.run_time, settings.allow,
-                                   prepare_targets=not self.is_worker) if o.schedule else None
+        self.faults = (
+            FaultSession(
+                o.schedule, o.fault_journal or None, o.run_time, settings.allow, prepare_targets=not self.is_worker
+            )
+            if o.schedule
+            else None
+        )
         if self.faults is not None and self.fault_t0 is not None:
             self.faults.t0 = self.fault_t0
         self.collector.slos, self.collector.sample_rate = settings.slos, o.requests_sample
@@ -98,14 +103,16 @@ class Harness:
         s = self.settings
         o = s.options
         intended = self.arrivals.next(user.lang) if s.open_loop else None
-        call = s.adapter.call(o.model, user.prompts.next(), user.lang, o.max_tokens, not o.no_stream,
-                              o.lang_in_body, o.api_key)
+        call = s.adapter.call(
+            o.model, user.prompts.next(), user.lang, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key
+        )
         rid = uuid.uuid4().hex
         call.headers[REQUEST_ID_HEADER] = rid
         now_unix, now_perf = time.time(), time.perf_counter()
         intended = now_unix if intended is None else intended
-        rec = RequestRecord(user.lang, s.adapter.name, user.host or "", self.phase(intended), rid, s.open_loop,
-                            intended)
+        rec = RequestRecord(
+            user.lang, s.adapter.name, user.host or "", self.phase(intended), rid, s.open_loop, intended
+        )
         try:
             user.client.run(s.adapter, call, not o.no_stream, rec, now_perf - (now_unix - intended))
         finally:
@@ -116,13 +123,25 @@ class Harness:
         """TTFT and E2E per language in Locust's own table (and web UI)."""
         fire = self.env.events.request.fire
         if rec.ttft is not None:
-            fire(request_type="TTFT", name=rec.lang, response_time=rec.ttft * 1000.0, response_length=0,
-                 exception=None, context={})
+            fire(
+                request_type="TTFT",
+                name=rec.lang,
+                response_time=rec.ttft * 1000.0,
+                response_length=0,
+                exception=None,
+                context={},
+            )
         if rec.outcome == "cancelled":  # the test stopped it: not the target's failure
             return
         failed = None if rec.outcome == "ok" else Exception(f"{rec.outcome}: {rec.error or ''}"[:200])
-        fire(request_type="E2E", name=rec.lang, response_time=(rec.e2e or 0.0) * 1000.0,
-             response_length=rec.output_tokens if rec.outcome == "ok" else 0, exception=failed, context={})
+        fire(
+            request_type="E2E",
+            name=rec.lang,
+            response_time=(rec.e2e or 0.0) * 1000.0,
+            response_length=rec.output_tokens if rec.outcome == "ok" else 0,
+            exception=failed,
+            context={},
+        )
 
     # -- open loop ------------------------------------------------------------------------------
     def start_arrivals(self, plan: ArrivalPlan) -> None:
@@ -131,17 +150,31 @@ class Harness:
     def stop_arrivals(self) -> None:
         """Stop issuing; arrivals due but never sent count as cancelled, never dropped."""
         for lang, due in self.arrivals.stop():
-            self.collector.add(RequestRecord(lang, self.settings.adapter.name, self.env.host or "", self.phase(due),
-                                             open_loop=True, intended=due, sent=time.time(), outcome="cancelled",
-                                             error="never sent: test stopped"))
+            self.collector.add(
+                RequestRecord(
+                    lang,
+                    self.settings.adapter.name,
+                    self.env.host or "",
+                    self.phase(due),
+                    open_loop=True,
+                    intended=due,
+                    sent=time.time(),
+                    outcome="cancelled",
+                    error="never sent: test stopped",
+                )
+            )
 
     # -- the run's results (master or single process) ------------------------------------------
     def begin(self) -> None:
         o = self.settings.options
         if self.exporter is None:
             self.exporter = Exporter(o.prometheus_port, o.push_gateway, o.push_interval)
-        self.report = Report(self.settings, self.exporter, None if self.is_master else self.collector,
-                             self.faults.active if self.faults else None)
+        self.report = Report(
+            self.settings,
+            self.exporter,
+            None if self.is_master else self.collector,
+            self.faults.active if self.faults else None,
+        )
         if not self.is_master:
             self._local_loop = gevent.spawn(self._local_merge_loop)
 

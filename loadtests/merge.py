@@ -47,7 +47,7 @@ class Merged:
         if self.requests is None:
             return
         for i in range(0, len(lines), YIELD_EVERY):
-            self.requests.write(lines[i:i + YIELD_EVERY])
+            self.requests.write(lines[i : i + YIELD_EVERY])
             gevent.sleep(0)
 
     def watch(self, process: str, samples: dict[str, list[float]]) -> None:

@@ -26,24 +26,38 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument("--langs", default="", help="comma-separated language tags (default: all)")
     g.add_argument("--max-tokens", type=int, default=128)
     g.add_argument("--no-stream", action="store_true", help="non-streaming requests")
-    g.add_argument("--lang-in-body", action="store_true",
-                   help="also send the language as OpenAI metadata / Gemini labels")
+    g.add_argument(
+        "--lang-in-body", action="store_true", help="also send the language as OpenAI metadata / Gemini labels"
+    )
     g.add_argument("--prompt-sizes", default="", help="e.g. short,medium (default: all)")
-    g.add_argument("--long-context-tokens", type=int, default=0,
-                   help="use generated prompts of this many tokens instead of the corpus prompts")
+    g.add_argument(
+        "--long-context-tokens",
+        type=int,
+        default=0,
+        help="use generated prompts of this many tokens instead of the corpus prompts",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
-    g.add_argument("--think-time", type=float, default=0.0,
-                   help="closed loop: each user waits uniform(0, T) seconds between its requests")
-    g.add_argument("--warmup", default="0s", help="requests started this long after test start are in "
-                   "phase 'warmup', kept apart from the baseline (spawning, new connections)")
+    g.add_argument(
+        "--think-time",
+        type=float,
+        default=0.0,
+        help="closed loop: each user waits uniform(0, T) seconds between its requests",
+    )
+    g.add_argument(
+        "--warmup",
+        default="0s",
+        help="requests started this long after test start are in "
+        "phase 'warmup', kept apart from the baseline (spawning, new connections)",
+    )
     g.add_argument("--stall-limit", type=float, default=30.0, help="seconds between events = stalled")
     g.add_argument("--request-timeout", type=float, default=600.0)
     g.add_argument("--connect-timeout", type=float, default=5.0)
     g.add_argument("--rate", type=float, default=0.0, help="open loop: requests/s over all workers")
     g.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson)")
-    g.add_argument("--load-profile", default="",
-                   help="YAML load profile (stages of users or rate); Locust owns --profile")
+    g.add_argument(
+        "--load-profile", default="", help="YAML load profile (stages of users or rate); Locust owns --profile"
+    )
     g.add_argument("--shape", choices=["", "step", "ramp", "spike", "soak"], default="")
     g.add_argument("--levels", default="", help="shape levels, e.g. 50,200,500,1000")
     g.add_argument("--stage-duration", default="30s")
@@ -83,9 +97,17 @@ class Settings:
     @classmethod
     def read(cls, options: Namespace) -> Settings:
         prof = _profile(options)
-        return cls(options, ADAPTERS[options.api], _langs(options.langs), slo.load(options.slo or None), prof,
-                   options.rate > 0 or bool(prof and prof.stages[0].rate is not None),
-                   duration(options.warmup, "--warmup"), _words(options.prompt_sizes), allow.from_args(options))
+        return cls(
+            options,
+            ADAPTERS[options.api],
+            _langs(options.langs),
+            slo.load(options.slo or None),
+            prof,
+            options.rate > 0 or bool(prof and prof.stages[0].rate is not None),
+            duration(options.warmup, "--warmup"),
+            _words(options.prompt_sizes),
+            allow.from_args(options),
+        )
 
 
 def _words(text: str) -> frozenset[str]:

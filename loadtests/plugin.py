@@ -45,8 +45,11 @@ def on_init(environment: Environment, **kw: object) -> None:
         sys.exit(2)
     environment.llmchaos = h  # type: ignore[attr-defined]  # Locust's Environment has no slot for plugins
     tags = set(parsed_options(environment).tags or []) & set(languages.registry())
-    keep = [c for c in environment.user_classes if issubclass(c, LLMUser) and c.lang in h.settings.langs
-            and (not tags or c.lang in tags)]
+    keep = [
+        c
+        for c in environment.user_classes
+        if issubclass(c, LLMUser) and c.lang in h.settings.langs and (not tags or c.lang in tags)
+    ]
     if keep:
         environment.user_classes[:] = keep
     runner = environment.runner

@@ -116,15 +116,20 @@ def load(path: str) -> Profile:
             if k not in raw:
                 continue
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-                raise UsageError(f"must be a positive number, got {v!r}", file=path, line=lines[k],
-                                 field=f"stages[{i}].{k}")
+                raise UsageError(
+                    f"must be a positive number, got {v!r}", file=path, line=lines[k], field=f"stages[{i}].{k}"
+                )
             numbers[k] = float(v)
-        stages.append(Stage(duration(raw["duration"], f"stages[{i}].duration", path, lines["duration"]),
-                            int(numbers["users"]) if "users" in numbers else None, numbers.get("spawn_rate"),
-                            numbers.get("rate")))
+        stages.append(
+            Stage(
+                duration(raw["duration"], f"stages[{i}].duration", path, lines["duration"]),
+                int(numbers["users"]) if "users" in numbers else None,
+                numbers.get("spawn_rate"),
+                numbers.get("rate"),
+            )
+        )
     kinds = {s.rate is None for s in stages}
     if len(kinds) > 1:
-        raise UsageError("mixes users and rate stages", file=path, line=stages_node.start_mark.line + 1,
-                         field="stages")
+        raise UsageError("mixes users and rate stages", file=path, line=stages_node.start_mark.line + 1, field="stages")
     ramp = top.get("ramp")
     return Profile(tuple(stages), ramp=bool(ramp and yamlfile.value(ramp)))

@@ -75,8 +75,14 @@ class RequestRecord:
     def attains(self, slo_limits: dict[str, float]) -> bool:
         """Whether this request met its language's SLO (a failure never does)."""
         ok = self.outcome == "ok"
-        return slo.attained(slo_limits, ok=ok, ttft=self.ttft, e2e=self.e2e, tpot=self.tpot() if ok else None,
-                            max_gap=max(self.gaps, default=0.0))
+        return slo.attained(
+            slo_limits,
+            ok=ok,
+            ttft=self.ttft,
+            e2e=self.e2e,
+            tpot=self.tpot() if ok else None,
+            max_gap=max(self.gaps, default=0.0),
+        )
 
     def samples(self) -> dict[str, list[float]]:
         """Values this request adds to each metric's histogram (latencies only when it succeeded)."""
@@ -100,10 +106,29 @@ class RequestRecord:
     def line(self, own: int) -> RequestLine:
         """The requests.jsonl line; `own` is our tokenizer's count of the text (counted in batches)."""
         chars = sum(map(len, self.chunks))
-        return RequestLine(self.request_id, self.lang, self.api, self.target, self.phase, self.open_loop,
-                           self.intended, self.sent, self.schedule_lag, self.outcome, self.status, self.error,
-                           self.retry_after, self.ttft, self.e2e, self.gaps, self.usage_tokens,
-                           self.usage_tokens if self.usage_tokens is not None else own, own, chars,
-                           round(chars / own, 3) if own else None,
-                           self.usage_tokens is not None and own > 0
-                           and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens))
+        return RequestLine(
+            self.request_id,
+            self.lang,
+            self.api,
+            self.target,
+            self.phase,
+            self.open_loop,
+            self.intended,
+            self.sent,
+            self.schedule_lag,
+            self.outcome,
+            self.status,
+            self.error,
+            self.retry_after,
+            self.ttft,
+            self.e2e,
+            self.gaps,
+            self.usage_tokens,
+            self.usage_tokens if self.usage_tokens is not None else own,
+            own,
+            chars,
+            round(chars / own, 3) if own else None,
+            self.usage_tokens is not None
+            and own > 0
+            and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens),
+        )

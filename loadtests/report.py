@@ -25,8 +25,9 @@ class Report:
     """One run: its id and results directory from test start, requests.jsonl written as records
     arrive, the totals merged (a single process shares its own collector's) and exported live."""
 
-    def __init__(self, settings: Settings, exporter: Exporter, local: Collector | None,
-                 faults: FaultState | None) -> None:
+    def __init__(
+        self, settings: Settings, exporter: Exporter, local: Collector | None, faults: FaultState | None
+    ) -> None:
         self.settings, self.exporter = settings, exporter
         self.run_id, self.started = results.new_run_id(), time.time()
         self.run_dir = Path(settings.options.results_dir) / self.run_id if settings.options.results_dir else None
@@ -47,22 +48,41 @@ class Report:
         settings, merged = self.settings, self.merged
         o, prof = settings.options, settings.profile
         gen = verdict(merged.generator)
-        options = {k: v for k, v in vars(o).items()
-                   if isinstance(v, (str, int, float, bool, list, type(None))) and k not in SECRET_OPTIONS}
+        options = {
+            k: v
+            for k, v in vars(o).items()
+            if isinstance(v, (str, int, float, bool, list, type(None))) and k not in SECRET_OPTIONS
+        }
         return results.Run(
-            run_id=self.run_id, start=results.iso(self.started), end=results.iso(ended),
-            duration_s=round(ended - self.started, 3), command=sys.argv, config=options, targets=[target],
+            run_id=self.run_id,
+            start=results.iso(self.started),
+            end=results.iso(ended),
+            duration_s=round(ended - self.started, 3),
+            command=sys.argv,
+            config=options,
+            targets=[target],
             api=o.api,
-            load_profile={"mode": "open" if settings.open_loop else "closed", "rate": o.rate, "arrival": o.arrival,
-                          "burstiness": o.burstiness, "users": o.num_users, "spawn_rate": o.spawn_rate,
-                          "stages": [vars(s) for s in prof.stages] if prof else None},
-            seeds={"seed": o.seed}, host=results.host_info(), generator=gen["processes"],
+            load_profile={
+                "mode": "open" if settings.open_loop else "closed",
+                "rate": o.rate,
+                "arrival": o.arrival,
+                "burstiness": o.burstiness,
+                "users": o.num_users,
+                "spawn_rate": o.spawn_rate,
+                "stages": [vars(s) for s in prof.stages] if prof else None,
+            },
+            seeds={"seed": o.seed},
+            host=results.host_info(),
+            generator=gen["processes"],
             validity=results.Validity(valid=not gen["flags"], flags=tuple(gen["flags"])),
-            faults=faults, outcomes=results.outcome_rows(merged.outcomes),
+            faults=faults,
+            outcomes=results.outcome_rows(merged.outcomes),
             slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
-            requests=results.RequestsFile(sample_rate=o.requests_sample,
-                                          written=self.requests.written if self.requests else 0),
-            summaries=results.summarize(merged.hist))
+            requests=results.RequestsFile(
+                sample_rate=o.requests_sample, written=self.requests.written if self.requests else 0
+            ),
+            summaries=results.summarize(merged.hist),
+        )
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
         """Push the totals a last time, write the results, print the summary; 1 when `--check-slo`

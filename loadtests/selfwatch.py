@@ -56,9 +56,13 @@ def verdict(per_process: dict[str, dict]) -> dict:
         lags = sorted(s["lags"])
         p95, p99 = (lags[min(len(lags) - 1, int(q * len(lags)))] if lags else 0.0 for q in (0.95, 0.99))
         cpu = sum(s["cpu"]) / len(s["cpu"]) if s["cpu"] else 0.0
-        procs[name] = {"cpu_mean": round(cpu, 3), "cpu_max": round(max(s["cpu"], default=0.0), 3),
-                       "loop_lag_p95_s": round(p95, 4), "loop_lag_p99_s": round(p99, 4),
-                       "loop_lag_max_s": round(max(lags, default=0.0), 4)}
+        procs[name] = {
+            "cpu_mean": round(cpu, 3),
+            "cpu_max": round(max(s["cpu"], default=0.0), 3),
+            "loop_lag_p95_s": round(p95, 4),
+            "loop_lag_p99_s": round(p99, 4),
+            "loop_lag_max_s": round(max(lags, default=0.0), 4),
+        }
         if cpu >= CPU_LIMIT or p95 >= LAG_LIMIT_S:
             flags.append(f"generator_saturated:{name}")
     return {"processes": procs, "flags": flags}

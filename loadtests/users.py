@@ -41,8 +41,17 @@ def user_class(lang: languages.Language) -> type[LLMUser]:
         LLMUser.generate(self)
 
     name = lang.tag.capitalize() + "User"
-    return type(name, (LLMUser,), {"lang": lang.tag, "weight": lang.weight, "tasks": [generate],
-                                   "__module__": __name__, "__doc__": f"{lang.name} ({lang.tag})."})
+    return type(
+        name,
+        (LLMUser,),
+        {
+            "lang": lang.tag,
+            "weight": lang.weight,
+            "tasks": [generate],
+            "__module__": __name__,
+            "__doc__": f"{lang.name} ({lang.tag}).",
+        },
+    )
 
 
 USER_CLASSES: dict[str, type[LLMUser]] = {tag_: user_class(lang) for tag_, lang in languages.registry().items()}

@@ -37,12 +37,14 @@ def render_error(request: Request, exc: Exception) -> Response:
     if request.url.path.startswith("/v1beta"):
         body = {"error": {"code": exc.status, "message": exc.message, "status": exc.kind}}
     else:
-        kind = {"UNAUTHENTICATED": ("invalid_request_error", "invalid_api_key"),
-                "NOT_FOUND": ("invalid_request_error", "model_not_found"),
-                "RESOURCE_EXHAUSTED": ("rate_limit_error", "rate_limit_exceeded"),
-                "UNAVAILABLE": ("server_error", "service_unavailable"),
-                "INTERNAL": ("server_error", None),
-                "PERMISSION_DENIED": ("permission_error", None)}
+        kind = {
+            "UNAUTHENTICATED": ("invalid_request_error", "invalid_api_key"),
+            "NOT_FOUND": ("invalid_request_error", "model_not_found"),
+            "RESOURCE_EXHAUSTED": ("rate_limit_error", "rate_limit_exceeded"),
+            "UNAVAILABLE": ("server_error", "service_unavailable"),
+            "INTERNAL": ("server_error", None),
+            "PERMISSION_DENIED": ("permission_error", None),
+        }
         typ, code = kind.get(exc.kind, ("invalid_request_error", None))
         body = {"error": {"message": exc.message, "type": typ, "param": exc.param, "code": code}}
     return JSONResponse(body, status_code=exc.status, headers=exc.headers())
@@ -64,16 +66,20 @@ class Health:
                     ttft = await self.engine.probe_ttft()
                     self._probe = {"ttft_seconds": ttft, "ok": True, "_at": time.monotonic()}
                 except TimeoutError:
-                    self._probe = {"ttft_seconds": None, "ok": False, "error": "timeout",
-                                   "_at": time.monotonic()}
-            return {k: v for k, v in self._probe.items() if k != "_at"} | \
-                {"age_seconds": round(time.monotonic() - self._probe["_at"], 3)}
+                    self._probe = {"ttft_seconds": None, "ok": False, "error": "timeout", "_at": time.monotonic()}
+            return {k: v for k, v in self._probe.items() if k != "_at"} | {
+                "age_seconds": round(time.monotonic() - self._probe["_at"], 3)
+            }
 
     async def endpoint(self, request: Request) -> Response:
         s = self.engine.scheduler
-        body: dict = {"status": self.engine.state, "model": self.engine.cfg.model_name,
-                      "running": len(s.running), "waiting": len(s.waiting),
-                      "kv_cache_usage": round(s.blocks.usage, 4)}
+        body: dict = {
+            "status": self.engine.state,
+            "model": self.engine.cfg.model_name,
+            "running": len(s.running),
+            "waiting": len(s.waiting),
+            "kv_cache_usage": round(s.blocks.usage, 4),
+        }
         if self.engine.state != "ready":
             return JSONResponse(body, status_code=503, headers={"retry-after": "1"})
         body["latency_probe"] = await self.probe()
@@ -105,8 +111,14 @@ class Admin:
 
     def _state(self) -> Response:
         d = self._device()
-        return JSONResponse({"graphics_mhz": d.clock_mhz, "max_graphics_mhz": d.max_clock_mhz,
-                             "locked": d.locked_mhz is not None, "slowdown": d.slowdown})
+        return JSONResponse(
+            {
+                "graphics_mhz": d.clock_mhz,
+                "max_graphics_mhz": d.max_clock_mhz,
+                "locked": d.locked_mhz is not None,
+                "slowdown": d.slowdown,
+            }
+        )
 
     async def endpoint(self, request: Request) -> Response:
         self._check(request)
@@ -124,18 +136,30 @@ class Admin:
 
 def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_s: float = 0.0) -> Starlette:
     opts = opts or ServerOptions()
-    oai, gem, health, admin = OpenAIAPI(engine, opts.api_key), GeminiAPI(engine, opts.api_key), \
-        Health(engine), Admin(engine, opts)
+    oai, gem, health, admin = (
+        OpenAIAPI(engine, opts.api_key),
+        GeminiAPI(engine, opts.api_key),
+        Health(engine),
+        Admin(engine, opts),
+    )
 
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def gemini_models(request: Request) -> Response:
         name = engine.cfg.model_name
-        return JSONResponse({"models": [{"name": f"models/{name}", "displayName": name,
-                                         "inputTokenLimit": engine.cfg.max_model_len,
-                                         "supportedGenerationMethods": [
-                                             "generateContent", "streamGenerateContent", "countTokens"]}]})
+        return JSONResponse(
+            {
+                "models": [
+                    {
+                        "name": f"models/{name}",
+                        "displayName": name,
+                        "inputTokenLimit": engine.cfg.max_model_len,
+                        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+                    }
+                ]
+            }
+        )
 
     async def warm_up() -> None:
         await asyncio.sleep(startup_delay_s)  # the sim's model-load time; 503 meanwhile

@@ -14,8 +14,9 @@ from reference_server.sequence import Sequence
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, watermark: float = 0.01,
-                 enable_prefix_caching: bool = True) -> None:
+    def __init__(
+        self, num_blocks: int, block_size: int, watermark: float = 0.01, enable_prefix_caching: bool = True
+    ) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.watermark_blocks = int(watermark * num_blocks)

@@ -34,18 +34,24 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--num-blocks", type=positive(int), default=8192)
     p.add_argument("--watermark", type=non_negative, default=0.01)
     p.add_argument("--no-prefix-caching", action="store_true")
-    p.add_argument("--max-waiting", type=positive(int), default=1024,
-                   help="waiting-queue length past which requests get 429")
+    p.add_argument(
+        "--max-waiting", type=positive(int), default=1024, help="waiting-queue length past which requests get 429"
+    )
     p.add_argument("--policy", choices=["fcfs", "wfq", "two-level"], default="fcfs")
-    p.add_argument("--lang-weights", type=_weights, default={},
-                   help="WFQ weights, e.g. en=10,zh=6,ja=4 (default: the language registry)")
+    p.add_argument(
+        "--lang-weights",
+        type=_weights,
+        default={},
+        help="WFQ weights, e.g. en=10,zh=6,ja=4 (default: the language registry)",
+    )
     p.add_argument("--fast-max-prompt-tokens", type=positive(int), default=8192)
     p.add_argument("--fast-weight", type=positive(float), default=90.0)
     p.add_argument("--bulk-weight", type=positive(float), default=10.0)
     p.add_argument("--bulk-min-slice", type=non_negative, default=0.5, help="seconds")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sim-time-scale", type=non_negative, default=1.0,
-                   help="multiply the sim cost model (0: every step is free)")
+    p.add_argument(
+        "--sim-time-scale", type=non_negative, default=1.0, help="multiply the sim cost model (0: every step is free)"
+    )
     p.add_argument("--sim-jitter", type=non_negative, default=0.03)
     p.add_argument("--pacer-rate", type=non_negative, default=0.0, help="tokens/s per stream (0: off)")
     p.add_argument("--pacer-max-gap", type=positive(float), default=0.2, help="seconds between frames")
@@ -68,18 +74,30 @@ def run(args: argparse.Namespace) -> None:
     for tag in args.lang_weights:
         languages.get(tag)
     if args.block_size * args.num_blocks < args.max_model_len:
-        raise UsageError(f"--num-blocks x --block-size ({args.block_size * args.num_blocks}) must hold "
-                         f"--max-model-len ({args.max_model_len})", field="--num-blocks")
+        raise UsageError(
+            f"--num-blocks x --block-size ({args.block_size * args.num_blocks}) must hold "
+            f"--max-model-len ({args.max_model_len})",
+            field="--num-blocks",
+        )
     executor = create(ExecutorOptions(args.engine, args.seed, args.sim_time_scale, args.sim_jitter))
     cfg = EngineConfig(
-        model_name=args.model_name, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
-        num_blocks=args.num_blocks, watermark=args.watermark,
-        enable_prefix_caching=not args.no_prefix_caching, max_waiting=args.max_waiting,
-        policy=args.policy, lang_weights=args.lang_weights,
-        fast_max_prompt_tokens=args.fast_max_prompt_tokens, fast_weight=args.fast_weight,
-        bulk_weight=args.bulk_weight, bulk_min_slice_s=args.bulk_min_slice,
-        pacer_tokens_per_s=args.pacer_rate, pacer_max_gap_s=args.pacer_max_gap)
-    opts = ServerOptions(api_key=args.api_key, admin_token=args.admin_token,
-                         admin_allow_remote=args.admin_allow_remote)
+        model_name=args.model_name,
+        max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=args.block_size,
+        num_blocks=args.num_blocks,
+        watermark=args.watermark,
+        enable_prefix_caching=not args.no_prefix_caching,
+        max_waiting=args.max_waiting,
+        policy=args.policy,
+        lang_weights=args.lang_weights,
+        fast_max_prompt_tokens=args.fast_max_prompt_tokens,
+        fast_weight=args.fast_weight,
+        bulk_weight=args.bulk_weight,
+        bulk_min_slice_s=args.bulk_min_slice,
+        pacer_tokens_per_s=args.pacer_rate,
+        pacer_max_gap_s=args.pacer_max_gap,
+    )
+    opts = ServerOptions(api_key=args.api_key, admin_token=args.admin_token, admin_allow_remote=args.admin_allow_remote)
     serve(cfg, executor, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level)

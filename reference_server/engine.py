@@ -64,15 +64,19 @@ class Engine:
             await self._idle.wait()
 
     # -- requests --------------------------------------------------------------------------
-    def submit(self, prompt_ids: list[int], params: SamplingParams, lang: str,
-               internal: bool = False) -> Sequence:
+    def submit(self, prompt_ids: list[int], params: SamplingParams, lang: str, internal: bool = False) -> Sequence:
         if not internal:
             if self.state != "ready":
                 raise Unavailable(f"server is {self.state}")
             if len(self.scheduler.waiting) >= self.cfg.max_waiting:
                 raise QueueFull(self.retry_after())
-        seq = Sequence(prompt_ids, params, lang, internal=internal,
-                       rng=random.Random(params.seed) if params.seed is not None else None)
+        seq = Sequence(
+            prompt_ids,
+            params,
+            lang,
+            internal=internal,
+            rng=random.Random(params.seed) if params.seed is not None else None,
+        )
         self.scheduler.add(seq)
         self._wake.set()
         return seq
@@ -94,8 +98,11 @@ class Engine:
         """The request's output; deltas that piled up while the reader was busy come merged."""
         while True:
             items = await seq.outbox.get()
-            d = items[0] if len(items) == 1 else \
-                Delta("".join(i.text for i in items), sum(i.num_tokens for i in items), items[-1].finish_reason)
+            d = (
+                items[0]
+                if len(items) == 1
+                else Delta("".join(i.text for i in items), sum(i.num_tokens for i in items), items[-1].finish_reason)
+            )
             yield d
             if d.finish_reason is not None:
                 return
@@ -108,8 +115,7 @@ class Engine:
 
     async def probe_ttft(self, timeout: float = 5.0) -> float:
         """Measure a real TTFT through the engine with a one-token request."""
-        seq = self.submit(tokenizer.encode("ping"), SamplingParams(max_tokens=1, temperature=0), "en",
-                          internal=True)
+        seq = self.submit(tokenizer.encode("ping"), SamplingParams(max_tokens=1, temperature=0), "en", internal=True)
         try:
             await asyncio.wait_for(seq.outbox.get(), timeout)
         finally:
@@ -165,10 +171,10 @@ class Engine:
         if reason is None and (n >= p.max_tokens or seq.num_tokens >= self.cfg.max_model_len):
             reason = "length"
         if reason is None and p.stop:
-            text = text[:len(text) - _holdback(seq.text, p.stop)]
+            text = text[: len(text) - _holdback(seq.text, p.stop)]
             seq.num_sent_chars += len(text)
         elif p.stop:
-            text = seq.text[seq.num_sent_chars:]
+            text = seq.text[seq.num_sent_chars :]
         seq.outbox.put(Delta(text, 1, reason))
         if reason:
             self._finish(seq, reason, now, notify=False)
@@ -180,9 +186,9 @@ class Engine:
         seq.text += piece
         hits = [i for s in seq.params.stop if (i := seq.text.find(s, start)) >= 0]
         if hits:
-            seq.text = seq.text[:min(hits)]
-            return "stop", seq.text[seq.num_sent_chars:]
-        return None, seq.text[seq.num_sent_chars:]
+            seq.text = seq.text[: min(hits)]
+            return "stop", seq.text[seq.num_sent_chars :]
+        return None, seq.text[seq.num_sent_chars :]
 
     def _finish(self, seq: Sequence, reason: str, now: float, notify: bool = True) -> None:
         self.scheduler.finish(seq, reason)

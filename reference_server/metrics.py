@@ -27,24 +27,24 @@ class EngineMetrics:
 
         self.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS)
         self.itl = hist("vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS)
-        self.tpot = hist("vllm:request_time_per_output_token_seconds",
-                         "Per-request mean time per output token.", ITL_BUCKETS)
-        self.e2e = hist("vllm:e2e_request_latency_seconds", "End-to-end request latency.",
-                        REQUEST_LATENCY_BUCKETS)
-        self.queue = hist("vllm:request_queue_time_seconds", "Time waiting before first scheduled.",
-                          REQUEST_LATENCY_BUCKETS)
-        self.prefill = hist("vllm:request_prefill_time_seconds", "Time in prefill.",
-                            REQUEST_LATENCY_BUCKETS)
-        self.decode = hist("vllm:request_decode_time_seconds", "Time in decode.",
-                           REQUEST_LATENCY_BUCKETS)
-        self.prompt_len = hist("vllm:request_prompt_tokens", "Prompt tokens per request.",
-                               buckets_1_2_5(max_model_len))
-        self.gen_len = hist("vllm:request_generation_tokens", "Generated tokens per request.",
-                            buckets_1_2_5(max_model_len))
+        self.tpot = hist(
+            "vllm:request_time_per_output_token_seconds", "Per-request mean time per output token.", ITL_BUCKETS
+        )
+        self.e2e = hist("vllm:e2e_request_latency_seconds", "End-to-end request latency.", REQUEST_LATENCY_BUCKETS)
+        self.queue = hist(
+            "vllm:request_queue_time_seconds", "Time waiting before first scheduled.", REQUEST_LATENCY_BUCKETS
+        )
+        self.prefill = hist("vllm:request_prefill_time_seconds", "Time in prefill.", REQUEST_LATENCY_BUCKETS)
+        self.decode = hist("vllm:request_decode_time_seconds", "Time in decode.", REQUEST_LATENCY_BUCKETS)
+        self.prompt_len = hist("vllm:request_prompt_tokens", "Prompt tokens per request.", buckets_1_2_5(max_model_len))
+        self.gen_len = hist(
+            "vllm:request_generation_tokens", "Generated tokens per request.", buckets_1_2_5(max_model_len)
+        )
         self.prompt_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens processed.")
-        self.success = Counter("vllm:request_success", "Finished requests by reason.",
-                               ["model_name", "finished_reason"], registry=r)
+        self.success = Counter(
+            "vllm:request_success", "Finished requests by reason.", ["model_name", "finished_reason"], registry=r
+        )
         r.register(_EngineState(model_name, scheduler))
 
     def on_token(self, seq: Sequence, now: float) -> None:
@@ -88,13 +88,15 @@ class _EngineState:
         yield gauge("vllm:num_requests_waiting", "Requests waiting.", len(s.waiting))
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage (1 = full).", s.blocks.usage)
         yield _counter("vllm:num_preemptions", "Preemptions by recompute.", m, s.num_preemptions)
-        yield _counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", m,
-                       s.blocks.prefix_queries)
-        yield _counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", m,
-                       s.blocks.prefix_hits)
-        waiting = GaugeMetricFamily("llmchaos_server_queue_length",
-                                    "Waiting requests per language and queue.",
-                                    labels=["model_name", "lang", "queue"])
+        yield _counter(
+            "vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", m, s.blocks.prefix_queries
+        )
+        yield _counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", m, s.blocks.prefix_hits)
+        waiting = GaugeMetricFamily(
+            "llmchaos_server_queue_length",
+            "Waiting requests per language and queue.",
+            labels=["model_name", "lang", "queue"],
+        )
         for (lang, queue), n in _tally(s).items():
             waiting.add_metric([self.model_name, lang, queue], n)
         yield waiting

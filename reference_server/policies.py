@@ -60,9 +60,14 @@ class FCFS:
 class FairQueue:
     """SFQ across classes; a class may hold the turn for a minimum slice once it gets it."""
 
-    def __init__(self, classify: Callable[[Sequence], str], weights: dict[str, float],
-                 default_weight: float = 1.0, min_slice_s: dict[str, float] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        classify: Callable[[Sequence], str],
+        weights: dict[str, float],
+        default_weight: float = 1.0,
+        min_slice_s: dict[str, float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.classify, self.weights, self.default_weight = classify, weights, default_weight
         self.min_slice_s = min_slice_s or {}
         self.clock = clock
@@ -105,8 +110,9 @@ class FairQueue:
         start, seq = self._queues[cls].popleft()
         self._vtime = max(self._vtime, start)
         self._len -= 1
-        if (self._holder is None or self._holder[0] != cls or self.clock() >= self._holder[1]) \
-                and self.min_slice_s.get(cls):
+        if (self._holder is None or self._holder[0] != cls or self.clock() >= self._holder[1]) and self.min_slice_s.get(
+            cls
+        ):
             self._holder = (cls, self.clock() + self.min_slice_s[cls])
         return seq
 
@@ -134,9 +140,11 @@ def make_policy(cfg: EngineConfig) -> Policy:
         return FairQueue(lambda s: s.lang, weights, default_weight=min(weights.values(), default=1.0))
     if cfg.policy == "two-level":
         limit = cfg.fast_max_prompt_tokens
-        return FairQueue(lambda s: "fast" if s.num_prompt_tokens <= limit else "bulk",
-                         {"fast": cfg.fast_weight, "bulk": cfg.bulk_weight},
-                         min_slice_s={"bulk": cfg.bulk_min_slice_s})
+        return FairQueue(
+            lambda s: "fast" if s.num_prompt_tokens <= limit else "bulk",
+            {"fast": cfg.fast_weight, "bulk": cfg.bulk_weight},
+            min_slice_s={"bulk": cfg.bulk_min_slice_s},
+        )
     raise ValueError(f"unknown policy {cfg.policy!r}")
 
 

@@ -21,8 +21,7 @@ class Scheduler:
         self.cfg = cfg
         self.waiting: Policy = policy or make_policy(cfg)
         self.running: list[Sequence] = []
-        self.blocks = BlockManager(cfg.num_blocks, cfg.block_size, cfg.watermark,
-                                   cfg.enable_prefix_caching)
+        self.blocks = BlockManager(cfg.num_blocks, cfg.block_size, cfg.watermark, cfg.enable_prefix_caching)
         self.num_preemptions = 0
 
     def add(self, seq: Sequence) -> None:

@@ -45,10 +45,19 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True  # a clean drain exits 0: the signal is not re-raised
 
 
-def serve(engine_cfg: EngineConfig, executor: Executor, host: str, port: int, opts: ServerOptions,
-          startup_delay_s: float = 0.0, drain_timeout_s: float = 30.0, log_level: str = "warning") -> None:
+def serve(
+    engine_cfg: EngineConfig,
+    executor: Executor,
+    host: str,
+    port: int,
+    opts: ServerOptions,
+    startup_delay_s: float = 0.0,
+    drain_timeout_s: float = 30.0,
+    log_level: str = "warning",
+) -> None:
     engine = Engine(engine_cfg, executor)
     app = create_app(engine, opts, startup_delay_s)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5
+    )
     DrainingServer(config, engine, drain_timeout_s).run()

@@ -24,8 +24,14 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-OPTIONAL = {"pause": set(), "kill": {"signal"}, "stop": {"timeout"}, "restart": {"timeout"}, "cpu": set(),
-            "disconnect": set()}
+OPTIONAL = {
+    "pause": set(),
+    "kill": {"signal"},
+    "stop": {"timeout"},
+    "restart": {"timeout"},
+    "cpu": set(),
+    "disconnect": set(),
+}
 REQUIRED = {"cpu": {"cpus"}, "disconnect": {"network"}}
 PERIOD_US = 100_000  # the CFS period a CPU throttle uses
 
@@ -47,8 +53,9 @@ def connect(host: str | None) -> DockerClient:
         client = docker.DockerClient(base_url=host, timeout=30) if host else docker.from_env(timeout=30)
         client.ping()
     except Exception as e:  # noqa: BLE001 - docker and requests raise many kinds; all mean unreachable
-        raise InjectError(f"no Docker daemon at {host or 'DOCKER_HOST or the local socket'}: "
-                          f"{str(e).splitlines()[0]}") from None
+        raise InjectError(
+            f"no Docker daemon at {host or 'DOCKER_HOST or the local socket'}: {str(e).splitlines()[0]}"
+        ) from None
     return client
 
 
@@ -96,8 +103,9 @@ class Docker:
         return self._docker
 
     @overload
-    def _call(self, what: str, fn: Callable[..., T], *args: object, gone_ok: Literal[False] = False,
-              **kw: object) -> T: ...
+    def _call(
+        self, what: str, fn: Callable[..., T], *args: object, gone_ok: Literal[False] = False, **kw: object
+    ) -> T: ...
 
     @overload
     def _call(self, what: str, fn: Callable[..., T], *args: object, gone_ok: bool, **kw: object) -> T | None: ...
@@ -146,8 +154,12 @@ class Docker:
         self._seen = {c.attrs["Id"]: c for c in self._matching() if c.status == "running"}
         for cid, c in self._seen.items():
             host = c.attrs["HostConfig"]
-            entry = {"id": cid, "name": c.name, "cpu_quota": host.get("CpuQuota") or 0,
-                     "cpu_period": host.get("CpuPeriod") or 0}
+            entry = {
+                "id": cid,
+                "name": c.name,
+                "cpu_quota": host.get("CpuQuota") or 0,
+                "cpu_period": host.get("CpuPeriod") or 0,
+            }
             if params["action"] == "disconnect":
                 endpoint = c.attrs["NetworkSettings"]["Networks"].get(params["network"])
                 if endpoint is None:
@@ -172,8 +184,12 @@ class Docker:
                 fn = c.stop if action == "stop" else c.restart
                 self._call(action, fn, timeout=int(number(params, "timeout", "s")) if "timeout" in params else 10)
             elif action == "cpu":
-                self._call("update", c.update, cpu_period=PERIOD_US,
-                           cpu_quota=max(1000, int(number(params, "cpus") * PERIOD_US)))
+                self._call(
+                    "update",
+                    c.update,
+                    cpu_period=PERIOD_US,
+                    cpu_quota=max(1000, int(number(params, "cpus") * PERIOD_US)),
+                )
             elif action == "disconnect" and saved["network"] in c.attrs["NetworkSettings"]["Networks"]:
                 network = self._call("network", client.networks.get, saved["network"])
                 self._call("disconnect", network.disconnect, c)
@@ -191,18 +207,29 @@ class Docker:
                 self._call("start", c.start)
             if saved["action"] == "cpu":
                 quota = entry["cpu_quota"]
-                self._call("update", c.update, cpu_quota=quota if quota > 0 else -1,
-                           **({"cpu_period": entry["cpu_period"]} if quota > 0 and entry["cpu_period"] else {}))
+                self._call(
+                    "update",
+                    c.update,
+                    cpu_quota=quota if quota > 0 else -1,
+                    **({"cpu_period": entry["cpu_period"]} if quota > 0 and entry["cpu_period"] else {}),
+                )
             if saved["action"] == "disconnect" and saved["network"] not in c.attrs["NetworkSettings"]["Networks"]:
                 network = self._call("network", client.networks.get, saved["network"])
-                self._call("connect", network.connect, c, aliases=entry.get("aliases") or None,
-                           ipv4_address=entry.get("ipv4"))
+                self._call(
+                    "connect", network.connect, c, aliases=entry.get("aliases") or None, ipv4_address=entry.get("ipv4")
+                )
 
     def read_back(self) -> dict:
         out = []
         for c in self._matching(allowed_only=False):
             host = c.attrs["HostConfig"]
             quota, period = host.get("CpuQuota") or 0, host.get("CpuPeriod") or PERIOD_US
-            out.append({"name": c.name, "status": c.status, "cpus": quota / period if quota > 0 else None,
-                        "networks": sorted(c.attrs["NetworkSettings"]["Networks"])})
+            out.append(
+                {
+                    "name": c.name,
+                    "status": c.status,
+                    "cpus": quota / period if quota > 0 else None,
+                    "networks": sorted(c.attrs["NetworkSettings"]["Networks"]),
+                }
+            )
         return {"containers": out}

@@ -153,9 +153,11 @@ class GpuClock:
             return self._sim("GET")
         nv, h = self._handle()
         try:
-            return {"graphics_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
-                    "max_graphics_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
-                    "memory_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)}
+            return {
+                "graphics_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
+                "max_graphics_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
+                "memory_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+            }
         except nv.NVMLError as e:
             raise InjectError(f"GPU {self.target['gpu']}: {e}") from None
 

@@ -29,8 +29,12 @@ class Netem(RootQdisc):
             if "delay" not in params:
                 raise FieldError("params.jitter", "needs a delay")
             opts["jitter"] = int(number(params, "jitter", "ms") * 1000)
-        for key, arg in (("correlation", "delay_corr"), ("loss", "loss"), ("duplicate", "duplicate"),
-                         ("reorder", "prob_reorder")):
+        for key, arg in (
+            ("correlation", "delay_corr"),
+            ("loss", "loss"),
+            ("duplicate", "duplicate"),
+            ("reorder", "prob_reorder"),
+        ):
             if key in params:
                 pct = number(params, key, "%")
                 if pct > 100:

@@ -72,8 +72,11 @@ class RootQdisc:
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.netns, self.interface, self.allow = target.get("netns"), target["interface"], allow
         self.where = f"{self.interface} in netns {self.netns}" if self.netns else f"{self.interface} (host)"
-        self.tc = f"tc -n {self.netns} qdisc del dev {self.interface} root" if self.netns \
+        self.tc = (
+            f"tc -n {self.netns} qdisc del dev {self.interface} root"
+            if self.netns
             else f"tc qdisc del dev {self.interface} root"
+        )
         self.mine = False  # a root qdisc of ours is in place (applying again replaces it)
 
     @contextlib.contextmanager
@@ -92,8 +95,7 @@ class RootQdisc:
             ipr.close()
 
     def probe(self) -> str | None:
-        refused = self.allow.interface(self.netns, self.interface,
-                                       set() if self.netns else default_route_interfaces())
+        refused = self.allow.interface(self.netns, self.interface, set() if self.netns else default_route_interfaces())
         if refused:
             return refused
         try:
@@ -101,8 +103,10 @@ class RootQdisc:
         except InjectError as e:
             return str(e)
         if root["kind"] not in DEFAULT_ROOTS and not self.mine:
-            return (f"{self.where} already has a root {root['kind']} qdisc that this run did not add "
-                    f"(a leftover? remove it: {self.tc})")
+            return (
+                f"{self.where} already has a root {root['kind']} qdisc that this run did not add "
+                f"(a leftover? remove it: {self.tc})"
+            )
         return None
 
     def save(self, params: dict) -> dict:

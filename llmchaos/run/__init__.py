@@ -18,7 +18,23 @@ from llmchaos.run.requests import RequestLine, RequestsWriter
 from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, write
 
 __all__ = [
-    "SCHEMA_VERSION", "FaultWindow", "OutcomeCount", "RequestLine", "RequestsFile", "RequestsWriter", "Run",
-    "RunResults", "SloCheck", "SloResult", "Summary", "Validity", "host_info", "iso", "load",
-    "new_run_id", "outcome_rows", "summarize", "write",
+    "SCHEMA_VERSION",
+    "FaultWindow",
+    "OutcomeCount",
+    "RequestLine",
+    "RequestsFile",
+    "RequestsWriter",
+    "Run",
+    "RunResults",
+    "SloCheck",
+    "SloResult",
+    "Summary",
+    "Validity",
+    "host_info",
+    "iso",
+    "load",
+    "new_run_id",
+    "outcome_rows",
+    "summarize",
+    "write",
 ]

@@ -155,4 +155,3 @@ def outcome_rows(counts: Mapping[tuple[str, ...], int]) -> list[OutcomeCount]:
     """Counts keyed (target, lang, api, phase, outcome) as rows, in key order."""
     fields = ("target", "lang", "api", "phase", "outcome")
     return [OutcomeCount(**dict(zip(fields, k, strict=True)), count=n) for k, n in sorted(counts.items())]
-

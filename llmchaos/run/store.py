@@ -103,8 +103,11 @@ def _run(path: Path) -> Run:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise UsageError(f"not a schema version: {version!r}", file=str(path), field="schema_version")
     if version > SCHEMA_VERSION:
-        raise UsageError(f"schema_version {version} is newer than this llmchaos reads ({SCHEMA_VERSION}); "
-                         "upgrade llmchaos", file=str(path), field="schema_version")
+        raise UsageError(
+            f"schema_version {version} is newer than this llmchaos reads ({SCHEMA_VERSION}); upgrade llmchaos",
+            file=str(path),
+            field="schema_version",
+        )
     try:
         return Run.model_validate(data)
     except ValidationError as e:

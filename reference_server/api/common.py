@@ -23,11 +23,17 @@ M = TypeVar("M", bound=BaseModel)
 class APIError(Exception):
     """An error each API renders in its own shape. `kind` is a gRPC-style status name."""
 
-    STATUS: ClassVar[dict[str, int]] = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
-              "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503}
+    STATUS: ClassVar[dict[str, int]] = {
+        "INVALID_ARGUMENT": 400,
+        "UNAUTHENTICATED": 401,
+        "PERMISSION_DENIED": 403,
+        "NOT_FOUND": 404,
+        "RESOURCE_EXHAUSTED": 429,
+        "INTERNAL": 500,
+        "UNAVAILABLE": 503,
+    }
 
-    def __init__(self, kind: str, message: str, param: str | None = None,
-                 retry_after: int | None = None) -> None:
+    def __init__(self, kind: str, message: str, param: str | None = None, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.kind, self.message, self.param, self.retry_after = kind, message, param, retry_after
         self.status = self.STATUS[kind]
@@ -100,21 +106,29 @@ def language(request: Request, body_tag: str | None, field: str) -> str:
     return tag
 
 
-def admit(engine: Engine, prompt: str | list[int], params: SamplingParams, lang: str,
-          prompt_field: str, max_tokens_field: str) -> Sequence:
+def admit(
+    engine: Engine, prompt: str | list[int], params: SamplingParams, lang: str, prompt_field: str, max_tokens_field: str
+) -> Sequence:
     """Tokenize, check the context length, and submit to the engine (429/503 when it refuses)."""
     ids = tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
     limit = engine.cfg.max_model_len
     if not ids:
         raise APIError("INVALID_ARGUMENT", "prompt is empty", param="prompt")
     if len(ids) >= limit:
-        raise APIError("INVALID_ARGUMENT", f"This model's maximum context length is {limit} tokens. "
-                       f"However, your prompt has {len(ids)} tokens.", param=prompt_field)
+        raise APIError(
+            "INVALID_ARGUMENT",
+            f"This model's maximum context length is {limit} tokens. However, your prompt has {len(ids)} tokens.",
+            param=prompt_field,
+        )
     max_tokens = params.max_tokens or limit - len(ids)  # unset: the rest of the context, as vLLM
     if len(ids) + max_tokens > limit:
-        raise APIError("INVALID_ARGUMENT", f"This model's maximum context length is {limit} tokens. "
-                       f"However, you requested {len(ids) + max_tokens} tokens ({len(ids)} in the "
-                       f"prompt, {max_tokens} for the completion).", param=max_tokens_field)
+        raise APIError(
+            "INVALID_ARGUMENT",
+            f"This model's maximum context length is {limit} tokens. "
+            f"However, you requested {len(ids) + max_tokens} tokens ({len(ids)} in the "
+            f"prompt, {max_tokens} for the completion).",
+            param=max_tokens_field,
+        )
     if max_tokens != params.max_tokens:
         params = SamplingParams(**{**params.__dict__, "max_tokens": max_tokens})
     try:

@@ -94,17 +94,21 @@ class GenerateRequest(Strict):
         return v
 
     def prompt(self) -> str:
-        turns = ([("system", self.system_instruction)] if self.system_instruction else []) + \
-            [(c.role or "user", c) for c in self.contents]
-        return "".join(f"<|{role}|>\n{''.join(p.text for p in c.parts)}\n" for role, c in turns) + \
-            "<|model|>\n"
+        turns = ([("system", self.system_instruction)] if self.system_instruction else []) + [
+            (c.role or "user", c) for c in self.contents
+        ]
+        return "".join(f"<|{role}|>\n{''.join(p.text for p in c.parts)}\n" for role, c in turns) + "<|model|>\n"
 
     def params(self) -> SamplingParams:
         g = self.generation_config
-        return SamplingParams(max_tokens=g.max_output_tokens or 0,
-                              temperature=1.0 if g.temperature is None else g.temperature,
-                              top_k=g.top_k or 0, top_p=1.0 if g.top_p is None else g.top_p,
-                              stop=tuple(g.stop_sequences or ()), seed=g.seed)
+        return SamplingParams(
+            max_tokens=g.max_output_tokens or 0,
+            temperature=1.0 if g.temperature is None else g.temperature,
+            top_k=g.top_k or 0,
+            top_p=1.0 if g.top_p is None else g.top_p,
+            stop=tuple(g.stop_sequences or ()),
+            seed=g.seed,
+        )
 
 
 class CountTokensRequest(Strict):
@@ -119,13 +123,17 @@ class GeminiAPI:
     async def dispatch(self, request: Request) -> Response:
         """POST /v1beta/models/{model}:{method}."""
         model, _, method = request.path_params["target"].partition(":")
-        handler = {"streamGenerateContent": self.stream, "generateContent": self.generate,
-                   "countTokens": self.count_tokens}.get(method)
+        handler = {
+            "streamGenerateContent": self.stream,
+            "generateContent": self.generate,
+            "countTokens": self.count_tokens,
+        }.get(method)
         if handler is None:
             raise APIError("NOT_FOUND", f"method {method!r} not found")
         check_ready(self.engine)
-        check_key(request.headers.get("x-goog-api-key") or request.query_params.get("key")
-                  or bearer(request), self.api_key)
+        check_key(
+            request.headers.get("x-goog-api-key") or request.query_params.get("key") or bearer(request), self.api_key
+        )
         if model.removeprefix("models/") != self.engine.cfg.model_name:
             raise APIError("NOT_FOUND", f"models/{model} is not found for API version v1beta")
         return await handler(request)
@@ -145,22 +153,22 @@ class GeminiAPI:
     async def _admit(self, request: Request) -> tuple[GenerateRequest, Sequence]:
         req = await parse_body(request, GenerateRequest)
         lang = language(request, (req.labels or {}).get("lang"), "labels.lang")
-        seq = admit(self.engine, req.prompt(), req.params(), lang, "contents",
-                    "generationConfig.maxOutputTokens")
+        seq = admit(self.engine, req.prompt(), req.params(), lang, "contents", "generationConfig.maxOutputTokens")
         return req, seq
 
     async def generate(self, request: Request) -> Response:
         _, seq = await self._admit(request)
         text = await collect(self.engine, seq, request)
-        return JSONResponse(self._chunk(seq, text, seq.finish_reason, uuid.uuid4().hex,
-                                        len(seq.output_token_ids)))
+        return JSONResponse(self._chunk(seq, text, seq.finish_reason, uuid.uuid4().hex, len(seq.output_token_ids)))
 
     async def stream(self, request: Request) -> Response:
         _, seq = await self._admit(request)
         sse = request.query_params.get("alt") == "sse"
-        return StreamingResponse(self._stream(seq, sse),
-                                 media_type="text/event-stream" if sse else "application/json",
-                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+        return StreamingResponse(
+            self._stream(seq, sse),
+            media_type="text/event-stream" if sse else "application/json",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
 
     def _chunk(self, seq: Sequence, text: str, reason: str | None, rid: str, n: int) -> dict:
         """A response (chunk) with usage counting the `n` output tokens delivered so far."""
@@ -169,8 +177,12 @@ class GeminiAPI:
         if reason is not None:
             cand["finishReason"] = FINISH.get(reason, "OTHER")
             usage["candidatesTokenCount"] = n
-        return {"candidates": [cand], "usageMetadata": usage,
-                "modelVersion": self.engine.cfg.model_name, "responseId": rid}
+        return {
+            "candidates": [cand],
+            "usageMetadata": usage,
+            "modelVersion": self.engine.cfg.model_name,
+            "responseId": rid,
+        }
 
     async def _stream(self, seq: Sequence, sse: bool) -> AsyncIterator[bytes]:
         rid, first, delivered = uuid.uuid4().hex, True, 0
@@ -183,8 +195,9 @@ class GeminiAPI:
                         yield b": keep-alive\r\n\r\n"
                     continue
                 if d.finish_reason == "error":
-                    err = dumps({"error": {"code": 500, "message": "the engine failed while generating",
-                                           "status": "INTERNAL"}})
+                    err = dumps(
+                        {"error": {"code": 500, "message": "the engine failed while generating", "status": "INTERNAL"}}
+                    )
                     yield (f"data: {err}\r\n\r\n" if sse else ("" if first else ",\r\n") + err).encode()
                     break
                 delivered += d.num_tokens

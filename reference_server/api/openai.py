@@ -83,9 +83,16 @@ class _Sampling(Strict):
     def params(self, max_tokens: int | None) -> SamplingParams:
         if max_tokens is not None and self.min_tokens > max_tokens:
             raise APIError("INVALID_ARGUMENT", "min_tokens must not exceed max_tokens", "min_tokens")
-        return SamplingParams(max_tokens=max_tokens or 0, temperature=self.temperature,
-                              top_k=max(self.top_k, 0), top_p=self.top_p, stop=stops(self.stop),
-                              seed=self.seed, ignore_eos=self.ignore_eos, min_tokens=self.min_tokens)
+        return SamplingParams(
+            max_tokens=max_tokens or 0,
+            temperature=self.temperature,
+            top_k=max(self.top_k, 0),
+            top_p=self.top_p,
+            stop=stops(self.stop),
+            seed=self.seed,
+            ignore_eos=self.ignore_eos,
+            min_tokens=self.min_tokens,
+        )
 
 
 class ChatRequest(_Sampling):
@@ -95,8 +102,7 @@ class ChatRequest(_Sampling):
 
 
 class CompletionRequest(_Sampling):
-    prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)] | \
-        Annotated[list[int], Field(min_length=1)]
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)] | Annotated[list[int], Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=1)] | None = 16
 
     @field_validator("prompt")
@@ -129,9 +135,21 @@ class OpenAIAPI:
     async def models(self, request: Request) -> Response:
         check_key(bearer(request), self.api_key)
         name = self.engine.cfg.model_name
-        return JSONResponse({"object": "list", "data": [{
-            "id": name, "object": "model", "created": 0, "owned_by": "llmchaos", "root": name,
-            "max_model_len": self.engine.cfg.max_model_len}]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": name,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "llmchaos",
+                        "root": name,
+                        "max_model_len": self.engine.cfg.max_model_len,
+                    }
+                ],
+            }
+        )
 
     async def chat(self, request: Request) -> Response:
         self._auth(request)
@@ -148,8 +166,7 @@ class OpenAIAPI:
         req = await parse_body(request, CompletionRequest)
         self._check_model(req.model)
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
-        prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) \
-            else req.prompt
+        prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) else req.prompt
         seq = admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")
         return await self._respond(request, req, seq, chat=False)
 
@@ -160,49 +177,78 @@ class OpenAIAPI:
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
         body = await collect(self.engine, seq, request)
         reason = seq.finish_reason
-        choice = {"index": 0, "message": {"role": "assistant", "content": body},
-                  "logprobs": None, "finish_reason": reason, "stop_reason": None} if chat else \
-            {"index": 0, "text": body, "logprobs": None, "finish_reason": reason, "stop_reason": None}
-        return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
-                             "created": int(time.time()), "model": req.model, "choices": [choice],
-                             "usage": _usage(seq, len(seq.output_token_ids))})
+        choice = (
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": body},
+                "logprobs": None,
+                "finish_reason": reason,
+                "stop_reason": None,
+            }
+            if chat
+            else {"index": 0, "text": body, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+        )
+        return JSONResponse(
+            {
+                "id": rid,
+                "object": "chat.completion" if chat else "text_completion",
+                "created": int(time.time()),
+                "model": req.model,
+                "choices": [choice],
+                "usage": _usage(seq, len(seq.output_token_ids)),
+            }
+        )
 
     async def _stream(self, req: _Sampling, seq: Sequence, rid: str, chat: bool) -> AsyncIterator[bytes]:
         opts = req.stream_options or StreamOptions()
         usage_null = ',"usage":null' if opts.include_usage else ""
         stop_reason = "" if chat else ',"stop_reason":null'
-        head = (f'data: {{"id":"{rid}","object":"{"chat.completion.chunk" if chat else "text_completion"}",'
-                f'"created":{int(time.time())},"model":{dumps(req.model)},"choices":[{{"index":0,')
+        head = (
+            f'data: {{"id":"{rid}","object":"{"chat.completion.chunk" if chat else "text_completion"}",'
+            f'"created":{int(time.time())},"model":{dumps(req.model)},"choices":[{{"index":0,'
+        )
         delivered = 0  # tokens sent so far (the pacer may hold some the engine made)
         try:
             if chat:
-                yield (head + '"delta":{"role":"assistant","content":""},"logprobs":null,'
-                       f'"finish_reason":null}}]{usage_null}}}\n\n').encode()
+                yield (
+                    head + '"delta":{"role":"assistant","content":""},"logprobs":null,'
+                    f'"finish_reason":null}}]{usage_null}}}\n\n'
+                ).encode()
             async for d in self.engine.output(seq):
                 if d is None:
                     yield b": keep-alive\n\n"
                     continue
                 if d.finish_reason == "error":
-                    yield ("data: " + dumps({"error": {"message": "the engine failed while generating",
-                                                       "type": "server_error", "param": None,
-                                                       "code": 500}}) + "\n\n").encode()
+                    yield (
+                        "data: "
+                        + dumps(
+                            {
+                                "error": {
+                                    "message": "the engine failed while generating",
+                                    "type": "server_error",
+                                    "param": None,
+                                    "code": 500,
+                                }
+                            }
+                        )
+                        + "\n\n"
+                    ).encode()
                     break
                 delivered += d.num_tokens
                 if not d.text and d.finish_reason is None:
                     continue
                 content = f'"delta":{{"content":{json_str(d.text)}}}' if chat else f'"text":{json_str(d.text)}'
                 reason = f'"{d.finish_reason}"' if d.finish_reason else "null"
-                usage = f',"usage":{dumps(_usage(seq, delivered))}' if opts.continuous_usage_stats \
-                    else usage_null
-                yield (f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}'
-                       f'}}]{usage}}}\n\n').encode()
+                usage = f',"usage":{dumps(_usage(seq, delivered))}' if opts.continuous_usage_stats else usage_null
+                yield (
+                    f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}}}]{usage}}}\n\n'
+                ).encode()
             if opts.include_usage:
-                yield (head[:-len('{"index":0,')] + f'],"usage":{dumps(_usage(seq, delivered))}}}\n\n').encode()
+                yield (head[: -len('{"index":0,')] + f'],"usage":{dumps(_usage(seq, delivered))}}}\n\n').encode()
             yield sse_codec.DONE
         finally:
             self.engine.abort(seq)
 
 
 def _usage(seq: Sequence, n: int) -> dict[str, int]:
-    return {"prompt_tokens": seq.num_prompt_tokens, "completion_tokens": n,
-            "total_tokens": seq.num_prompt_tokens + n}
+    return {"prompt_tokens": seq.num_prompt_tokens, "completion_tokens": n, "total_tokens": seq.num_prompt_tokens + n}

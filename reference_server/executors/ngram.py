@@ -49,8 +49,7 @@ class NGramModel:
     def candidates(self, a: int, b: int) -> Candidates:
         return self.tri.get((a, b)) or self.bi.get(b) or self.tri[(self.bos, self.bos)]
 
-    def sample(self, a: int, b: int, params: SamplingParams, rng: random.Random,
-               allow_eos: bool) -> int:
+    def sample(self, a: int, b: int, params: SamplingParams, rng: random.Random, allow_eos: bool) -> int:
         ids, counts, cum = self.candidates(a, b)
         if not allow_eos and self.eos in ids:
             keep = [i for i, t in enumerate(ids) if t != self.eos]
@@ -62,7 +61,7 @@ class NGramModel:
             return ids[0]
         if params.temperature != 1.0 or params.top_k or params.top_p < 1.0:
             counts = _reshape(counts, params)
-            ids, cum = ids[:len(counts)], ()
+            ids, cum = ids[: len(counts)], ()
         return rng.choices(ids, cum_weights=cum or tuple(accumulate(counts)))[0]
 
 
@@ -70,12 +69,12 @@ def _reshape(counts: tuple[float, ...], p: SamplingParams) -> tuple[float, ...]:
     """Temperature, then top-k, then top-p (nucleus) on counts sorted high to low."""
     w = [c ** (1.0 / p.temperature) for c in counts] if p.temperature != 1.0 else list(counts)
     if p.top_k:
-        w = w[:p.top_k]
+        w = w[: p.top_k]
     if p.top_p < 1.0:
         total, run = sum(w), 0.0
         for i, x in enumerate(w):
             run += x
             if run >= p.top_p * total:
-                w = w[:i + 1]
+                w = w[: i + 1]
                 break
     return tuple(w)

@@ -45,10 +45,15 @@ class CostModel:
 
     def scaled(self, factor: float, jitter: float) -> CostModel:
         """Every step time multiplied by `factor` (0: free), with this jitter."""
-        return replace(self, step_overhead_s=self.step_overhead_s * factor,
-                       prefill_per_token_s=self.prefill_per_token_s * factor,
-                       decode_base_s=self.decode_base_s * factor, decode_per_seq_s=self.decode_per_seq_s * factor,
-                       decode_per_ctx_token_s=self.decode_per_ctx_token_s * factor, jitter=jitter)
+        return replace(
+            self,
+            step_overhead_s=self.step_overhead_s * factor,
+            prefill_per_token_s=self.prefill_per_token_s * factor,
+            decode_base_s=self.decode_base_s * factor,
+            decode_per_seq_s=self.decode_per_seq_s * factor,
+            decode_per_ctx_token_s=self.decode_per_ctx_token_s * factor,
+            jitter=jitter,
+        )
 
 
 class SimDevice:

@@ -54,11 +54,18 @@ def test_the_check_sees_lazy_and_from_imports(tmp_path):
     (tmp_path / "faults" / "x.py").write_text("import loadtests.plugin\nimport llmchaos\n")
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "b.py").write_text("from tests.procs import free_port\n")
-    assert violations(tmp_path) == ["llmchaos/cli.py imports faults", "faults/x.py imports loadtests",
-                                    "benchmarks/b.py imports tests"]
+    assert violations(tmp_path) == [
+        "llmchaos/cli.py imports faults",
+        "faults/x.py imports loadtests",
+        "benchmarks/b.py imports tests",
+    ]
 
 
 def test_nothing_but_locustfiles_and_tests_imports_loadtests():
-    importers = {p.relative_to(ROOT).parts[0] for pkg in ALLOWED for p in (ROOT / pkg).rglob("*.py")
-                 if "loadtests" in imported_packages(p)}
+    importers = {
+        p.relative_to(ROOT).parts[0]
+        for pkg in ALLOWED
+        for p in (ROOT / pkg).rglob("*.py")
+        if "loadtests" in imported_packages(p)
+    }
     assert importers <= {"loadtests"}

@@ -21,12 +21,22 @@ def test_every_component_owns_its_subcommands():
     parser = build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     owners = {name: owner(p) for name, p in sub.choices.items()}
-    assert owners == {"serve": "reference_server.cli", "proxy": "faults.cli", "faults": "faults.cli",
-                      "push-delete": "loadtests.cli", "report": "dashboards.cli"}
+    assert owners == {
+        "serve": "reference_server.cli",
+        "proxy": "faults.cli",
+        "faults": "faults.cli",
+        "push-delete": "loadtests.cli",
+        "report": "dashboards.cli",
+    }
 
 
 def test_serve_refuses_an_unknown_engine_with_the_list():
-    r = subprocess.run([sys.executable, "-m", "llmchaos.cli", "serve", "--engine", "nosuch", "--port", "1"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "serve", "--engine", "nosuch", "--port", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert r.stderr == "llmchaos: error: --engine: unknown engine 'nosuch' (engines: sim)\n"

@@ -5,8 +5,18 @@ from llmchaos.run.requests import RequestLine, RequestsWriter, read
 
 
 def line(**kw) -> RequestLine:
-    base = {"request_id": "r1", "lang": "en", "api": "openai-chat", "target": "t", "phase": "baseline",
-            "open_loop": False, "intended": 1.0, "sent": 1.0, "schedule_lag": 0.0, "outcome": "ok"}
+    base = {
+        "request_id": "r1",
+        "lang": "en",
+        "api": "openai-chat",
+        "target": "t",
+        "phase": "baseline",
+        "open_loop": False,
+        "intended": 1.0,
+        "sent": 1.0,
+        "schedule_lag": 0.0,
+        "outcome": "ok",
+    }
     return RequestLine(**{**base, **kw})
 
 
@@ -20,11 +30,14 @@ def test_lines_written_are_read_back_as_they_were(tmp_path):
     assert list(read(path)) == lines
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ('{"request_id": 5}', ":2: request_id: Input should be a valid string"),
-    ("{not json", ":2: "),
-    ('{"request_id": "r"}', ":2: lang: Field required"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"request_id": 5}', ":2: request_id: Input should be a valid string"),
+        ("{not json", ":2: "),
+        ('{"request_id": "r"}', ":2: lang: Field required"),
+    ],
+)
 def test_a_bad_line_names_the_file_the_line_and_the_field(tmp_path, text, says):
     path = tmp_path / "requests.jsonl"
     path.write_bytes(line().encode() + b"\n" + text.encode() + b"\n")
