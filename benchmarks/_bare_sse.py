@@ -1,11 +1,12 @@
 """Reference for the throughput benchmark: the same Starlette + uvicorn stack streaming
-chunks of the same shape with no engine behind it. Run: python benchmarks/_bare_sse.py PORT"""
+chunks of the same shape with no engine behind it. Run (repo root): python -m benchmarks._bare_sse PORT"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
 
 import uvicorn
 from starlette.applications import Starlette
@@ -18,10 +19,11 @@ async def chat(request: Request) -> StreamingResponse:
     body = json.loads(await request.body())
     head = 'data: {"id":"chatcmpl-0","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,'
 
-    async def gen():  # noqa: ANN202
+    async def gen() -> AsyncIterator[bytes]:
         for i in range(body["max_tokens"]):
-            yield (f'{head}"delta":{{"content":{json.dumps(" word")}}},"logprobs":null,'
-                   '"finish_reason":null}]}\n\n').encode()
+            yield (
+                f'{head}"delta":{{"content":{json.dumps(" word")}}},"logprobs":null,"finish_reason":null}}]}}\n\n'
+            ).encode()
             if i % 64 == 0:
                 await asyncio.sleep(0)
         yield b"data: [DONE]\n\n"

@@ -4,27 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
 
 import httpx
 import psutil
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tests.procs import free_port, stop  # noqa: E402
+from llmchaos.procs import free_port, stop
+
+ROOT = Path(__file__).resolve().parent.parent  # the repo root: the cwd of every process a benchmark starts
+
+
+def module(name: str, *args: str) -> list[str]:
+    """The command that runs `benchmarks.<name>` (a helper server of the benchmarks) with `args`."""
+    return [sys.executable, "-m", f"benchmarks.{name}", *args]
 
 
 @contextlib.contextmanager
 def process(argv: list[str], cpu: int | None, health: str) -> Iterator[tuple[str, psutil.Process]]:
-    """Start `argv` with {port} filled in, pinned to `cpu`; wait for `health` to answer 200."""
+    """Start `argv` (in the repo root) with {port} filled in, pinned to `cpu`; wait for `health` to answer 200."""
     port = free_port()
     argv = [a.replace("{port}", str(port)) for a in argv]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         ps = psutil.Process(proc.pid)
         if cpu is not None:
@@ -51,13 +59,13 @@ class Counts:
 class _Stream(asyncio.Protocol):
     """One streaming request on a raw connection: counts `data:` events, nothing else."""
 
-    def __init__(self, request: bytes, counts: Counts, done: asyncio.Future) -> None:
+    def __init__(self, request: bytes, counts: Counts, done: asyncio.Future[None]) -> None:
         self.request, self.counts, self.done, self.tail = request, counts, done, b""
         self.started = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.counts.open += 1
-        transport.write(self.request)  # type: ignore[attr-defined]
+        cast(asyncio.Transport, transport).write(self.request)  # a stream connection's transport is a Transport
 
     def data_received(self, data: bytes) -> None:
         if not self.started and not data.startswith(b"HTTP/1.1 200"):
@@ -76,19 +84,28 @@ class _Stream(asyncio.Protocol):
 
 
 def chat_request(port: int, max_tokens: int, lang: str = "en", path: str = "/v1/chat/completions") -> bytes:
-    body = json.dumps({"model": "llmchaos-sim-8b", "stream": True, "max_tokens": max_tokens,
-                       "ignore_eos": True, "messages": [{"role": "user", "content": "Tell me a story."}]})
-    return (f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
-            f"x-llmchaos-lang: {lang}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n{body}").encode()
+    body = json.dumps(
+        {
+            "model": "llmchaos-sim-8b",
+            "stream": True,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Tell me a story."}],
+        }
+    )
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"x-llmchaos-lang: {lang}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n{body}"
+    ).encode()
 
 
-async def open_streams(url: str, n: int, request: bytes, counts: Counts) -> list[asyncio.Future]:
+async def open_streams(url: str, n: int, request: bytes, counts: Counts) -> list[asyncio.Future[None]]:
     loop = asyncio.get_running_loop()
     port = int(url.rsplit(":", 1)[1])
-    futures = []
+    futures: list[asyncio.Future[None]] = []
     for _ in range(n):
-        fut = loop.create_future()
-        await loop.create_connection(lambda f=fut: _Stream(request, counts, f), "127.0.0.1", port)
+        fut: asyncio.Future[None] = loop.create_future()
+        await loop.create_connection(functools.partial(_Stream, request, counts, fut), "127.0.0.1", port)
         futures.append(fut)
     return futures
 

@@ -1,7 +1,7 @@
 """An SSE source for the proxy benchmark: requests come in groups (`x-pair: K`, `x-leg: NAME`,
 `x-legs: N`) and once all N legs of a group are open, each event is written to all of them back to
 back (rotating which goes first), the first after `x-offset` seconds, then one every GAP.
-Run: python benchmarks/_paired_source.py PORT GAP EVENTS
+Run (repo root): python -m benchmarks._paired_source PORT GAP EVENTS
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from typing import cast
 
 import uvloop
 
@@ -21,19 +22,21 @@ class Conn(asyncio.Protocol):
         self.gap, self.events, self.buf = gap, events, b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.tr = transport
+        self.tr = cast(asyncio.Transport, transport)  # a stream connection's transport is a Transport
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
         while b"\r\n\r\n" in self.buf:
             head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-            headers = {k.strip().lower(): v.strip().decode() for k, _, v in
-                       (line.partition(b":") for line in head.split(b"\r\n")[1:])}
+            headers = {
+                k.strip().lower(): v.strip().decode()
+                for k, _, v in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+            }
             if head.startswith(b"GET /healthz"):
                 self.tr.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                 continue
             legs = PAIRS.setdefault(headers[b"x-pair"], {})
-            legs[headers[b"x-leg"]] = self.tr  # type: ignore[assignment]
+            legs[headers[b"x-leg"]] = self.tr
             if len(legs) == int(headers[b"x-legs"]):
                 asyncio.get_running_loop().create_task(self.stream(legs, float(headers[b"x-offset"])))
 

@@ -2,7 +2,7 @@
 
 Each request gets `--events` content events, the first after `--gap` and then one every `--gap`
 seconds, each carrying `x_sent_ns` (unix ns, taken right before the write); the send times are
-kept per x-request-id and served at GET /sent. Run: python benchmarks/_sse_source.py PORT EVENTS GAP
+kept per x-request-id and served at GET /sent. Run (repo root): python -m benchmarks._sse_source PORT EVENTS GAP
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 import time
+from typing import cast
 
 import uvloop
 
@@ -24,18 +25,20 @@ def chunk(data: bytes) -> bytes:
 
 class Conn(asyncio.Protocol):
     def __init__(self, events: int, gap: float) -> None:
-        self.events, self.gap, self.buf, self.t = events, gap, b"", None
+        self.events, self.gap, self.buf = events, gap, b""
+        self.t: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.tr = transport
+        self.tr = cast(asyncio.Transport, transport)  # a stream connection's transport is a Transport
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
         head, sep, rest = self.buf.partition(b"\r\n\r\n")
         if not sep:
             return
-        headers = {k.strip().lower(): v.strip() for k, _, v in
-                   (line.partition(b":") for line in head.split(b"\r\n")[1:])}
+        headers = {
+            k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+        }
         n = int(headers.get(b"content-length", b"0"))
         if len(rest) < n:
             return
@@ -56,11 +59,18 @@ class Conn(asyncio.Protocol):
             deadline += self.gap
             await asyncio.sleep(max(0.0, deadline - time.monotonic()))
             ns = time.time_ns()
-            self.tr.write(chunk(b'data: {"choices":[{"index":0,"delta":{"content":" w"},"finish_reason":null}],'
-                                b'"x_sent_ns":%d}\n\n' % ns))
+            self.tr.write(
+                chunk(
+                    b'data: {"choices":[{"index":0,"delta":{"content":" w"},"finish_reason":null}],'
+                    b'"x_sent_ns":%d}\n\n' % ns
+                )
+            )
             sent.append(ns)
-        self.tr.write(chunk(b'data: {"choices":[],"usage":{"completion_tokens":%d}}\n\n' % self.events)
-                      + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        self.tr.write(
+            chunk(b'data: {"choices":[],"usage":{"completion_tokens":%d}}\n\n' % self.events)
+            + chunk(b"data: [DONE]\n\n")
+            + b"0\r\n\r\n"
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.t:

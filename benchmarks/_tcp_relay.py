@@ -1,12 +1,13 @@
 """The floor for any user-space proxy: a bare TCP relay (uvloop protocols, each read written to
 the other side in the same callback), for the proxy benchmark to compare against.
-Run: python benchmarks/_tcp_relay.py PORT UPSTREAM_PORT
+Run (repo root): python -m benchmarks._tcp_relay PORT UPSTREAM_PORT
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from typing import cast
 
 import uvloop
 
@@ -16,7 +17,7 @@ class Pipe(asyncio.Protocol):
         self.peer, self.early = peer, b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's transport is a Transport
 
     def data_received(self, data: bytes) -> None:
         if self.peer is None:
@@ -30,21 +31,26 @@ class Pipe(asyncio.Protocol):
 
 
 class Downstream(Pipe):
+    def __init__(self, upstream: int) -> None:
+        super().__init__()
+        self.upstream = upstream
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         asyncio.get_running_loop().create_task(self.connect())
 
     async def connect(self) -> None:
-        up, _ = await asyncio.get_running_loop().create_connection(lambda: Pipe(self.transport), "127.0.0.1", UPSTREAM)
+        up, _ = await asyncio.get_running_loop().create_connection(
+            lambda: Pipe(self.transport), "127.0.0.1", self.upstream
+        )
         self.peer = up
         up.write(self.early)
 
 
-async def main(port: int) -> None:
-    server = await asyncio.get_running_loop().create_server(Downstream, "127.0.0.1", port)
+async def main(port: int, upstream: int) -> None:
+    server = await asyncio.get_running_loop().create_server(lambda: Downstream(upstream), "127.0.0.1", port)
     await server.serve_forever()
 
 
 if __name__ == "__main__":
-    UPSTREAM = int(sys.argv[2])
-    uvloop.run(main(int(sys.argv[1])))
+    uvloop.run(main(int(sys.argv[1]), int(sys.argv[2])))

@@ -1,9 +1,10 @@
 """SSE events/s and timestamp lag p99 of one Locust worker process on one core, beside a plain
 asyncio aiohttp client reading the same source in the same run.
 
-The source (benchmarks/_sse_source.py) is pinned to CPU 0 and stamps every event with its send
-time; each client runs alone on CPU 1. Lag = receive time - send time, per event.
+The source (`python -m benchmarks._sse_source`) is pinned to CPU 0 and stamps every event with its
+send time; each client runs alone on CPU 1. Lag = receive time - send time, per event.
 Target: at least the aiohttp client's rate, with lag p99 under 2 ms.
+Run from the repo root: python -m benchmarks.client_throughput
 """
 
 from __future__ import annotations
@@ -15,29 +16,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import psutil
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import process  # noqa: E402
-
-from tests.integration.loadtest_helpers import LOCUST, nearest_rank, only_run  # noqa: E402
-from tests.procs import ROOT  # noqa: E402
+from benchmarks._common import ROOT, module, process
+from llmchaos import run
+from llmchaos.histogram import nearest_rank
 
 EVENTS, GAP, SECONDS, WARMUP = 200, 0.02, 12, 3
 SCENARIOS = {"saturating": 400, "moderate": 100}  # streams: 20,000 and 5,000 events/s offered
-SOURCE = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sse_source.py"),
-          "{port}", str(EVENTS), str(GAP)]
+SOURCE = module("_sse_source", "{port}", str(EVENTS), str(GAP))
+# One Locust process running the project's locustfile, by its command (cwd: the repo root).
+LOCUST = [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary"]
+Figures = dict[str, float]  # events_s, lag_p50, lag_p99 (seconds), cpu (1.0 = one core)
 
 
 def pct(values: list[float], p: float) -> float:
     return nearest_rank(values, p) if values else float("nan")
 
 
-def aiohttp_client(url: str, streams: int, stagger: bool = False) -> dict:
+def aiohttp_client(url: str, streams: int, stagger: bool = False) -> Figures:
     """With `stagger`, each stream starts at a random point of the first gap, so that events arrive
     spread out rather than in one burst per gap."""
     import random
@@ -73,12 +74,33 @@ def aiohttp_client(url: str, streams: int, stagger: bool = False) -> dict:
     return {"events_s": count[0] / elapsed, "lag_p50": pct(lags, 50), "lag_p99": pct(lags, 99), "cpu": cpu}
 
 
-def locust_worker(url: str, streams: int) -> dict:
+def locust_worker(url: str, streams: int) -> Figures:
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen([*LOCUST, "--host", url, "--results-dir", tmp, "-u", str(streams), "-r",
-                                 str(streams), "-t", f"{SECONDS}s", "--warmup", f"{WARMUP}s", "--langs", "en",
-                                 "--max-tokens", str(EVENTS)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, {1}))
+        proc = subprocess.Popen(
+            [
+                *LOCUST,
+                "--host",
+                url,
+                "--results-dir",
+                tmp,
+                "-u",
+                str(streams),
+                "-r",
+                str(streams),
+                "-t",
+                f"{SECONDS}s",
+                "--warmup",
+                f"{WARMUP}s",
+                "--langs",
+                "en",
+                "--max-tokens",
+                str(EVENTS),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: os.sched_setaffinity(0, {1}),
+        )
         ps = psutil.Process(proc.pid)
         time.sleep(WARMUP + 1)
         ps.cpu_percent(None)
@@ -86,24 +108,31 @@ def locust_worker(url: str, streams: int) -> dict:
         cpu = ps.cpu_percent(None) / 100
         proc.wait(120)
         sent = httpx.get(url + "/sent", timeout=30).json()
-        _, _, requests = only_run(Path(tmp))
-    start = min(r["intended"] for r in requests)
+        (run_dir,) = [p for p in Path(tmp).iterdir() if p.is_dir()]  # one <run_id>/ per run
+        requests = list(run.load(run_dir).requests())
+    start = min(r.intended for r in requests)
     window = (start + WARMUP, start + SECONDS - 0.5)  # the same window the aiohttp client counts
-    lags, events = [], 0
+    lags: list[float] = []
+    events = 0
     for r in requests:
-        if r["ttft"] is None or r["request_id"] not in sent:
+        if r.ttft is None or r.request_id not in sent:
             continue
-        t = r["intended"] + r["ttft"]
+        t = r.intended + r.ttft
         received = [t]
-        for g in r["gaps"]:
+        for g in r.gaps:
             t += g
             received.append(t)
-        for got, ns in zip(received, sent[r["request_id"]]):
+        # not strict: the source may have sent events the run stopped before receiving
+        for got, ns in zip(received, sent[r.request_id], strict=False):
             if window[0] <= got < window[1]:
                 lags.append(got - ns / 1e9)
                 events += 1
-    return {"events_s": events / (window[1] - window[0]), "lag_p50": pct(lags, 50), "lag_p99": pct(lags, 99),
-            "cpu": cpu}
+    return {
+        "events_s": events / (window[1] - window[0]),
+        "lag_p50": pct(lags, 50),
+        "lag_p99": pct(lags, 99),
+        "cpu": cpu,
+    }
 
 
 def main() -> int:
@@ -113,21 +142,27 @@ def main() -> int:
             ref = run_pinned(aiohttp_client, url, streams)
         with process(SOURCE, cpu=0, health="/healthz") as (url, _):
             ours = locust_worker(url, streams)
-        print(f"{scenario}: {streams} streams, an event every {GAP * 1000:g} ms each "
-              f"({streams / GAP:.0f} events/s offered)")
+        print(
+            f"{scenario}: {streams} streams, an event every {GAP * 1000:g} ms each "
+            f"({streams / GAP:.0f} events/s offered)"
+        )
         print(f"  {'client':30} {'events/s':>9} {'lag p50 ms':>11} {'lag p99 ms':>11} {'cpu':>5}")
         for name, r in (("aiohttp (asyncio, reference)", ref), ("locust worker (llmchaos)", ours)):
-            print(f"  {name:30} {r['events_s']:9.0f} {r['lag_p50'] * 1000:11.2f} {r['lag_p99'] * 1000:11.2f} "
-                  f"{r['cpu']:5.2f}")
+            print(
+                f"  {name:30} {r['events_s']:9.0f} {r['lag_p50'] * 1000:11.2f} {r['lag_p99'] * 1000:11.2f} "
+                f"{r['cpu']:5.2f}"
+            )
         ratio = ours["events_s"] / ref["events_s"]
         met = ratio >= 0.98 if scenario == "saturating" else ours["lag_p99"] < 0.002
         ok &= met
-        print(f"  rate ratio {ratio:.2f}; target ({'>= aiohttp' if scenario == 'saturating' else 'lag p99 < 2 ms'}): "
-              f"{'met' if met else 'NOT met'}")
+        print(
+            f"  rate ratio {ratio:.2f}; target ({'>= aiohttp' if scenario == 'saturating' else 'lag p99 < 2 ms'}): "
+            f"{'met' if met else 'NOT met'}"
+        )
     return 0 if ok else 1
 
 
-def run_pinned(fn, url: str, streams: int, **kw: object) -> dict:  # noqa: ANN001
+def run_pinned(fn: Callable[..., Figures], url: str, streams: int, **kw: object) -> Figures:
     """Run `fn` in this process pinned to CPU 1, then restore the affinity."""
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {1})

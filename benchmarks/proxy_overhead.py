@@ -10,6 +10,7 @@ the same moments of this virtual machine's stolen CPU time. Two shapes of load: 
 over time, and every stream's event in the same instant (the way an engine's decode step emits
 them). Target: the proxy adds under 0.2 ms more than the bare relay at p99, events spread
 (the median of three rounds).
+Run from the repo root: python -m benchmarks.proxy_overhead
 """
 
 from __future__ import annotations
@@ -23,16 +24,13 @@ import statistics
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import process  # noqa: E402
-
-from loadtests.client import SO_TIMESTAMPNS  # noqa: E402
-from tests.integration.loadtest_helpers import nearest_rank  # noqa: E402
+from benchmarks._common import module, process
+from llmchaos.histogram import nearest_rank
+from llmchaos.net import SO_TIMESTAMPNS
 
 STREAMS, GAP, SECONDS = 50, 0.02, 8  # an event every 20 ms per stream: 2,500 events/s through each relay
 ROUNDS = 3  # of spread events: the verdict is their median, the hypervisor's steal varies from one to the next
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = [sys.executable, os.path.join(HERE, "_paired_source.py"), "{port}", str(GAP), str(int(SECONDS / GAP))]
+SOURCE = module("_paired_source", "{port}", str(GAP), str(int(SECONDS / GAP)))
 EVENT = re.compile(rb'data: \{"k":(\d+),"i":(\d+)\}')
 
 
@@ -40,13 +38,16 @@ def open_leg(url: str, group: int, leg: str, legs: int, offset: float) -> socket
     host, port = url.removeprefix("http://").split(":")
     s = socket.create_connection((host, int(port)))
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\nx-pair: {group}\r\nx-leg: {leg}\r\n"
-              f"x-legs: {legs}\r\nx-offset: {offset:.6f}\r\ncontent-length: 0\r\n\r\n".encode())
+    s.sendall(
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\nx-pair: {group}\r\nx-leg: {leg}\r\n"
+        f"x-legs: {legs}\r\nx-offset: {offset:.6f}\r\ncontent-length: 0\r\n\r\n".encode()
+    )
     return s
 
 
 def measure(urls: dict[str, str], spread: bool) -> dict[str, list[float]]:
-    """Per leg but `direct`: seconds each event arrived after its direct copy."""
+    """Per leg but `direct`: seconds each event arrived after its direct copy (an event of which either
+    copy came in a read without a kernel receive stamp, which happens now and then, is left out: see `count`)."""
     legs: dict[int, tuple[int, str]] = {}
     socks: dict[int, socket.socket] = {}
     for k in range(STREAMS):
@@ -54,7 +55,7 @@ def measure(urls: dict[str, str], spread: bool) -> dict[str, list[float]]:
         for leg, url in urls.items():
             s = open_leg(url, k, leg, len(urls), offset)
             legs[s.fileno()], socks[s.fileno()] = (k, leg), s
-    seen: dict[tuple[int, str, int], int] = {}
+    seen: dict[tuple[int, str, int], int | None] = {}  # unix ns, None: read without a stamp
     poll = select.epoll()
     for fd in socks:
         poll.register(fd, select.EPOLLIN)
@@ -64,16 +65,23 @@ def measure(urls: dict[str, str], spread: bool) -> dict[str, list[float]]:
             data, anc, _, _ = socks[fd].recvmsg(65536, socket.CMSG_SPACE(size))
             if not data:
                 raise RuntimeError(f"leg {legs[fd]} closed early")
-            sec, nsec = struct.unpack("ll", anc[0][2][:size])
+            events = [int(m.group(2)) for m in EVENT.finditer(data)]
+            if not events:
+                continue  # the response head: nothing to time
+            stamp = None
+            if anc:
+                sec, nsec = struct.unpack("ll", anc[0][2][:size])
+                stamp = sec * 1_000_000_000 + nsec
             k, leg = legs[fd]
-            for m in EVENT.finditer(data):
-                seen[(k, leg, int(m.group(2)))] = sec * 1_000_000_000 + nsec
+            for i in events:
+                seen[(k, leg, i)] = stamp
     for s in socks.values():
         s.close()
     added: dict[str, list[float]] = {leg: [] for leg in urls if leg != "direct"}
     for (k, leg, i), t in seen.items():
-        if leg != "direct":
-            added[leg].append((t - seen[(k, "direct", i)]) / 1e9)
+        direct = seen[(k, "direct", i)]
+        if leg != "direct" and t is not None and direct is not None:
+            added[leg].append((t - direct) / 1e9)
     return added
 
 
@@ -85,33 +93,52 @@ def steal_jiffies(cpu: int) -> int:
 
 def main() -> int:
     with process(SOURCE, cpu=0, health="/healthz") as (source, _):
-        proxy_cmd = [sys.executable, "-m", "llmchaos.cli", "proxy", "--listen", "127.0.0.1:{port}",
-                     "--upstream", source]
-        relay_cmd = [sys.executable, os.path.join(HERE, "_tcp_relay.py"), "{port}", source.rsplit(":", 1)[1]]
-        with process(proxy_cmd, cpu=1, health="/healthz") as (proxy, _), \
-                process(relay_cmd, cpu=1, health="/healthz") as (relay, _):
+        proxy_cmd = [
+            sys.executable,
+            "-m",
+            "llmchaos.cli",
+            "proxy",
+            "--listen",
+            "127.0.0.1:{port}",
+            "--upstream",
+            source,
+        ]
+        relay_cmd = module("_tcp_relay", "{port}", source.rsplit(":", 1)[1])
+        with (
+            process(proxy_cmd, cpu=1, health="/healthz") as (proxy, _),
+            process(relay_cmd, cpu=1, health="/healthz") as (relay, _),
+        ):
             os.sched_setaffinity(0, {0})
             urls = {"direct": source, "llmchaos proxy": proxy, "bare TCP relay": relay}
-            rows = {}
+            rows: dict[str, tuple[dict[str, list[float]], float]] = {}
             for shape in [f"spread{r}" for r in range(1, ROUNDS + 1)] + ["burst"]:
                 steal = steal_jiffies(1)
-                rows[shape] = (measure(urls, shape != "burst"),
-                               (steal_jiffies(1) - steal) * 1000 / os.sysconf("SC_CLK_TCK"))
-    print(f"{STREAMS} streams, an event every {GAP * 1000:g} ms each ({STREAMS / GAP:.0f} events/s through each "
-          f"relay); source and client on CPU 0, both relays on CPU 1")
+                rows[shape] = (
+                    measure(urls, shape != "burst"),
+                    (steal_jiffies(1) - steal) * 1000 / os.sysconf("SC_CLK_TCK"),
+                )
+    print(
+        f"{STREAMS} streams, an event every {GAP * 1000:g} ms each ({STREAMS / GAP:.0f} events/s through each "
+        f"relay); source and client on CPU 0, both relays on CPU 1"
+    )
     print(f"{'events':7} {'relay':15} {'count':>6} {'added p50 ms':>13} {'p90':>7} {'p99':>7} {'max':>7}")
-    p99 = {}
+    p99: dict[tuple[str, str], float] = {}
     for shape, (added, stolen) in rows.items():
         for name, values in added.items():
             p50, p90, p99[shape, name] = (nearest_rank(values, p) for p in (50, 90, 99))
-            print(f"{shape:7} {name:15} {len(values):6} {p50 * 1000:13.3f} {p90 * 1000:7.3f} "
-                  f"{p99[shape, name] * 1000:7.3f} {max(values) * 1000:7.3f}")
+            print(
+                f"{shape:7} {name:15} {len(values):6} {p50 * 1000:13.3f} {p90 * 1000:7.3f} "
+                f"{p99[shape, name] * 1000:7.3f} {max(values) * 1000:7.3f}"
+            )
         print(f"{shape:7} (CPU 1 stolen by the hypervisor meanwhile: {stolen:.0f} ms)")
-    over = statistics.median(p99[f"spread{r}", "llmchaos proxy"] - p99[f"spread{r}", "bare TCP relay"]
-                             for r in range(1, ROUNDS + 1))
+    over = statistics.median(
+        p99[f"spread{r}", "llmchaos proxy"] - p99[f"spread{r}", "bare TCP relay"] for r in range(1, ROUNDS + 1)
+    )
     met = over < 0.0002
-    print(f"the proxy's p99 over the bare relay's (events spread, median of {ROUNDS} rounds): {over * 1000:.3f} ms; "
-          f"target < 0.2 ms: {'met' if met else 'NOT met'}")
+    print(
+        f"the proxy's p99 over the bare relay's (events spread, median of {ROUNDS} rounds): {over * 1000:.3f} ms; "
+        f"target < 0.2 ms: {'met' if met else 'NOT met'}"
+    )
     return 0 if met else 1
 
 

@@ -2,25 +2,37 @@
 
 Reference: the same server's RSS when idle after start-up, in the same run.
 Target: 2,000 open streams in under 1 GiB.
+Run from the repo root: python -m benchmarks.server_memory
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 
 import httpx
 import psutil
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Counts, chat_request, open_streams, process  # noqa: E402
+from benchmarks._common import Counts, chat_request, open_streams, process
 
 STREAMS, TARGET_BYTES = 2000, 1 << 30
-SERVE = [sys.executable, "-m", "llmchaos.cli", "serve", "--port", "{port}", "--max-num-seqs", "2048",
-         "--num-blocks", "65536", "--max-waiting", "4096",
-         "--sim-time-scale", "5"]  # slow steps: memory, not CPU, is measured
+SERVE = [
+    sys.executable,
+    "-m",
+    "llmchaos.cli",
+    "serve",
+    "--port",
+    "{port}",
+    "--max-num-seqs",
+    "2048",
+    "--num-blocks",
+    "65536",
+    "--max-waiting",
+    "4096",
+    "--sim-time-scale",
+    "5",
+]  # slow steps: memory, not CPU, is measured
 
 
 def running(url: str) -> float:
@@ -48,8 +60,10 @@ def main() -> int:
         idle, loaded, n = asyncio.run(run(url, ps))
     mib = 1 << 20
     print(f"idle RSS (reference)          {idle / mib:8.1f} MiB")
-    print(f"RSS with {n:.0f} running streams  {loaded / mib:8.1f} MiB "
-          f"({(loaded - idle) / max(n, 1) / 1024:.1f} KiB per stream, {loaded / idle:.2f}x idle)")
+    print(
+        f"RSS with {n:.0f} running streams  {loaded / mib:8.1f} MiB "
+        f"({(loaded - idle) / max(n, 1) / 1024:.1f} KiB per stream, {loaded / idle:.2f}x idle)"
+    )
     ok = n >= STREAMS and loaded < TARGET_BYTES
     print(f"target {STREAMS} streams under 1 GiB: {'met' if ok else 'NOT met'}")
     return 0 if ok else 1
