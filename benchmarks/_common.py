@@ -22,6 +22,11 @@ from llmchaos.procs import free_port, stop
 ROOT = Path(__file__).resolve().parent.parent  # the repo root: the cwd of every process a benchmark starts
 
 
+def llmchaos(*args: str) -> list[str]:
+    """The command that runs `llmchaos ARGS` (a component, started by its command)."""
+    return [sys.executable, "-m", "llmchaos.cli", *args]
+
+
 def module(name: str, *args: str) -> list[str]:
     """The command that runs `benchmarks.<name>` (a helper server of the benchmarks) with `args`."""
     return [sys.executable, "-m", f"benchmarks.{name}", *args]

@@ -24,7 +24,7 @@ import statistics
 import struct
 import sys
 
-from benchmarks._common import module, process
+from benchmarks._common import llmchaos, module, process
 from llmchaos.histogram import nearest_rank
 from llmchaos.net import SO_TIMESTAMPNS
 
@@ -93,16 +93,7 @@ def steal_jiffies(cpu: int) -> int:
 
 def main() -> int:
     with process(SOURCE, cpu=0, health="/healthz") as (source, _):
-        proxy_cmd = [
-            sys.executable,
-            "-m",
-            "llmchaos.cli",
-            "proxy",
-            "--listen",
-            "127.0.0.1:{port}",
-            "--upstream",
-            source,
-        ]
+        proxy_cmd = llmchaos("proxy", "--listen", "127.0.0.1:{port}", "--upstream", source)
         relay_cmd = module("_tcp_relay", "{port}", source.rsplit(":", 1)[1])
         with (
             process(proxy_cmd, cpu=1, health="/healthz") as (proxy, _),

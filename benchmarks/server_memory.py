@@ -14,13 +14,10 @@ import time
 import httpx
 import psutil
 
-from benchmarks._common import Counts, chat_request, open_streams, process
+from benchmarks._common import Counts, chat_request, llmchaos, open_streams, process
 
 STREAMS, TARGET_BYTES = 2000, 1 << 30
-SERVE = [
-    sys.executable,
-    "-m",
-    "llmchaos.cli",
+SERVE = llmchaos(
     "serve",
     "--port",
     "{port}",
@@ -32,7 +29,7 @@ SERVE = [
     "4096",
     "--sim-time-scale",
     "5",
-]  # slow steps: memory, not CPU, is measured
+)  # slow steps: memory, not CPU, is measured
 
 
 def running(url: str) -> float:

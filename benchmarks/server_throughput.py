@@ -13,13 +13,10 @@ import sys
 
 import psutil
 
-from benchmarks._common import Counts, chat_request, measure, module, open_streams, process
+from benchmarks._common import Counts, chat_request, llmchaos, measure, module, open_streams, process
 
 STREAMS, SECONDS, TARGET = 64, 5.0, 15_000
-SERVE = [
-    sys.executable,
-    "-m",
-    "llmchaos.cli",
+SERVE = llmchaos(
     "serve",
     "--port",
     "{port}",
@@ -31,7 +28,7 @@ SERVE = [
     "256",
     "--max-num-batched-tokens",
     "8192",
-]
+)
 BARE = module("_bare_sse", "{port}")
 
 
