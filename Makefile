@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo bench install tokenizer clean debian-deps
+.PHONY: test lint fuzz demo bench install tokenizer clean debian-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ install: $(STAMP)
 
 test: lint debian-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The fuzz tests with many more examples, fresh ones each time (make test runs them with a fixed few).
+fuzz: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m fuzz --hypothesis-profile=soak tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
