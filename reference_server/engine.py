@@ -147,10 +147,15 @@ class Engine:
                 continue
             self.scheduler.commit(batch)
             now = time.monotonic()
+            made = 0
             for seq, token in zip(batch.sampling, tokens, strict=False):
-                if seq.status is Status.RUNNING:
+                if isinstance(token, Exception):
+                    log.error("sampling failed for request %d; failing it alone", seq.seq_id, exc_info=token)
+                    self._finish(seq, "error", now)
+                elif seq.status is Status.RUNNING:
                     self._append(seq, token, now)
-            self.metrics.generation_tokens.inc(len(tokens))
+                    made += 1
+            self.metrics.generation_tokens.inc(made)
 
     def _append(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_token_ids.append(token)

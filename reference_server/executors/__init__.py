@@ -13,10 +13,16 @@ from typing import Protocol
 from llmchaos.errors import UsageError
 from reference_server.batch import Batch
 
+Sampled = int | Exception  # a sequence's next token, or why sampling it failed
+
 
 class Executor(Protocol):
-    async def execute(self, batch: Batch) -> list[int]:
-        """Compute the batch's tokens; return the next token of each of `batch.sampling`, in order."""
+    async def execute(self, batch: Batch) -> list[Sampled]:
+        """Compute the batch's tokens; return the next token of each of `batch.sampling`, in order.
+
+        A sequence whose sampling failed gets the exception in its place: the engine fails that
+        request alone. Raising fails the whole batch (the step itself did not run).
+        """
         ...
 
 

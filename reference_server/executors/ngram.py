@@ -2,11 +2,13 @@
 
 It is the sim executor's "model": next-token candidates with counts, sampled with
 temperature, top-k, top-p and a per-request seed exactly as a real sampler treats
-logits (count ** (1 / T) is softmax(log count / T)).
+logits (count ** (1 / T) is softmax(log count / T), computed relative to the top count so
+that no temperature overflows it).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter, defaultdict
 from itertools import accumulate
@@ -67,7 +69,7 @@ class NGramModel:
 
 def _reshape(counts: tuple[float, ...], p: SamplingParams) -> tuple[float, ...]:
     """Temperature, then top-k, then top-p (nucleus) on counts sorted high to low."""
-    w = [c ** (1.0 / p.temperature) for c in counts] if p.temperature != 1.0 else list(counts)
+    w = _tempered(counts, p.temperature) if p.temperature != 1.0 else list(counts)
     if p.top_k:
         w = w[: p.top_k]
     if p.top_p < 1.0:
@@ -78,3 +80,9 @@ def _reshape(counts: tuple[float, ...], p: SamplingParams) -> tuple[float, ...]:
                 w = w[: i + 1]
                 break
     return tuple(w)
+
+
+def _tempered(counts: tuple[float, ...], temperature: float) -> list[float]:
+    """(c / top) ** (1 / T) in log space: every weight in [0, 1], the top one 1, for any T > 0."""
+    top = math.log(counts[0])
+    return [math.exp((math.log(c) - top) / temperature) for c in counts]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from llmchaos import languages
 from reference_server.batch import Batch
-from reference_server.executors import ExecutorOptions
+from reference_server.executors import ExecutorOptions, Sampled
 from reference_server.executors.ngram import NGramModel
 from reference_server.sequence import Sequence
 
@@ -112,13 +112,20 @@ class SimExecutor:
         allow_eos = not seq.params.ignore_eos and len(out) >= seq.params.min_tokens
         return model.sample(out[-2] if len(out) > 1 else model.bos, out[-1], seq.params, rng, allow_eos)
 
-    async def execute(self, batch: Batch) -> list[int]:
+    def sample_or_error(self, seq: Sequence) -> Sampled:
+        """`sample`, with a failure kept to the one sequence it belongs to."""
+        try:
+            return self.sample(seq)
+        except Exception as e:  # noqa: BLE001 - any sampler bug fails only this request (the engine logs it)
+            return e
+
+    async def execute(self, batch: Batch) -> list[Sampled]:
         now = time.monotonic()
         # Back-to-back steps run deadline to deadline, so the engine's own work between
         # steps is inside the modelled step time, not added on top of it.
         start = self._deadline if 0.0 <= now - self._deadline < BACK_TO_BACK_S else now
         self._deadline = start + self.step_time(batch)
-        tokens = [self.sample(seq) for seq in batch.sampling]
+        tokens = [self.sample_or_error(seq) for seq in batch.sampling]
         await asyncio.sleep(max(0.0, self._deadline - time.monotonic()))
         return tokens
 

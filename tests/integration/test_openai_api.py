@@ -7,6 +7,7 @@ then 429 when its waiting queue is full), and one drained with SIGTERM.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import time
@@ -283,6 +284,29 @@ def test_top_k_one_and_tiny_top_p_ignore_the_seed(client: httpx.Client):
     c = _content(client, temperature=1, top_p=1e-6, seed=23)
     assert a
     assert a == b == c
+
+
+def test_tiny_temperature_fails_no_other_stream(server: Server):
+    """Twenty streams at once, one at temperature 0.001: every one of them ends with [DONE] and its tokens
+    (the sampler overflowed, and the engine failed the whole batch with it)."""
+
+    async def one(c: httpx.AsyncClient, temperature: float) -> list[str]:
+        body = comp_body(max_tokens=12, ignore_eos=True, stream=True, temperature=temperature)
+        dec, data = Decoder(), []
+        async with c.stream("POST", "/v1/completions", json=body) as r:
+            assert r.status_code == 200, await r.aread()
+            async for chunk in r.aiter_raw():
+                data.extend(e.data for e in dec.feed(chunk))
+        return data
+
+    async def go() -> list[list[str]]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as c:
+            return await asyncio.gather(*(one(c, 0.001 if i == 7 else 1.0) for i in range(20)))
+
+    for data in asyncio.run(go()):
+        chunks = chunks_of(data)
+        assert all("error" not in c for c in chunks), chunks
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length"
 
 
 # -- stop sequences -------------------------------------------------------------------------------

@@ -64,3 +64,39 @@ def test_max_tokens_and_min_tokens():
 def test_output_is_in_the_requested_language():
     zh = "".join(run(FREE, SamplingParams(max_tokens=40, seed=1, ignore_eos=True), lang="zh")[0])
     assert sum("\u4e00" <= ch <= "\u9fff" for ch in zh) > len(zh) / 2
+
+
+class PoisonedExecutor(SimExecutor):
+    """The real sim executor, except that sampling raises for requests with seed 13 (a sampler bug)."""
+
+    def sample(self, seq):
+        if seq.params.seed == 13:
+            raise ArithmeticError("sampler bug")
+        return super().sample(seq)
+
+
+def test_one_failing_sequence_fails_alone():
+    """One request whose sampling raises ends with 'error'; the others in its batch run to the end."""
+
+    async def go() -> dict[int | None, tuple[str | None, int]]:
+        engine = Engine(FREE, PoisonedExecutor(CostModel.zero()))
+        engine.start()
+        engine.state = "ready"
+        seqs = [
+            engine.submit(tokenizer.encode("Hello there"), SamplingParams(max_tokens=12, seed=s, ignore_eos=True), "en")
+            for s in (1, 13, 2, 3)
+        ]
+
+        async def drain(seq) -> tuple[str | None, int]:
+            reason = None
+            async for d in engine.deltas(seq):
+                reason = d.finish_reason
+            return reason, len(seq.output_token_ids)
+
+        out = await asyncio.gather(*(drain(s) for s in seqs))
+        await engine.stop()
+        return {s.params.seed: r for s, r in zip(seqs, out, strict=True)}
+
+    got = asyncio.run(go())
+    assert got[13] == ("error", 0)
+    assert [got[seed] for seed in (1, 2, 3)] == [("length", 12)] * 3

@@ -57,3 +57,22 @@ def test_eos_is_never_sampled_when_disallowed(model):
     rng = random.Random(3)
     for a, b in list(model.tri)[:500]:
         assert model.sample(a, b, SamplingParams(), rng, allow_eos=False) != model.eos
+
+
+@pytest.mark.parametrize("t", [0.001, 1e-6, 1e-300])
+def test_tiny_temperature_samples_greedily_without_overflow(model, t):
+    """count ** (1/T) overflowed a float below T ~ 0.005; the softmax must stay finite."""
+    a, b = next(
+        (a, b) for (a, b), (ids, counts, _) in model.tri.items() if len(ids) >= 2 and counts[0] > counts[1] >= 3
+    )
+    greedy = model.sample(a, b, SamplingParams(temperature=0), random.Random(0), True)
+    picks = {model.sample(a, b, SamplingParams(temperature=t), random.Random(i), True) for i in range(20)}
+    assert picks == {greedy}
+
+
+def test_tiny_temperature_keeps_ties_between_the_top_tokens(model):
+    """Equal top counts stay equally likely at any temperature (greedy would hide one of them)."""
+    a, b = next((a, b) for (a, b), (ids, counts, _) in model.tri.items() if len(ids) == 2 and counts[0] == counts[1])
+    rng = random.Random(2)
+    picks = Counter(model.sample(a, b, SamplingParams(temperature=0.001), rng, True) for _ in range(400))
+    assert set(picks) == set(model.candidates(a, b)[0])
