@@ -1,56 +1,152 @@
 """The recovery journal: a fault is written here before it is applied and removed once reverted,
-so `llmchaos faults recover` can undo whatever a killed runner left behind."""
+so `llmchaos faults recover` can undo whatever a killed runner left behind.
+
+Every change is a read-modify-write under an exclusive `flock` on `<journal>.lock`, so runners in
+several processes (and their threads) share one journal without losing entries; the new journal
+is written to a temporary file, fsynced and renamed over the old one, so a kill or a crash never
+leaves half a journal. A journal that does not parse (or holds an entry without the fields below)
+is moved aside for the operator, and every use of it is a one-line UsageError until then.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
+
+from llmchaos.errors import UsageError
 
 DEFAULT = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "llmchaos" / "journal.json"
+
+
+class Entry(TypedDict):
+    id: str
+    name: str
+    kind: str
+    target: dict
+    params: dict
+    saved: dict  # what `revert` restores (and, once applied, what `apply` read back)
+    pid: int
+    at: float
+
+
+FIELDS: dict[str, type | tuple[type, ...]] = {
+    "id": str,
+    "name": str,
+    "kind": str,
+    "target": dict,
+    "params": dict,
+    "saved": dict,
+    "pid": int,
+    "at": (int, float),
+}
+
+
+def _damage(entries: object) -> str | None:
+    """What is wrong with a parsed journal, or None."""
+    if not isinstance(entries, list):
+        return "not a list of entries"
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            return f"entry {i} is not an object"
+        for key, kind in FIELDS.items():
+            if not isinstance(e.get(key), kind) or isinstance(e.get(key), bool):
+                return f"entry {i} has no valid {key!r}"
+    return None
 
 
 class Journal:
     def __init__(self, path: str | Path = DEFAULT) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()  # each fault's thread reads, changes and rewrites the file
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._threads = threading.Lock()  # flock orders processes; this, the threads of one
 
-    def entries(self) -> list[dict]:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._threads:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # releases the flock
+
+    def check_writable(self) -> None:
+        """UsageError (before anything is applied) unless this journal can be written."""
+        tmp = self._tmp()
         try:
-            return json.loads(self.path.read_text(encoding="utf-8"))
+            with self._locked():
+                tmp.touch()
+                tmp.unlink()
+        except OSError as e:
+            raise UsageError(f"the fault journal cannot be written: {e.strerror}", file=str(self.path)) from None
+
+    def _tmp(self) -> Path:
+        return self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+
+    def entries(self) -> list[Entry]:
+        with self._locked():
+            return self._read()
+
+    def _read(self) -> list[Entry]:
+        """The entries (caller holds the lock); a damaged journal is moved aside and refused."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
+        try:
+            entries = json.loads(text)
+            damage = _damage(entries)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            damage = f"not JSON: {e}"
+        if damage is None:
+            return entries
+        aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        os.replace(self.path, aside)
+        raise UsageError(
+            f"damaged journal ({damage}); moved to {aside}: the faults it lists may still be applied, "
+            "revert them by hand, then run again",
+            file=str(self.path),
+        )
 
-    def _write(self, entries: list[dict]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1), encoding="utf-8")
-        os.replace(tmp, self.path)  # atomic: a kill never leaves half a journal
+    def _write(self, entries: list[Entry]) -> None:
+        """Replace the journal atomically and durably (caller holds the lock)."""
+        tmp = self._tmp()
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(entries, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself survives a crash
+        finally:
+            os.close(dir_fd)
 
     def add(self, name: str, kind: str, target: dict, params: dict, saved: dict) -> str:
         """Record a fault about to be applied, with the state its revert restores."""
-        entry_id = uuid.uuid4().hex
-        with self._lock:
-            self._write(
-                [
-                    *self.entries(),
-                    {
-                        "id": entry_id,
-                        "name": name,
-                        "kind": kind,
-                        "target": target,
-                        "params": params,
-                        "saved": saved,
-                        "pid": os.getpid(),
-                        "at": time.time(),
-                    },
-                ]
-            )
-        return entry_id
+        entry = Entry(
+            id=uuid.uuid4().hex,
+            name=name,
+            kind=kind,
+            target=target,
+            params=params,
+            saved=saved,
+            pid=os.getpid(),
+            at=time.time(),
+        )
+        with self._locked():
+            self._write([*self._read(), entry])
+        return entry["id"]
 
     def remove(self, entry_id: str) -> None:
-        with self._lock:
-            self._write([e for e in self.entries() if e["id"] != entry_id])
+        with self._locked():
+            self._write([e for e in self._read() if e["id"] != entry_id])

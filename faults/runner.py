@@ -39,7 +39,9 @@ def recover(journal: Journal, skip_live: bool = False) -> list[str]:
 
 def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -> None:
     """Before a run: sweep what a killed run left, then check every target can take its fault
-    (UsageError naming the schedule's line otherwise), so nothing is applied if one cannot."""
+    (UsageError naming the schedule's line otherwise), so nothing is applied if one cannot; and
+    refuse a journal that cannot be written, since nothing could be reverted after a kill."""
+    journal.check_writable()
     for line in recover(journal, skip_live=True):
         log.warning("swept a leftover fault: %s", line)
     for spec in schedule.faults:

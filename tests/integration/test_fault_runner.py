@@ -158,3 +158,20 @@ def test_a_clock_locked_before_the_run_is_locked_again_after(tmp_path, targets):
         assert clocks["graphics_mhz"] == 1200
     finally:
         httpx.delete(server + "/admin/device/clocks", headers=admin)
+
+
+def test_an_unwritable_journal_is_refused_before_anything_is_applied(tmp_path, targets):
+    server, p = targets
+    (tmp_path / "file").write_text("")
+    journal = tmp_path / "file" / "j.json"  # under a regular file: its directory cannot be made
+    proc = start(write_schedule(tmp_path, server, p, at="0s", length="2s"), journal)
+    seen = set()
+    while proc.poll() is None:
+        seen.add(state(server, p))
+        time.sleep(0.02)
+    _, err = proc.communicate()
+    assert proc.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{journal}: the fault journal cannot be written" in err
+    assert seen <= {(False, False)}
+    assert state(server, p) == (False, False)

@@ -1,0 +1,95 @@
+"""The recovery journal: shared by processes, written atomically, a damaged one refused in one line."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from faults.journal import Journal
+from llmchaos.errors import UsageError
+from tests.procs import ROOT
+
+ENTRIES_PER_PROCESS = 150
+
+
+def _churn(path: str, tag: str) -> None:
+    """Add entries while the other process does too; remove every other one of its own."""
+    journal = Journal(path)
+    for i in range(ENTRIES_PER_PROCESS):
+        entry = journal.add(f"{tag}-{i}", "sse", {"proxy": "127.0.0.1:9"}, {}, {})
+        if i % 2:
+            journal.remove(entry)
+
+
+def test_two_processes_lose_no_entry_and_resurrect_none(tmp_path):
+    path = str(tmp_path / "journal.json")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_churn, args=(path, tag)) for tag in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    names = sorted(e["name"] for e in Journal(path).entries())
+    kept = sorted(f"{tag}-{i}" for tag in ("a", "b") for i in range(0, ENTRIES_PER_PROCESS, 2))
+    assert names == kept
+
+
+def test_a_write_leaves_no_temporary_file(tmp_path):
+    journal = Journal(tmp_path / "journal.json")
+    journal.remove(journal.add("x", "sse", {"proxy": "127.0.0.1:9"}, {}, {}))
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["journal.json"]
+
+
+DAMAGED = {
+    "truncated": '[{"id": "1", "name": "drop", "kind": "sse", ',
+    "empty": "",
+    "no pid": json.dumps([{"id": "1", "name": "drop", "kind": "sse", "target": {}, "params": {}, "saved": {}}]),
+    "not a list": json.dumps({"id": "1"}),
+}
+
+
+@pytest.mark.parametrize("text", DAMAGED.values(), ids=DAMAGED.keys())
+def test_a_damaged_journal_is_refused_in_one_line_and_kept_aside(tmp_path, text):
+    path = tmp_path / "journal.json"
+    path.write_text(text)
+    with pytest.raises(UsageError) as e:
+        Journal(path).entries()
+    assert e.value.file == str(path)
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("journal.json.damaged-")]
+    assert len(aside) == 1
+    assert aside[0].read_text() == text  # kept for the operator, as it was
+    assert str(aside[0]) in str(e.value)
+    assert not path.exists()  # the next run starts from an empty journal
+
+
+@pytest.mark.parametrize("text", DAMAGED.values(), ids=DAMAGED.keys())
+def test_recover_on_a_damaged_journal_exits_2_with_one_line(tmp_path, text):
+    path = tmp_path / "journal.json"
+    path.write_text(text)
+    r = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "damaged" in r.stderr
+
+
+def test_an_unwritable_journal_is_refused_up_front(tmp_path):
+    (tmp_path / "file").write_text("")
+    journal = Journal(tmp_path / "file" / "journal.json")  # its directory cannot exist
+    with pytest.raises(UsageError) as e:
+        journal.check_writable()
+    assert e.value.file == str(tmp_path / "file" / "journal.json")
+
+
+def test_entries_of_a_missing_journal_are_none(tmp_path):
+    assert Journal(Path(tmp_path) / "none.json").entries() == []
