@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -33,7 +34,11 @@ class ClockLock(Strict):
 
 
 def render_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, APIError)
+    """An APIError in the shape of the API the path belongs to; anything unforeseen as its INTERNAL.
+
+    ASCII JSON, so that no text in a message (a client's, echoed back) can fail to encode."""
+    if not isinstance(exc, APIError):  # Starlette logs it and re-raises after this response
+        exc = APIError("INTERNAL", "internal server error")
     if request.url.path.startswith("/v1beta"):
         body = {"error": {"code": exc.status, "message": exc.message, "status": exc.kind}}
     else:
@@ -47,7 +52,7 @@ def render_error(request: Request, exc: Exception) -> Response:
         }
         typ, code = kind.get(exc.kind, ("invalid_request_error", None))
         body = {"error": {"message": exc.message, "type": typ, "param": exc.param, "code": code}}
-    return JSONResponse(body, status_code=exc.status, headers=exc.headers())
+    return Response(json.dumps(body), exc.status, exc.headers(), media_type="application/json")
 
 
 class Health:
@@ -186,4 +191,5 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Route("/health", health.endpoint, methods=["GET"]),
         Route("/admin/device/clocks", admin.endpoint, methods=["GET", "PUT", "DELETE"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={APIError: render_error})
+    handlers = {APIError: render_error, Exception: render_error}
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)

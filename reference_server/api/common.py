@@ -68,15 +68,17 @@ def check_ready(engine: Engine) -> None:
         raise APIError("UNAVAILABLE", f"server is {engine.state}", retry_after=1)
 
 
+THREAD_BYTES = 64 * 1024  # bodies past this are parsed off the event loop
+
+
 async def parse_body(request: Request, model: type[M]) -> M:
+    """The body as `model`. Pydantic's own JSON parser refuses what json.loads lets through and the
+    rest of the server cannot handle: lone surrogates (no UTF-8 for them) and deep nesting."""
+    raw = await request.body()
     try:
-        raw = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise APIError("INVALID_ARGUMENT", f"request body is not valid JSON: {e}") from None
-    if not isinstance(raw, dict):
-        raise APIError("INVALID_ARGUMENT", "request body must be a JSON object")
-    try:
-        return model.model_validate(raw)
+        if len(raw) > THREAD_BYTES:
+            return await asyncio.to_thread(model.model_validate_json, raw)
+        return model.model_validate_json(raw)
     except ValidationError as e:
         param, msg = explain(e)
         raise APIError("INVALID_ARGUMENT", f"{param}: {msg}" if param else msg, param=param) from None
@@ -88,6 +90,10 @@ _TYPE_MISMATCH = ("_type", "missing", "union_tag_invalid")
 def explain(e: ValidationError) -> tuple[str | None, str]:
     """The field path and message of the most telling error (a union's value error over its type errors)."""
     errors = e.errors(include_url=False)
+    if errors[0]["type"] == "json_invalid":
+        return None, f"request body is not valid JSON: {errors[0]['ctx']['error']}"
+    if errors[0]["type"] == "model_type" and not errors[0]["loc"]:
+        return None, "request body must be a JSON object"
     err = next((x for x in errors if not x["type"].endswith(_TYPE_MISMATCH)), errors[0])
     # Union branches add their type names ("str", "list[str]") to the location: drop them.
     path = [str(p) for p in err["loc"] if isinstance(p, int) or ("[" not in p and p not in _BRANCHES)]

@@ -425,6 +425,39 @@ def test_400_invalid_argument(client: httpx.Client, name: str, method: str):
     assert_error(r, 400, "INVALID_ARGUMENT")
 
 
+LONE = "\ud800"  # a lone surrogate: valid JSON escape, not a Unicode scalar value (no UTF-8 for it)
+HOSTILE = {
+    "text": {"contents": [{"parts": [{"text": LONE}]}]},
+    "second-part": {"contents": [{"parts": [{"text": "a"}, {"text": "b\udc00" + LONE}]}]},
+    "system-instruction": {**body(), "systemInstruction": {"parts": [{"text": LONE}]}},
+    "stop-sequence": body(stopSequences=[LONE]),
+    "labels": {**body(), "labels": {"lang": LONE, LONE: "x"}},
+    "model": {**body(), "model": LONE},
+}
+METHODS = ["generateContent", "streamGenerateContent?alt=sse", "countTokens"]
+
+
+def _post_bytes(client: httpx.Client, method: str, raw: bytes) -> httpx.Response:
+    return client.post(f"{BASE}:{method}", content=raw, headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_lone_surrogates_are_400(client: httpx.Client, name: str, method: str):
+    """A lone surrogate anywhere in the body is a 400 in Gemini's shape, not a plain-text 500."""
+    req = HOSTILE[name]
+    if method == "countTokens":
+        req = {"generateContentRequest": {"model": f"models/{MODEL}", **req}}
+    assert_error(_post_bytes(client, method, json.dumps(req).encode()), 400, "INVALID_ARGUMENT")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_deeply_nested_json_is_400(client: httpx.Client, method: str):
+    deep = "[" * 100_000 + "]" * 100_000
+    for raw in (deep, f'{{"contents": {deep}}}'):
+        assert_error(_post_bytes(client, method, raw.encode()), 400, "INVALID_ARGUMENT")
+
+
 def test_404_not_found(client: httpx.Client):
     msg = assert_error(client.post("/v1beta/models/gemini-9-ultra:generateContent", json=body()), 404, "NOT_FOUND")
     assert "gemini-9-ultra" in msg

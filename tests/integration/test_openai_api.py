@@ -413,6 +413,34 @@ def test_completions_400_for_bad_input(client: httpx.Client, body, param: str | 
     assert err["param"] == param, err
 
 
+LONE = "\ud800"  # a lone surrogate: valid JSON escape, not a Unicode scalar value (no UTF-8 for it)
+HOSTILE = [
+    ("/v1/chat/completions", chat_body(model=LONE)),
+    ("/v1/chat/completions", chat_body(messages=[{"role": "user", "content": LONE}])),
+    ("/v1/chat/completions", chat_body(messages=[{"role": "user", "content": [{"type": "text", "text": "a" + LONE}]}])),
+    ("/v1/chat/completions", chat_body(messages=[{"role": "user", "content": "x", "name": LONE}])),
+    ("/v1/chat/completions", chat_body(stop=[LONE], user=LONE, metadata={"lang": LONE})),
+    ("/v1/completions", comp_body(model=LONE)),
+    ("/v1/completions", comp_body(prompt=LONE)),
+    ("/v1/completions", comp_body(prompt=["\udc00" + LONE + "x"], stream=True)),
+    ("/v1/completions", comp_body(stop=LONE)),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), HOSTILE)
+def test_lone_surrogates_are_400(client: httpx.Client, path: str, body: dict):
+    """A lone surrogate anywhere in the body is a 400 in OpenAI's shape, not a plain-text 500."""
+    assert_error(_post_raw(client, path, json.dumps(body).encode()), 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+@pytest.mark.parametrize("where", ["top", "field"])
+def test_deeply_nested_json_is_400(client: httpx.Client, path: str, where: str):
+    deep = "[" * 100_000 + "]" * 100_000
+    raw = deep if where == "top" else f'{{"model": "{MODEL}", "prompt": {deep}, "messages": {deep}}}'
+    assert_error(_post_raw(client, path, raw.encode()), 400, "invalid_request_error")
+
+
 @pytest.mark.parametrize(
     ("path", "body"), [("/v1/chat/completions", chat_body(max_tokens=3)), ("/v1/completions", comp_body(max_tokens=3))]
 )
