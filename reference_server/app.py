@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from llmchaos.net import is_loopback
-from reference_server.api.common import APIError, ServerOptions, bearer, parse_body
+from reference_server.api.common import APIError, bearer, parse_body
 from reference_server.api.gemini import GeminiAPI
 from reference_server.api.openai import OpenAIAPI, Strict
+from reference_server.body_limit import BodyLimit
+from reference_server.config import ServerOptions
 from reference_server.engine import Engine
 
 if TYPE_CHECKING:
@@ -192,4 +195,5 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Route("/admin/device/clocks", admin.endpoint, methods=["GET", "PUT", "DELETE"]),
     ]
     handlers = {APIError: render_error, Exception: render_error}
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    limit = Middleware(BodyLimit, max_bytes=opts.max_body_bytes)
+    return Starlette(routes=routes, middleware=[limit], lifespan=lifespan, exception_handlers=handlers)

@@ -20,6 +20,7 @@ def _weights(text: str) -> dict[str, float]:
 
 
 def register(sub: Subparsers) -> None:
+    from reference_server.config import ServerOptions
     from reference_server.executors import ENGINES
 
     p = sub.add_parser("serve", help="run the reference streaming LLM server")
@@ -55,6 +56,12 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--sim-jitter", type=non_negative, default=0.03)
     p.add_argument("--pacer-rate", type=non_negative, default=0.0, help="tokens/s per stream (0: off)")
     p.add_argument("--pacer-max-gap", type=positive(float), default=0.2, help="seconds between frames")
+    p.add_argument(
+        "--max-body-bytes",
+        type=positive(int),
+        default=ServerOptions.max_body_bytes,
+        help="request bodies over this many bytes get 413 (default 4 MiB: a 128K-token prompt fits)",
+    )
     p.add_argument("--api-key", default=None)
     p.add_argument("--admin-token", default=None)
     p.add_argument("--admin-allow-remote", action="store_true")
@@ -66,8 +73,7 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from llmchaos import languages
-    from reference_server.api.common import ServerOptions
-    from reference_server.config import EngineConfig
+    from reference_server.config import EngineConfig, ServerOptions
     from reference_server.executors import ExecutorOptions, create
     from reference_server.server import serve
 
@@ -99,5 +105,10 @@ def run(args: argparse.Namespace) -> None:
         pacer_tokens_per_s=args.pacer_rate,
         pacer_max_gap_s=args.pacer_max_gap,
     )
-    opts = ServerOptions(api_key=args.api_key, admin_token=args.admin_token, admin_allow_remote=args.admin_allow_remote)
+    opts = ServerOptions(
+        api_key=args.api_key,
+        admin_token=args.admin_token,
+        admin_allow_remote=args.admin_allow_remote,
+        max_body_bytes=args.max_body_bytes,
+    )
     serve(cfg, executor, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level)

@@ -1,4 +1,4 @@
-"""The engine's configuration (what `llmchaos serve` flags set), whatever the executor."""
+"""The engine's and the HTTP server's configuration (what `llmchaos serve` flags set), whatever the executor."""
 
 from __future__ import annotations
 
@@ -24,3 +24,11 @@ class EngineConfig:
     bulk_min_slice_s: float = 0.5
     pacer_tokens_per_s: float = 0.0  # 0: off
     pacer_max_gap_s: float = 0.2
+
+
+@dataclass
+class ServerOptions:
+    api_key: str | None = None
+    admin_token: str | None = None
+    admin_allow_remote: bool = False
+    max_body_bytes: int = 4 * 1024 * 1024  # a 128K-token prompt, even as \uXXXX escapes, fits several times

@@ -9,9 +9,8 @@ from types import FrameType
 
 import uvicorn
 
-from reference_server.api.common import ServerOptions
 from reference_server.app import create_app
-from reference_server.config import EngineConfig
+from reference_server.config import EngineConfig, ServerOptions
 from reference_server.engine import Engine
 from reference_server.executors import Executor
 

@@ -20,6 +20,7 @@ from reference_server.api.common import (
     check_ready,
     collect,
     dumps,
+    encode,
     language,
     parse_body,
 )
@@ -139,8 +140,6 @@ class GeminiAPI:
         return await handler(request)
 
     async def count_tokens(self, request: Request) -> Response:
-        from llmchaos import tokenizer
-
         req = await parse_body(request, CountTokensRequest)
         if req.generate_content_request is not None:
             text = req.generate_content_request.prompt()
@@ -148,12 +147,12 @@ class GeminiAPI:
             text = GenerateRequest(contents=req.contents).prompt()
         else:
             raise APIError("INVALID_ARGUMENT", "contents: field required", param="contents")
-        return JSONResponse({"totalTokens": tokenizer.count(text)})
+        return JSONResponse({"totalTokens": len(await encode(text))})
 
     async def _admit(self, request: Request) -> tuple[GenerateRequest, Sequence]:
         req = await parse_body(request, GenerateRequest)
         lang = language(request, (req.labels or {}).get("lang"), "labels.lang")
-        seq = admit(self.engine, req.prompt(), req.params(), lang, "contents", "generationConfig.maxOutputTokens")
+        seq = await admit(self.engine, req.prompt(), req.params(), lang, "contents", "generationConfig.maxOutputTokens")
         return req, seq
 
     async def generate(self, request: Request) -> Response:

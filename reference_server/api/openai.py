@@ -158,7 +158,7 @@ class OpenAIAPI:
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         field = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
         params = req.params(req.max_completion_tokens or req.max_tokens)
-        seq = admit(self.engine, render_chat(req.messages), params, lang, "messages", field)
+        seq = await admit(self.engine, render_chat(req.messages), params, lang, "messages", field)
         return await self._respond(request, req, seq, chat=True)
 
     async def completions(self, request: Request) -> Response:
@@ -167,7 +167,7 @@ class OpenAIAPI:
         self._check_model(req.model)
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) else req.prompt
-        seq = admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")
+        seq = await admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")
         return await self._respond(request, req, seq, chat=False)
 
     async def _respond(self, request: Request, req: _Sampling, seq: Sequence, chat: bool) -> Response:

@@ -1,6 +1,6 @@
 """Reference-server fixtures shared by the API tests: module scope, so one server per test file.
 
-A test module sets KEY (its API key) and may read FAST and SMALL_LEN from here.
+A test module sets KEY (its API key) and may read FAST, SMALL_LEN and SMALL_BODY from here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from tests.procs import Server, serve
 
 FAST = ("--sim-time-scale", "0.2")
 SMALL_LEN = 256
+SMALL_BODY = 64 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +33,9 @@ def client(server: Server) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def guarded(request: pytest.FixtureRequest) -> Iterator[Server]:
-    """--api-key (the module's KEY) and a small context window."""
-    with serve(*FAST, "--api-key", request.module.KEY, "--max-model-len", str(SMALL_LEN)) as s:
+    """--api-key (the module's KEY), a small context window and a small request-body limit."""
+    limits = ("--max-model-len", str(SMALL_LEN), "--max-body-bytes", str(SMALL_BODY))
+    with serve(*FAST, "--api-key", request.module.KEY, *limits) as s:
         yield s
 
 
@@ -75,6 +77,11 @@ def burst(n: int, url: str, body: dict) -> list[tuple[int, dict, bytes]]:
     for t in threads:
         t.join(30)
     return results
+
+
+def chunked(raw: bytes, size: int = 16 * 1024) -> Iterator[bytes]:
+    """`raw` as an iterator: httpx sends it with chunked transfer encoding, no content-length."""
+    return (raw[i : i + size] for i in range(0, len(raw), size))
 
 
 def pick_stop(text: str) -> str:

@@ -641,6 +641,36 @@ def test_cost_model_calibration_at_low_load(real_time: Server) -> None:
     assert 0.010 <= itl <= 0.015, itl
 
 
+# -- 10. a huge prompt and everyone else --------------------------------------------------------------
+def test_streams_keep_flowing_while_a_huge_prompt_is_tokenized(real_time: Server) -> None:
+    """A prompt just under the body limit takes seconds to tokenize; the streams already running
+    must not notice. The same streams run twice in this test, without and then with the huge
+    request, and their worst inter-chunk gap is compared (it was the whole tokenization, ~5 s)."""
+    s, n = real_time, 200
+    huge = json.dumps({"model": MODEL, "prompt": "word " * 700_000, "max_tokens": 1}).encode()  # 3.5 MB, under 4 MiB
+    assert len(huge) < 4 * 1024 * 1024
+
+    async def worst_gap(with_huge: bool) -> tuple[float, float]:
+        async with client() as c:
+            streams = [asyncio.create_task(stream(c, s, body(f"Flow {i}", n))) for i in range(4)]
+            await asyncio.sleep(0.3)  # every stream is decoding
+            t0 = time.monotonic()
+            if with_huge:
+                r = await c.post(s.url + "/v1/completions", content=huge, headers={"content-type": "application/json"})
+                assert r.status_code == 400, r.text  # tokenized, then over the context window
+                assert "context length" in r.json()["error"]["message"]
+            took = time.monotonic() - t0
+            done = await asyncio.gather(*streams)
+        assert all(st.usage["completion_tokens"] == n for st in done)
+        return max(g for st in done for g in st.gaps()), took
+
+    without, _ = run(worst_gap(False))
+    with_huge, tokenizing = run(worst_gap(True))
+    print(f"worst gap without {without:.3f}s, with {with_huge:.3f}s; the huge request took {tokenizing:.3f}s")
+    assert with_huge < tokenizing / 4, (with_huge, tokenizing)
+    assert with_huge < 5 * without, (with_huge, without)
+
+
 # -- 9. health ----------------------------------------------------------------------------------------
 def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
     url = real_time.url + "/healthz"

@@ -17,7 +17,16 @@ from google.genai import types
 
 from llmchaos import tokenizer
 from llmchaos.sse_codec import Decoder
-from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, pick_stop, wait_ready
+from tests.integration.conftest import (
+    SMALL_BODY,
+    SMALL_LEN,
+    ascii_ratio,
+    burst,
+    chunked,
+    cjk_ratio,
+    pick_stop,
+    wait_ready,
+)
 from tests.procs import Server
 
 pytestmark = pytest.mark.integration
@@ -491,6 +500,31 @@ def test_context_length_limits(guarded: Server):
         assert_error(
             c.post(BASE + ":generateContent", json=body(maxOutputTokens=SMALL_LEN - n + 1)), 400, "INVALID_ARGUMENT"
         )
+
+
+# -- request-body limit (--max-body-bytes) -------------------------------------------------------
+@pytest.mark.parametrize("method", METHODS)
+def test_ten_megabyte_prompt_is_413(client: httpx.Client, method: str):
+    big = json.dumps({"contents": [{"parts": [{"text": "word " * 2_000_000}]}]}).encode()
+    msg = assert_error(_post_bytes(client, method, big), 413, "INVALID_ARGUMENT")
+    assert "bytes" in msg
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_body_over_max_body_bytes_is_413(guarded: Server, method: str, framing: str):
+    def post(size: int) -> httpx.Response:
+        text = "x" * (size - len(json.dumps({"contents": [{"parts": [{"text": ""}]}]})))
+        raw = json.dumps({"contents": [{"parts": [{"text": text}]}]}).encode()
+        assert len(raw) == size
+        content = raw if framing == "content-length" else chunked(raw)
+        headers = {"content-type": "application/json", "x-goog-api-key": KEY}
+        return httpx.post(f"{guarded.url}{BASE}:{method}", content=content, headers=headers, timeout=30)
+
+    msg = assert_error(post(SMALL_BODY + 1), 413, "INVALID_ARGUMENT")
+    assert str(SMALL_BODY) in msg
+    r = post(SMALL_BODY)  # read and tokenized: counted, or over the small context window
+    assert r.status_code == (200 if method == "countTokens" else 400), r.text
 
 
 # -- auth -----------------------------------------------------------------------------------------

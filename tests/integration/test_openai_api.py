@@ -19,7 +19,16 @@ import pytest
 
 from llmchaos import tokenizer
 from llmchaos.sse_codec import Decoder
-from tests.integration.conftest import SMALL_LEN, ascii_ratio, burst, cjk_ratio, pick_stop, wait_ready
+from tests.integration.conftest import (
+    SMALL_BODY,
+    SMALL_LEN,
+    ascii_ratio,
+    burst,
+    chunked,
+    cjk_ratio,
+    pick_stop,
+    wait_ready,
+)
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
@@ -457,6 +466,29 @@ def test_unknown_model_is_404(client: httpx.Client, path: str, body: dict):
     )
     assert err["param"] == "model"
     assert "gpt-17" in err["message"]
+
+
+# -- request-body limit (--max-body-bytes) -------------------------------------------------------
+def test_ten_megabyte_prompt_is_413(client: httpx.Client):
+    """Refused by its size before anything parses or tokenizes it (it took 5 s of the event loop)."""
+    big = json.dumps(comp_body(prompt="word " * 2_000_000)).encode()
+    err = assert_error(_post_raw(client, "/v1/completions", big), 413, "invalid_request_error")
+    assert "bytes" in err["message"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_body_over_max_body_bytes_is_413(guarded_client: httpx.Client, path: str, framing: str):
+    def post(size: int) -> httpx.Response:
+        text = "x" * (size - len(json.dumps(chat_body(prompt="", messages=[{"role": "user", "content": ""}]))))
+        raw = json.dumps(chat_body(prompt=text, messages=[{"role": "user", "content": ""}])).encode()
+        assert len(raw) == size
+        content = raw if framing == "content-length" else chunked(raw)
+        return guarded_client.post(path, content=content, headers={"content-type": "application/json"})
+
+    err = assert_error(post(SMALL_BODY + 1), 413, "invalid_request_error")
+    assert str(SMALL_BODY) in err["message"]
+    assert post(SMALL_BODY).status_code == 400  # read and parsed: an unknown field for one API or the other
 
 
 # -- context length (small --max-model-len) -----------------------------------------------------
