@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from llmchaos.wire import DONE_DATA
 
 DONE = b"data: " + DONE_DATA.encode() + b"\n\n"  # the last event of an OpenAI-style stream
+BOM = b"\xef\xbb\xbf"
 
 
 def encode(data: str | bytes, event: str | None = None) -> bytes:
@@ -31,39 +32,59 @@ def comment(text: str = "") -> bytes:
 class Event:
     data: str
     event: str = "message"
-    id: str | None = None
+    id: str | None = None  # the last event ID so far (it carries over to later events); None: never set
     valid_utf8: bool = True
 
 
 class Decoder:
-    """Feed byte chunks, get complete events. Handles LF, CRLF and CR line ends."""
+    """Feed byte chunks, get complete events, by the WHATWG rules for an event stream
+    (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation):
+    one UTF-8 BOM at the very start is skipped; CRLF, LF and CR each end a line; a line starting
+    with ':' is a comment; a blank line dispatches the event if it has data (an `event:` alone is
+    not dispatched, a `data:` alone is, with empty data); `id` carries over; other fields are
+    ignored. Each line is scanned once, however many reads it spans."""
 
-    __slots__ = ("_buf", "_data", "_event", "_id", "comments")
+    __slots__ = ("_cr", "_data", "_event", "_head", "_id", "_partial", "comments")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._head: bytes | None = b""  # the stream's first bytes, until they are known to start no BOM
+        self._cr = False  # the last byte fed was a CR: an LF right after it ends no second line
+        self._partial: list[bytes] = []  # pieces of the line being received
         self._data: list[bytes] = []
         self._event: bytes | None = None
         self._id: bytes | None = None
         self.comments = 0
 
     def feed(self, chunk: bytes) -> list[Event]:
-        buf = self._buf + chunk
-        if b"\r" in buf:
-            if buf.endswith(b"\r"):  # a CR may be half of a CRLF split across reads
-                buf, tail = buf[:-1], b"\r"
-            else:
-                tail = b""
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        else:
-            tail = b""
-        lines = buf.split(b"\n")
-        self._buf = lines.pop() + tail
+        if self._head is not None:
+            chunk = self._skip_bom(chunk)
+        if self._cr and chunk:
+            self._cr = False
+            if chunk[0] == 0x0A:
+                chunk = chunk[1:]
+        if not chunk:
+            return []
+        self._cr = chunk[-1] == 0x0D
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        if not lines:
+            self._partial.append(tail)
+            return []
+        if self._partial:
+            self._partial.append(lines[0])
+            lines[0] = b"".join(self._partial)
+            self._partial = []
+        if tail:
+            self._partial.append(tail)
         events: list[Event] = []
         for line in lines:
             if not line:
-                if self._data or self._event is not None:
+                if self._data:
                     events.append(self._dispatch())
+                else:
+                    self._event = None
                 continue
             if line[0] == 0x3A:  # ':'
                 self.comments += 1
@@ -75,13 +96,21 @@ class Decoder:
                 self._data.append(value)
             elif name == b"event":
                 self._event = value
-            elif name == b"id":
+            elif name == b"id" and b"\0" not in value:
                 self._id = value
         return events
 
+    def _skip_bom(self, chunk: bytes) -> bytes:
+        head = self._head + chunk if self._head else chunk
+        if len(head) < len(BOM) and BOM.startswith(head):
+            self._head = head
+            return b""
+        self._head = None
+        return head[len(BOM) :] if head.startswith(BOM) else head
+
     def pending(self) -> bool:
         """True when bytes of an unfinished event are buffered (a cut stream)."""
-        return bool(self._buf or self._data or self._event is not None)
+        return bool(self._head or self._partial or self._data or self._event is not None)
 
     def _dispatch(self) -> Event:
         raw = b"\n".join(self._data)
@@ -95,5 +124,5 @@ class Decoder:
             self._id.decode("utf-8", "replace") if self._id is not None else None,
             ok,
         )
-        self._data, self._event, self._id = [], None, None
+        self._data, self._event = [], None
         return ev
