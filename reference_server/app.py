@@ -136,7 +136,7 @@ class Admin:
             try:
                 device.lock(lock.graphics_mhz)
             except ValueError as e:
-                raise APIError("INVALID_ARGUMENT", str(e), param="graphics_mhz") from None
+                raise APIError("INVALID_ARGUMENT", f"graphics_mhz: {e}", param="graphics_mhz") from None
         elif request.method == "DELETE":
             device.reset()
         return self._state()

@@ -20,6 +20,7 @@ from reference_server.executors.ngram import NGramModel
 from reference_server.sequence import Sequence
 
 BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last deadline continues from it
+MIN_CLOCK_MHZ = 210.0  # H100 SXM's lowest supported graphics clock
 
 
 @dataclass
@@ -57,19 +58,44 @@ class CostModel:
 
 
 class SimDevice:
-    """A GPU whose graphics clock can be locked below its maximum, like `nvidia-smi -lgc`."""
+    """A GPU whose graphics clock can be locked within its range, like `nvidia-smi -lgc`.
 
-    def __init__(self, max_clock_mhz: float) -> None:
-        self.max_clock_mhz = max_clock_mhz
+    A step in progress follows the clock: when it changes, the rest of the step's work runs at
+    the new clock (a reset wakes a step scheduled at the lowest one)."""
+
+    def __init__(self, max_clock_mhz: float, min_clock_mhz: float = MIN_CLOCK_MHZ) -> None:
+        self.max_clock_mhz, self.min_clock_mhz = max_clock_mhz, min_clock_mhz
         self.locked_mhz: float | None = None
+        self._waiter: asyncio.Future[None] | None = None  # the step sleeping on this clock
 
     def lock(self, mhz: float) -> None:
-        if not 0 < mhz <= self.max_clock_mhz:
-            raise ValueError(f"clock must be in (0, {self.max_clock_mhz:g}] MHz")
-        self.locked_mhz = mhz
+        if not self.min_clock_mhz <= mhz <= self.max_clock_mhz:  # NaN fails this too
+            raise ValueError(f"clock must be in [{self.min_clock_mhz:g}, {self.max_clock_mhz:g}] MHz")
+        self._set(mhz)
 
     def reset(self) -> None:
-        self.locked_mhz = None
+        self._set(None)
+
+    def _set(self, mhz: float | None) -> None:
+        self.locked_mhz = mhz
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+    async def run_until(self, deadline: float) -> float:
+        """Sleep until `deadline` (time.monotonic) at the current clock; when the clock changes
+        meanwhile, move it by the ratio of the slowdowns. Returns the deadline met."""
+        loop = asyncio.get_running_loop()
+        while (left := deadline - time.monotonic()) > 0:
+            slowdown, self._waiter = self.slowdown, loop.create_future()
+            timer = loop.call_later(left, _wake, self._waiter)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+            now = time.monotonic()
+            deadline = now + max(0.0, deadline - now) * self.slowdown / slowdown
+        return deadline
 
     @property
     def clock_mhz(self) -> float:
@@ -78,6 +104,11 @@ class SimDevice:
     @property
     def slowdown(self) -> float:
         return self.max_clock_mhz / self.clock_mhz
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class SimExecutor:
@@ -126,7 +157,7 @@ class SimExecutor:
         start = self._deadline if 0.0 <= now - self._deadline < BACK_TO_BACK_S else now
         self._deadline = start + self.step_time(batch)
         tokens = [self.sample_or_error(seq) for seq in batch.sampling]
-        await asyncio.sleep(max(0.0, self._deadline - time.monotonic()))
+        self._deadline = await self.device.run_until(self._deadline)
         return tokens
 
 

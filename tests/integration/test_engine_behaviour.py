@@ -93,6 +93,13 @@ def no_cache() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
+def slow_clock() -> Iterator[Server]:
+    """The cost model 20x slower (a 14 ms decode step takes 0.28 s); admin API on."""
+    with serve("--sim-time-scale", "20", "--sim-jitter", "0", "--admin-token", TOKEN) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
 def tiny_kv() -> Iterator[Server]:
     """64 blocks of 16 tokens: 1024 token slots in all. Fast clock (0.1), no pacer."""
     with serve(
@@ -124,7 +131,14 @@ def fcfs() -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def paced() -> Iterator[Server]:
-    with serve("--pacer-rate", "50", "--pacer-max-gap", "0.05", "--sim-time-scale", "0.1", "--admin-token", TOKEN) as s:
+    with serve("--pacer-rate", "50", "--pacer-max-gap", "0.05", "--sim-time-scale", "0.1") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def paced_slow() -> Iterator[Server]:
+    """The pacer of `paced` on the calibrated clock, whose steps the admin API can slow past its max gap."""
+    with serve("--pacer-rate", "50", "--pacer-max-gap", "0.05", "--sim-jitter", "0", "--admin-token", TOKEN) as s:
         yield s
 
 
@@ -489,6 +503,50 @@ def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> N
     assert httpx.get(url, headers=ADMIN).json()["locked"] is False  # nothing stuck
 
 
+def test_clocks_outside_the_device_range_are_400_and_nothing_sticks(real_time: Server) -> None:
+    """1e-300 MHz was accepted and left the engine asleep in a step ~1e300 s long, /healthz 503 until a
+    restart, DELETE or not. Now the clock must be in the device's range (H100: 210..1980 MHz)."""
+    s, url = real_time, real_time.url + "/admin/device/clocks"
+    for raw in (
+        b'{"graphics_mhz": 1e-300}',
+        b'{"graphics_mhz": 209}',
+        b'{"graphics_mhz": NaN}',
+        b'{"graphics_mhz": 1e999}',
+    ):
+        r = httpx.put(url, headers={**ADMIN, "content-type": "application/json"}, content=raw)
+        assert r.status_code == 400, (raw, r.text)
+        err = r.json()["error"]
+        assert err["param"] == "graphics_mhz", err
+        assert "210" in err["message"], err
+    assert httpx.get(url, headers=ADMIN).json()["locked"] is False
+    assert httpx.get(s.url + "/healthz").status_code == 200
+    assert _gap(s, 5) > 0  # a request still runs to the end
+
+
+def test_reset_wakes_a_step_scheduled_at_the_lowest_clock(slow_clock: Server) -> None:
+    """A step that started at 210 MHz finishes at full speed once the clock is reset."""
+    s, url = slow_clock, slow_clock.url + "/admin/device/clocks"
+    assert httpx.put(url, headers=ADMIN, json={"graphics_mhz": 210}).status_code == 200
+    try:
+
+        async def go() -> tuple[Stream, float]:
+            async with client() as c:
+                req = asyncio.create_task(stream(c, s, body("Wake up", 3)))
+                await asyncio.sleep(1.2)  # prefill took ~0.8 s; the first decode step (2.65 s) is under way
+                r = await c.delete(url, headers=ADMIN)
+                assert r.status_code == 200
+                t0 = time.monotonic()
+                return await req, time.monotonic() - t0
+
+        st, after_reset = run(go())
+    finally:
+        httpx.delete(url, headers=ADMIN)
+    assert st.usage["completion_tokens"] == 3
+    # Locked, the rest took ~2.5 s (2.2 s of the sleeping step, then one at full speed); woken, ~0.5 s.
+    assert after_reset < 1.3, after_reset
+    assert httpx.get(s.url + "/healthz").status_code == 200
+
+
 # -- 6. output pacer ----------------------------------------------------------------------------------
 def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server) -> None:
     async def gaps(s: Server) -> tuple[Stream, float]:
@@ -504,16 +562,16 @@ def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server) -> None
     assert without < with_pacer / 4, (without, with_pacer)
 
 
-def test_pacer_heartbeats_while_the_engine_is_slow(paced: Server) -> None:
-    url = paced.url + "/admin/device/clocks"
-    r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 20})  # every step 99x slower
+def test_pacer_heartbeats_while_the_engine_is_slow(paced_slow: Server) -> None:
+    url = paced_slow.url + "/admin/device/clocks"
+    r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 210})  # the lowest clock: each step ~130 ms
     assert r.status_code == 200
-    assert r.json()["slowdown"] == pytest.approx(99.0)
+    assert r.json()["slowdown"] == pytest.approx(1980 / 210)
     try:
 
         async def go() -> Stream:
             async with client() as c:
-                return await stream(c, paced, body("Beat", 4))
+                return await stream(c, paced_slow, body("Beat", 4))
 
         st = run(go())
     finally:
