@@ -154,21 +154,6 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    async def gemini_models(request: Request) -> Response:
-        name = engine.cfg.model_name
-        return JSONResponse(
-            {
-                "models": [
-                    {
-                        "name": f"models/{name}",
-                        "displayName": name,
-                        "inputTokenLimit": engine.cfg.max_model_len,
-                        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
-                    }
-                ]
-            }
-        )
-
     async def warm_up() -> None:
         await asyncio.sleep(startup_delay_s)  # the sim's model-load time; 503 meanwhile
         await engine.probe_ttft(timeout=60.0)  # one real request through the engine
@@ -187,7 +172,7 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Route("/v1/chat/completions", oai.chat, methods=["POST"]),
         Route("/v1/completions", oai.completions, methods=["POST"]),
         Route("/v1/models", oai.models, methods=["GET"]),
-        Route("/v1beta/models", gemini_models, methods=["GET"]),
+        Route("/v1beta/models", gem.models, methods=["GET"]),
         Route("/v1beta/models/{target:path}", gem.dispatch, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/healthz", health.endpoint, methods=["GET"]),

@@ -121,6 +121,28 @@ class GeminiAPI:
     def __init__(self, engine: Engine, api_key: str | None) -> None:
         self.engine, self.api_key = engine, api_key
 
+    def _check_key(self, request: Request) -> None:
+        check_key(
+            request.headers.get("x-goog-api-key") or request.query_params.get("key") or bearer(request), self.api_key
+        )
+
+    async def models(self, request: Request) -> Response:
+        """GET /v1beta/models."""
+        self._check_key(request)
+        name = self.engine.cfg.model_name
+        return JSONResponse(
+            {
+                "models": [
+                    {
+                        "name": f"models/{name}",
+                        "displayName": name,
+                        "inputTokenLimit": self.engine.cfg.max_model_len,
+                        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+                    }
+                ]
+            }
+        )
+
     async def dispatch(self, request: Request) -> Response:
         """POST /v1beta/models/{model}:{method}."""
         model, _, method = request.path_params["target"].partition(":")
@@ -132,9 +154,7 @@ class GeminiAPI:
         if handler is None:
             raise APIError("NOT_FOUND", f"method {method!r} not found")
         check_ready(self.engine)
-        check_key(
-            request.headers.get("x-goog-api-key") or request.query_params.get("key") or bearer(request), self.api_key
-        )
+        self._check_key(request)
         if model.removeprefix("models/") != self.engine.cfg.model_name:
             raise APIError("NOT_FOUND", f"models/{model} is not found for API version v1beta")
         return await handler(request)

@@ -543,6 +543,18 @@ def test_401_unauthenticated(guarded: Server, how: str):
             assert_error(r, 401, "UNAUTHENTICATED")
 
 
+def test_models_list_needs_the_key(guarded: Server):
+    """GET /v1beta/models answered without the key while /v1/models needed it."""
+    url = guarded.url + "/v1beta/models"
+    assert_error(httpx.get(url), 401, "UNAUTHENTICATED")
+    assert_error(httpx.get(url, headers={"x-goog-api-key": "nope"}), 401, "UNAUTHENTICATED")
+    right = [({"x-goog-api-key": KEY}, {}), ({}, {"key": KEY}), ({"authorization": f"Bearer {KEY}"}, {})]
+    for headers, params in right:
+        r = httpx.get(url, headers=headers, params=params)
+        assert r.status_code == 200, r.text
+        assert r.json()["models"][0]["name"] == f"models/{MODEL}"
+
+
 @pytest.mark.parametrize("how", ["header", "query", "bearer"])
 def test_right_key_is_accepted(guarded: Server, how: str):
     headers, params = {}, {}
