@@ -62,6 +62,18 @@ def register(sub: Subparsers) -> None:
         default=ServerOptions.max_body_bytes,
         help="request bodies over this many bytes get 413 (default 4 MiB: a 128K-token prompt fits)",
     )
+    p.add_argument(
+        "--header-timeout",
+        type=positive(float),
+        default=ServerOptions.header_timeout_s,
+        help="seconds a request's headers may take to arrive before 408 and close (slowloris)",
+    )
+    p.add_argument(
+        "--max-header-bytes",
+        type=positive(int),
+        default=ServerOptions.max_header_bytes,
+        help="a request head over this many bytes gets 431 and close",
+    )
     p.add_argument("--api-key", default=None)
     p.add_argument("--admin-token", default=None)
     p.add_argument("--admin-allow-remote", action="store_true")
@@ -110,5 +122,7 @@ def run(args: argparse.Namespace) -> None:
         admin_token=args.admin_token,
         admin_allow_remote=args.admin_allow_remote,
         max_body_bytes=args.max_body_bytes,
+        header_timeout_s=args.header_timeout,
+        max_header_bytes=args.max_header_bytes,
     )
     serve(cfg, executor, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level)

@@ -32,3 +32,5 @@ class ServerOptions:
     admin_token: str | None = None
     admin_allow_remote: bool = False
     max_body_bytes: int = 4 * 1024 * 1024  # a 128K-token prompt, even as \uXXXX escapes, fits several times
+    header_timeout_s: float = 10.0  # a request head must be complete this soon after it begins (slowloris)
+    max_header_bytes: int = 64 * 1024

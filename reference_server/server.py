@@ -13,6 +13,7 @@ from reference_server.app import create_app
 from reference_server.config import EngineConfig, ServerOptions
 from reference_server.engine import Engine
 from reference_server.executors import Executor
+from reference_server.http_guard import guarded
 
 log = logging.getLogger("llmchaos.server")
 
@@ -57,6 +58,12 @@ def serve(
     engine = Engine(engine_cfg, executor)
     app = create_app(engine, opts, startup_delay_s)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5
+        app,
+        host=host,
+        port=port,
+        http=guarded(opts.header_timeout_s, opts.max_header_bytes),
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
     )
     DrainingServer(config, engine, drain_timeout_s).run()
