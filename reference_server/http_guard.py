@@ -5,7 +5,8 @@ between requests, and the first byte of a request cancels it) nor a header-size 
 `h11_max_incomplete_event_size` is h11's alone), so a client that sends one header byte a second
 holds its connection for ever. This subclass arms a timer when a connection opens and when a
 request begins, and disarms it once the request's headers are complete; past the timeout it
-answers 408, past `max_header_bytes` of head 431, and closes the connection.
+answers 408 (or nothing, to a connection that never sent a byte), past `max_header_bytes` of
+head 431, and closes the connection.
 """
 
 from __future__ import annotations
@@ -58,11 +59,14 @@ class HeadGuardProtocol(HttpToolsProtocol):
             self._head_timer = None
 
     def _refuse(self, status: HTTPStatus) -> None:
-        """Answer `status` (unless a response is under way on this connection) and close it."""
+        """Answer `status` and close. A connection that sent nothing is closed silently, like an idle
+        keep-alive one (a client may be sending its first request just then), and so is one whose
+        previous response is still under way."""
+        started = self._head_bytes > 0
         self._disarm()
         if self.transport.is_closing():
             return
-        if self.cycle is None or self.cycle.response_complete:
+        if started and (self.cycle is None or self.cycle.response_complete):
             head = f"HTTP/1.1 {status.value} {status.phrase}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             self.transport.write(head.encode())
         self.transport.close()
