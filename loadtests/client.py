@@ -7,10 +7,12 @@ CPU time shows up as latency in every stream in flight.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import sys
 import time
+from dataclasses import dataclass
 
 import gevent
 import gevent.socket
@@ -25,6 +27,7 @@ from loadtests.adapters import Adapter, Call
 from loadtests.record import RequestRecord
 
 RX_CMSG = socket.CMSG_SPACE(16)
+DRAIN_S = 1.0  # a server ends the body right after the terminator; longer, the connection is dropped
 
 
 class TimestampedSocket(gevent.socket.socket):
@@ -57,10 +60,32 @@ class TimestampedPool(ConnectionPool):
         return TimestampedSocket(family, socktype, protocol)
 
 
-def received_at(resp: HTTPSocketPoolResponse) -> float:
-    """When the bytes just read arrived, on the perf_counter clock (now, without a kernel stamp)."""
-    rx = getattr(getattr(resp, "_sock", None), "rx_time", None)
-    return time.perf_counter() if rx is None else rx
+def read_some(resp: HTTPSocketPoolResponse, timeout: float) -> tuple[bytes, float]:
+    """The body bytes parsed so far, else those of one read from the socket, waiting `timeout` s at
+    most (TimeoutError), and when they reached the host on the perf_counter clock; b"" once the body
+    has ended. (geventhttpclient itself reads only up to a separator or a length.)"""
+    sock = resp._sock
+    if not resp._body_buffer and not resp.message_complete:
+        if sock is None:
+            raise HTTPConnectionClosed("connection closed.")
+        if timeout <= 0:
+            raise TimeoutError("timed out")
+        before = sock.gettimeout()
+        try:
+            sock.settimeout(timeout)
+            data = sock.recv(resp.block_size)
+            resp.feed(data)
+            if not data and not resp.message_complete:
+                raise HTTPConnectionClosed("connection closed in the body")
+        except BaseException:
+            resp.release()
+            raise
+        finally:
+            sock.settimeout(before)
+    data = bytes(resp._body_buffer)
+    del resp._body_buffer[:]
+    rx = getattr(sock, "rx_time", None)
+    return data, time.perf_counter() if rx is None else rx
 
 
 def header(resp: HTTPSocketPoolResponse, name: str) -> str | None:
@@ -69,33 +94,38 @@ def header(resp: HTTPSocketPoolResponse, name: str) -> str | None:
     return ", ".join(value) if isinstance(value, list) else value
 
 
+@dataclass(frozen=True)
+class Limits:
+    """When a request is given up, in seconds from its start (latencies count from the same start):
+    `ttft` for the first content event (the response headers included), `request` for the
+    terminator; `stall` between two events once content flows; `connect` to open a connection."""
+
+    connect: float = 5.0
+    ttft: float = 300.0
+    stall: float = 30.0
+    request: float = 600.0
+
+
 class StreamClient:
     """One connection (reused) to one target; one request at a time."""
 
-    def __init__(
-        self, base_url: str, connect_timeout: float = 5.0, stall_limit: float = 30.0, request_timeout: float = 600.0
-    ) -> None:
+    def __init__(self, base_url: str, limits: Limits) -> None:
         url = URL(base_url)
         self.prefix = url.path.rstrip("/")
         self.url = url
-        self.connect_timeout, self.stall_limit, self.request_timeout = connect_timeout, stall_limit, request_timeout
+        self.limits = limits
         self._http: HTTPClient | None = None
 
     def _client(self) -> HTTPClient:
         if self._http is None:
+            lim = self.limits
             http = HTTPClient.from_url(
-                self.url, concurrency=1, connection_timeout=self.connect_timeout, network_timeout=self.stall_limit
+                self.url, concurrency=1, connection_timeout=lim.connect, network_timeout=lim.request
             )
             if self.url.scheme == "http":  # TLS hides the kernel's stamps; https keeps the read time
                 host, port = self.url.host, self.url.port or 80
                 http._connection_pool = TimestampedPool(
-                    host,
-                    port,
-                    host,
-                    port,
-                    size=1,
-                    connection_timeout=self.connect_timeout,
-                    network_timeout=self.stall_limit,
+                    host, port, host, port, size=1, connection_timeout=lim.connect, network_timeout=lim.request
                 )
             self._http = http
         return self._http
@@ -106,29 +136,36 @@ class StreamClient:
             self._http = None
 
     def run(self, adapter: Adapter, call: Call, stream: bool, rec: RequestRecord, start: float) -> None:
-        """Send `call` and fill `rec`; `start` is the perf_counter time latencies count from."""
+        """Send `call` and fill `rec`; `start` is the perf_counter time latencies and limits count from.
+        The connection is kept only after a whole, successful response."""
         rec.sent = time.time()
-        ok = False
+        resp = None
+        first, why = self._limit(rec, start, start) if stream else (start + self.limits.request, "timeout")
+        timer = gevent.Timeout(max(first - time.perf_counter(), 0.0))
         try:
-            resp = self._client().request("POST", self.prefix + call.path, body=call.body, headers=call.headers)
-            rec.status = resp.status_code
-            if resp.status_code != 200:
-                self._error_status(resp, rec)
-            elif stream:
+            with timer:  # the headers (and a whole non-stream body or error) by the first limit
+                resp = self._client().request("POST", self.prefix + call.path, body=call.body, headers=call.headers)
+                rec.status = resp.status_code
+                if resp.status_code != 200:
+                    self._error_status(resp, rec)
+                elif not stream:
+                    self._read_body(adapter, resp, rec, start)
+            if stream and rec.status == 200:
                 self._read_stream(adapter, resp, rec, start)
-            else:
-                self._read_body(adapter, resp, rec, start)
-            ok = rec.outcome == "ok"
+        except gevent.Timeout as t:
+            if t is not timer:
+                raise
+            rec.outcome, rec.error = why, self._silence(why)
         except gevent.GreenletExit:
             rec.outcome = "cancelled"
             raise
-        except (ConnectionRefusedError, OSError, HTTPConnectionClosed, HTTPParseError) as e:
+        except (OSError, HTTPParseError) as e:  # HTTPConnectionClosed is an HTTPParseError
             if rec.status is None:
                 rec.outcome, rec.error = "connect_error", f"{type(e).__name__}: {e}"
             elif rec.outcome == "ok":
                 rec.outcome, rec.error = "truncated", f"{type(e).__name__}: {e}"
         finally:
-            if not ok:
+            if rec.outcome != "ok" or resp is None or not resp.message_complete:
                 self.close()  # never reuse a connection left mid-response
 
     def _error_status(self, resp: HTTPSocketPoolResponse, rec: RequestRecord) -> None:
@@ -150,33 +187,42 @@ class StreamClient:
         rec.chunks, rec.usage_tokens = [ev.text], ev.usage_tokens
         rec.ttft = rec.e2e = now - start
 
+    def _limit(self, rec: RequestRecord, start: float, last_event: float) -> tuple[float, str]:
+        """The time this stream must show its next sign of life by, and the outcome if it does not:
+        the first content by the TTFT limit (a wait for it is TTFT, never a stall), then each event
+        within the stall limit of the one before, and the terminator by the request limit."""
+        lim = self.limits
+        limit, why = (last_event + lim.stall, "stalled") if rec.chunks else (start + lim.ttft, "ttft_timeout")
+        return (limit, why) if limit < start + lim.request else (start + lim.request, "timeout")
+
     def _read_stream(self, adapter: Adapter, resp: HTTPSocketPoolResponse, rec: RequestRecord, start: float) -> None:
         ctype = header(resp, "content-type") or ""
         if not ctype.startswith("text/event-stream"):
             rec.outcome, rec.error = "malformed", f"content-type {ctype!r}"
             return
-        decoder, last, deadline, seen = sse_codec.Decoder(), 0.0, start + self.request_timeout, 0
-        readline, chunks, gaps = resp.readline, rec.chunks, rec.gaps
+        decoder, chunks, gaps = sse_codec.Decoder(), rec.chunks, rec.gaps
+        last_event = last_content = start
+        seen, head = 0, b""
         while True:
+            limit, why = self._limit(rec, start, last_event)
             try:
-                line = readline(b"\n")
-            except TimeoutError:  # no byte within the stall limit
-                now = time.perf_counter()
-                if not chunks and now < deadline:
-                    continue  # still waiting for the first token: that is TTFT, not a stall
-                rec.outcome = "stalled" if now < deadline else "timeout"
-                rec.error = f"no data for {self.stall_limit:g}s"
+                data, now = read_some(resp, limit - time.perf_counter())
+            except TimeoutError:
+                data, now = b"", limit
+            if now >= limit:  # nothing, or only bytes that are no event (comments, a trickle), in time
+                rec.outcome, rec.error = why, self._silence(why)
                 return
-            now = received_at(resp)
-            if not line:  # the end: was it a stream cut short, or never a stream at all?
-                junk = resp.read()  # bytes that never ended in a newline
-                if junk and not seen and not decoder.comments:
-                    rec.outcome, rec.error = "malformed", f"not an event stream: {junk[:80]!r}"
+            if not data:  # the end: was it a stream cut short, or never a stream at all?
+                if not seen and not decoder.comments and decoder.pending():
+                    rec.outcome, rec.error = "malformed", f"not an event stream: {head[:80]!r}"
                 else:
                     rec.outcome, rec.error = "truncated", "stream ended without a terminator"
                 return
-            for ev in decoder.feed(line):
-                seen += 1
+            head = head or data
+            for ev in decoder.feed(data):
+                seen, last_event = seen + 1, now
+                if not ev.data:  # `data:` alone carries nothing to read
+                    continue
                 if not ev.valid_utf8:
                     rec.outcome, rec.error = "malformed", "invalid UTF-8 in an event"
                     return
@@ -190,25 +236,32 @@ class StreamClient:
                     return
                 if parsed.text:
                     if chunks:
-                        gaps.append(now - last)
+                        gaps.append(now - last_content)
                     else:
                         rec.ttft = now - start
                     chunks.append(parsed.text)
-                    last = now
+                    last_content = now
                 if parsed.usage_tokens is not None:
                     rec.usage_tokens = parsed.usage_tokens
-                if parsed.done:
+                if parsed.done:  # the stream ended: ok, with or without text (an EOS first token)
                     rec.e2e = now - start
-                    if not chunks:
-                        rec.outcome, rec.error = "malformed", "stream ended with no content"
                     self._drain(resp)
                     return
-            if now > deadline:
-                rec.outcome, rec.error = "timeout", f"no terminator within {self.request_timeout:g}s"
-                return
+
+    def _silence(self, why: str) -> str:
+        lim = self.limits
+        if why == "ttft_timeout":
+            return f"no content within {lim.ttft:g}s"
+        if why == "stalled":
+            return f"no event for {lim.stall:g}s"
+        return f"not done within {lim.request:g}s"
 
     @staticmethod
     def _drain(resp: HTTPSocketPoolResponse) -> None:
         """Read the rest (usage chunk after a Gemini finish, the chunked terminator) so the
-        connection can be reused."""
-        resp.read()
+        connection can be reused; a body held open (or fed comments) past DRAIN_S after the
+        terminator costs the connection, not the request."""
+        until = time.perf_counter() + DRAIN_S
+        with contextlib.suppress(OSError, HTTPParseError):
+            while read_some(resp, until - time.perf_counter())[0]:
+                pass

@@ -12,6 +12,7 @@ from llmchaos.errors import UsageError
 from llmchaos.units import duration
 from loadtests import profile
 from loadtests.adapters import ADAPTERS, Adapter
+from loadtests.client import Limits
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process (gevent): only its users may
     from configargparse import ArgumentParser
@@ -49,9 +50,14 @@ def add_arguments(parser: ArgumentParser) -> None:
         help="requests started this long after test start are in "
         "phase 'warmup', kept apart from the baseline (spawning, new connections)",
     )
-    g.add_argument("--stall-limit", type=float, default=30.0, help="seconds between events = stalled")
-    g.add_argument("--request-timeout", type=float, default=600.0)
-    g.add_argument("--connect-timeout", type=float, default=5.0)
+    g.add_argument(
+        "--ttft-timeout", type=float, default=300.0, help="seconds to the first content event = ttft_timeout"
+    )
+    g.add_argument(
+        "--stall-limit", type=float, default=30.0, help="seconds between events once content flows = stalled"
+    )
+    g.add_argument("--request-timeout", type=float, default=600.0, help="seconds to the terminator = timeout")
+    g.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect = connect_error")
     g.add_argument("--rate", type=float, default=0.0, help="open loop: requests/s over all workers")
     g.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson)")
@@ -93,6 +99,7 @@ class Settings:
     warmup_s: float
     prompt_sizes: frozenset[str]
     allow: allow.Allowlist
+    limits: Limits
 
     @classmethod
     def read(cls, options: Namespace) -> Settings:
@@ -107,6 +114,7 @@ class Settings:
             duration(options.warmup, "--warmup"),
             _words(options.prompt_sizes),
             allow.from_args(options),
+            Limits(options.connect_timeout, options.ttft_timeout, options.stall_limit, options.request_timeout),
         )
 
 

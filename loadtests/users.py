@@ -22,8 +22,7 @@ class LLMUser(User):
 
     def on_start(self) -> None:
         h = self.environment.llmchaos
-        o = self.environment.parsed_options
-        self.client = StreamClient(self.host or "", o.connect_timeout, o.stall_limit, o.request_timeout)
+        self.client = StreamClient(self.host or "", h.settings.limits)
         self.prompts = h.prompt_source(self.lang)
 
     def on_stop(self) -> None:

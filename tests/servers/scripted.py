@@ -64,9 +64,22 @@ MODES = {
     "error_event": "K content events, then an error event and [DONE]",
     "bad_utf8": "an extra chunk holding invalid UTF-8 right before content event K+1",
     "no_done": "a normal stream that ends (cleanly) without [DONE]",
+    "late_headers": "the response headers held `seconds` (30), then a normal stream",
+    "hold_open": "a normal stream whose body never ends after [DONE] (until the client leaves)",
+    "done_then_comments": "a normal stream, then a keep-alive comment every ITL after [DONE] (until the client leaves)",
+    "trickle": "K content events, then one event's bytes one at a time every ITL, never a newline",
+    "ping": "`event: ping` and `data:` events (no data: the SSE spec ignores them) before every content event",
+    "cr": "a normal stream whose lines end in a bare CR",
+    "bom": "a normal stream after a UTF-8 byte order mark",
+    "huge": "a normal stream whose content event K+1 carries `size` (20,000,000) bytes of text",
+    "eos_first": "the role chunk, then a finish chunk with no text (finish_reason stop, usage 1 token) and [DONE]",
 }
+MODE_ARG = {"status": "status", "huge": "size"}  # what `--modes lang=mode:ARG` sets; else `seconds`
 UNSTALLED = ("/control", "/truth")
 DONE = b"data: [DONE]\n\n"
+BOM = "\ufeff".encode()
+PING = b"event: ping\n\ndata:\n\n"
+HELD_OPEN = ("hold_open", "done_then_comments")
 
 
 def plan_rng(seed: int | None, lang: str, n: int) -> random.Random:
@@ -172,7 +185,7 @@ class Stream:
             "created": int(time.time()),
             "model": body.get("model", "scripted"),
         }
-        self.aborted = False
+        self.aborted = self.started = False
         self.send: Send
 
     def chunk(self, delta: dict, finish: str | None = None, **extra: Any) -> bytes:
@@ -181,13 +194,29 @@ class Stream:
 
     async def write(self, data: bytes, last: bool = False) -> None:
         self.rec.e2e_s = time.monotonic() - self.t0
+        await self.raw(data, last)
+
+    async def raw(self, data: bytes, last: bool = False) -> None:
+        """Body bytes as the mode spells them (`cr`: bare CR line ends; `bom`: the first write after a BOM)."""
+        if self.rec.mode == "cr":
+            data = data.replace(b"\n", b"\r")
+        if self.rec.mode == "bom" and not self.started:
+            data = BOM + data
+        self.started = True
         await self.send({"type": "http.response.body", "body": data, "more_body": not last})
 
-    async def token(self, i: int, final: bool) -> None:
+    async def token(self, i: int, final: bool, huge: bool = False) -> None:
         t, ns = time.monotonic(), time.time_ns()
-        data = self.chunk({"content": _word(self.rec.lang, i)}, "length" if final else None, x_sent_ns=ns)
+        text = " lorem" * (int(self.script.get("size", 20_000_000)) // 6) if huge else _word(self.rec.lang, i)
+        data = self.chunk({"content": text}, "length" if final else None, x_sent_ns=ns)
         self.rec.writes.append(t - self.t0)
-        await self.write(data)
+        await self.write(PING + data if self.rec.mode == "ping" else data)
+
+    def usage(self, n: int) -> bytes:
+        """The usage chunk when the request asked for it (`stream_options.include_usage`)."""
+        if not (self.body.get("stream_options") or {}).get("include_usage"):
+            return b""
+        return b"data: " + _dumps({**self.head, "choices": [], "usage": _usage(self.body, n)}) + b"\n\n"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def gone() -> None:
@@ -210,6 +239,8 @@ class Stream:
 
     async def play(self) -> None:
         mode, s, n = self.rec.mode, self.script, self.n
+        if mode == "late_headers":
+            await asyncio.sleep(float(s.get("seconds", 30)))
         await self.send(
             {
                 "type": "http.response.start",
@@ -227,7 +258,11 @@ class Stream:
             junk = bytes(b for b in self.rng.randbytes(512) if b not in b"\r\n")
             return await self.write(b"\xff\xfe\xc3(" + junk, last=True)
         itl, k = _ms(s.get("itl_ms"), State.itl_ms), int(s.get("after", 3))
-        k = min(k, n - 1) if mode in ("stall", "bad_json", "bad_utf8") else k
+        if mode == "eos_first":
+            await _sleep_until(deadline)
+            await self.write(self.chunk({"role": "assistant", "content": ""}))
+            return await self.write(self.chunk({}, "stop") + self.usage(1) + DONE, last=True)
+        k = min(k, n - 1) if mode in ("stall", "bad_json", "bad_utf8", "huge") else k
         count = {"cut": k + 1, "error_event": k + 1, "never_ending": None}.get(mode, n)
         i, gap = 0, 0.0
         while count is None or i < count:
@@ -248,17 +283,24 @@ class Stream:
                 await self.write(b'data: {"choices": [}\n\n')
             if i == k and mode == "bad_utf8":
                 await self.write(self.chunk({}).replace(b'"choices"', b'"x_bad":"\xff\xfe\xe4\xb8","choices"'))
+            if i == k and mode == "trickle":
+                return await self.trickle(b'data: {"choices":[{"index":0,"delta":{"content":"', itl)
             if i:
                 self.rec.intended_gaps_s.append(gap)
-            await self.token(i, final=mode != "never_ending" and i == n - 1)
+            await self.token(i, final=mode != "never_ending" and i == n - 1, huge=mode == "huge" and i == k)
             i += 1
-        usage = self.body.get("stream_options") or {}
-        tail = (
-            b"data: " + _dumps({**self.head, "choices": [], "usage": _usage(self.body, i)}) + b"\n\n"
-            if usage.get("include_usage")
-            else b""
-        )
-        await self.write(tail + (b"" if mode == "no_done" else DONE), last=True)
+        await self.write(self.usage(i) + (b"" if mode == "no_done" else DONE), last=mode not in HELD_OPEN)
+        if mode in HELD_OPEN:
+            await self.trickle(b"", itl, b": keep-alive\n\n" if mode == "done_then_comments" else b"")
+
+    async def trickle(self, head: bytes, itl: tuple[float, float], each: bytes = b"a") -> None:
+        """Write `head`, then `each` every ITL until the client leaves (nothing at all when empty)."""
+        if head:
+            await self.write(head)
+        while True:
+            await asyncio.sleep(self.rng.uniform(*itl) / 1000)
+            if each:
+                await self.raw(each)
 
     async def abort(self, half: bytes) -> None:
         """Write half an event, let it reach the socket, then drop the connection (no chunk terminator)."""
@@ -419,7 +461,7 @@ def main(argv: list[str] | None = None) -> None:
     for item in filter(None, args.modes.split(",")):
         lang, _, spec = item.partition("=")
         mode, _, arg = spec.partition(":")
-        State.modes[lang] = {"mode": mode, **({"status" if mode == "status" else "seconds": float(arg)} if arg else {})}
+        State.modes[lang] = {"mode": mode, **({MODE_ARG.get(mode, "seconds"): float(arg)} if arg else {})}
     uvicorn.run(
         app,
         host=args.host,

@@ -3,6 +3,7 @@ truth against what a client measures, seeded draws, every misbehaviour mode, the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -305,3 +306,93 @@ def test_truth_can_be_cleared(client):
     assert client.get("/truth").json()["requests"]
     assert client.delete("/truth").status_code == 200
     assert client.get("/truth").json() == {"requests": []}
+
+
+# -- misbehaviours of valid SSE and of streams that end oddly -------------------------------------
+def read_for(c: httpx.Client, b: dict, seconds: float) -> tuple[Got, float | None]:
+    """A stream read for `seconds` at most (it may never end): what came, and when [DONE] did."""
+    got, done_at, t0 = Got(uuid.uuid4().hex), None, time.monotonic()
+    with c.stream("POST", "/v1/chat/completions", json=b, headers={"x-request-id": got.rid}) as r:
+        got.status, got.headers = r.status_code, r.headers
+        with contextlib.suppress(httpx.ReadTimeout):
+            for chunk in r.iter_raw():
+                got.raw += chunk
+                got.events += [(time.monotonic() - t0, 0, e) for e in got.decoder.feed(chunk)]
+                if done_at is None and "[DONE]" in got.datas:
+                    done_at = time.monotonic() - t0
+                if time.monotonic() - t0 > seconds:
+                    break
+    return got, done_at
+
+
+@pytest.fixture(scope="module")
+def short_reads(client) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=str(client.base_url), timeout=httpx.Timeout(10, read=0.5)) as c:
+        yield c
+
+
+def test_late_headers_hold_the_response_then_stream(client):
+    t0 = time.monotonic()
+    with client.stream("POST", "/v1/chat/completions", json=body(n=2, mode="late_headers", seconds=0.4)) as r:
+        assert time.monotonic() - t0 >= 0.4
+        raw = r.read()
+    assert raw.endswith(scripted.DONE)
+
+
+@pytest.mark.parametrize(("mode", "comments"), [("hold_open", False), ("done_then_comments", True)])
+def test_the_body_stays_open_after_done(short_reads, mode, comments):
+    got, done_at = read_for(short_reads, body(n=3, mode=mode, itl_ms=[20, 20]), 1.0)
+    assert done_at is not None
+    assert got.datas[-1] == "[DONE]"  # nothing but comments (or nothing) after it
+    assert (got.decoder.comments > 5) is comments
+    assert not got.raw.endswith(scripted.DONE) if comments else got.raw.endswith(scripted.DONE)
+
+
+def test_trickle_never_ends_a_line(short_reads):
+    got, done_at = read_for(short_reads, body(n=5, mode="trickle", after=2, itl_ms=[10, 10]), 0.5)
+    assert done_at is None
+    assert len(got.content()) == 2
+    tail = got.raw.rpartition(b"\n\n")[2]
+    assert tail.startswith(b'data: {"choices"')
+    assert tail.endswith(b"aaaaaaaaaa")
+    assert b"\n" not in tail
+    assert b"\r" not in tail
+
+
+def test_ping_interleaves_events_the_spec_ignores_or_leaves_empty(client):
+    g = post(client, body(n=3, mode="ping"))
+    assert g.raw.count(scripted.PING) == 3
+    assert g.datas.count("") == 3  # `data:` alone: dispatched with empty data; `event: ping` alone: not at all
+    assert all(e.event == "message" for _, _, e in g.events)
+    assert len(g.content()) == 3
+
+
+def test_cr_ends_every_line_with_a_bare_cr(client):
+    g = post(client, body(n=3, mode="cr"))
+    assert b"\n" not in g.raw
+    assert g.raw.endswith(b"data: [DONE]\r\r")
+    assert len(g.content()) == 3
+    assert g.datas[-1] == "[DONE]"
+
+
+def test_bom_starts_the_body(client):
+    g = post(client, body(n=2, mode="bom"))
+    assert g.raw.startswith(scripted.BOM + b"data: ")
+    assert json.loads(g.datas[0])["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+
+
+def test_huge_puts_size_bytes_into_one_event(client):
+    g = post(client, body(n=4, mode="huge", after=1, size=600_000))
+    sizes = [len(c["choices"][0]["delta"]["content"]) for _, _, c in g.content()]
+    assert sizes == [4, 600_000 // 6 * 6, 6, 4]
+
+
+def test_eos_first_ends_before_any_text(client):
+    g = post(client, body(n=5, mode="eos_first", usage=True))
+    chunks = [json.loads(d) for d in g.datas[:-1]]
+    assert g.datas[-1] == "[DONE]"
+    assert [c["choices"][0]["delta"] for c in chunks[:2]] == [{"role": "assistant", "content": ""}, {}]
+    assert chunks[1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[2]["usage"]["completion_tokens"] == 1
+    assert g.content() == []
+    assert truth(client, g.rid)["output_tokens"] == 0
