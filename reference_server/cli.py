@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> None:
     from reference_server.executors import ExecutorOptions, create
     from reference_server.server import serve
 
+    if not 1 <= args.port <= 65535:
+        raise UsageError(f"must be in 1..65535, got {args.port}", field="--port")
     for tag in args.lang_weights:
         languages.get(tag)
     if args.block_size * args.num_blocks < args.max_model_len:
