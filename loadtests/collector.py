@@ -8,9 +8,9 @@ from typing import Any
 
 import gevent
 
-from llmchaos import slo, tokenizer
+from llmchaos import slo
 from llmchaos.histogram import HistogramSet, Key
-from loadtests.record import RequestRecord
+from loadtests.record import RequestRecord, count_batch
 
 
 class Collector:
@@ -66,10 +66,5 @@ def encode(recs: list[RequestRecord], streaming: bool) -> list[bytes]:
     thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
     if not recs:
         return []
-    texts = [r.text for r in recs]
-    own: list[int] = (
-        gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,))
-        if streaming
-        else tokenizer.count_batch(texts)
-    )
+    own = count_batch([r.text for r in recs], off_loop=streaming)
     return [r.line(n).encode() for r, n in zip(recs, own, strict=True)]

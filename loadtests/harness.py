@@ -116,6 +116,7 @@ class Harness:
         try:
             user.client.run(s.adapter, call, not o.no_stream, rec, now_perf - (now_unix - intended))
         finally:
+            rec.count_tokens()  # before it is added: adding never yields
             self.collector.add(rec)
             self._locust_stats(rec)
 

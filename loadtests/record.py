@@ -3,12 +3,37 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+
+import gevent
 
 from llmchaos import slo, tokenizer
 from llmchaos.run import RequestLine
 
 DISAGREEMENT = 0.10  # server usage vs our count: flagged beyond 10 % and 2 tokens
+OFF_LOOP_CHARS = 100_000  # longer texts are counted in a native thread (~0.5 s a MB)
+
+
+def count_batch(texts: list[str], off_loop: bool) -> list[int]:
+    """Our tokenizer's counts of `texts`; in a native thread when `off_loop` (the tokenizer releases
+    the GIL, so the event loop and every stream in flight go on meanwhile)."""
+    if off_loop:
+        counts: list[int] = gevent.get_hub().threadpool.apply(tokenizer.count_batch, (texts,))
+        return counts
+    return tokenizer.count_batch(texts)
+
+
+def shares(total: int, weights: list[int]) -> list[int]:
+    """`total` (at least len(weights)) in whole parts: one each, the rest in proportion to each
+    weight beyond one (evenly when none is), by largest remainder, so they sum to `total` exactly."""
+    beyond = [max(0, w - 1) for w in weights]
+    if not any(beyond):
+        beyond = [1] * len(weights)
+    rest, whole = total - len(weights), sum(beyond)
+    parts = [rest * b // whole for b in beyond]
+    by_remainder = sorted(range(len(parts)), key=lambda i: -(rest * beyond[i] % whole))
+    for i in by_remainder[: rest - sum(parts)]:
+        parts[i] += 1
+    return [1 + p for p in parts]
 
 
 @dataclass
@@ -30,6 +55,9 @@ class RequestRecord:
     gaps: list[float] = field(default_factory=list)  # between consecutive content events
     chunks: list[str] = field(default_factory=list)  # text of each content event
     usage_tokens: int | None = None
+    own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
+    own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
+    counted: bool = False
 
     @property
     def schedule_lag(self) -> float:
@@ -39,31 +67,50 @@ class RequestRecord:
     def text(self) -> str:
         return "".join(self.chunks)
 
-    def own_tokens(self) -> int:
-        return tokenizer.count(self.text) if self.chunks else 0
+    def count_tokens(self) -> None:
+        """Our tokenizer's counts this request needs, once it has ended, in one batch (off the event
+        loop when the text is long): the whole text's when the server sent no usage, each content
+        event's when the output has more tokens than events."""
+        if self.counted:
+            return
+        self.counted = True
+        n, usage = len(self.chunks), self.usage_tokens
+        whole, each = usage is None and n > 0, n > 1 and (usage is None or usage > n)
+        texts = ([self.text] if whole else []) + (self.chunks if each else [])
+        if texts:
+            counts = count_batch(texts, off_loop=sum(map(len, texts)) > OFF_LOOP_CHARS)
+            self.own_total = counts[0] if whole else None
+            self.own_each = counts[whole:] if each else None
 
-    @cached_property
+    @property
     def output_tokens(self) -> int:
-        """The server's usage figure when it sent one, else our own count (read once the request
-        has ended; counted once, as several metrics use it)."""
-        return self.usage_tokens if self.usage_tokens is not None else self.own_tokens()
+        """The server's usage figure when it sent one, else our own count (see `tokens_from`)."""
+        if self.usage_tokens is not None:
+            return self.usage_tokens
+        self.count_tokens()
+        return self.own_total or 0
 
-    def tokens_per_chunk(self) -> list[float]:
-        """Tokens each content event delivered: one each when the server says so, else our
-        tokenizer's count per event scaled to the total."""
+    @property
+    def tokens_from(self) -> str:
+        """Which count `output_tokens` (and so the ITL samples) came from: usage or tokenizer."""
+        return "usage" if self.usage_tokens is not None else "tokenizer"
+
+    def tokens_per_chunk(self) -> list[int]:
+        """Tokens each content event delivered, summing exactly to `output_tokens`: one each, the
+        rest shared out in proportion to our tokenizer's count of each event (see `shares`); one
+        each when the output has no more tokens than events."""
         n, total = len(self.chunks), self.output_tokens
-        if total == n or n == 0:
-            return [1.0] * n
-        counts = [max(1, tokenizer.count(c)) for c in self.chunks]
-        scale = total / sum(counts)
-        return [c * scale for c in counts]
+        if total <= n:
+            return [1] * n
+        self.count_tokens()
+        return shares(total, self.own_each or [1] * n)
 
     def itl(self) -> list[float]:
-        """Each inter-chunk gap spread over the tokens of the chunk it delivered."""
+        """Each inter-chunk gap spread over the tokens of the chunk it delivered: as many samples as
+        output tokens after the first event's."""
         out: list[float] = []
         for gap, k in zip(self.gaps, self.tokens_per_chunk()[1:], strict=True):
-            k_int = max(1, round(k))
-            out.extend([gap / k_int] * k_int)
+            out.extend([gap / k] * k)
         return out
 
     def tpot(self) -> float | None:
@@ -131,4 +178,5 @@ class RequestRecord:
             self.usage_tokens is not None
             and own > 0
             and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens),
+            self.tokens_from,
         )

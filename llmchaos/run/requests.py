@@ -39,6 +39,7 @@ class RequestLine:
     chars: int = 0
     chars_per_token: float | None = None
     tokens_disagree: bool = False  # usage and our count differ by more than 10 % and 2 tokens
+    tokens_from: str | None = None  # usage | tokenizer: the count output_tokens and the ITL samples follow
 
     def encode(self) -> bytes:
         """The line, without its newline (orjson writes dataclasses natively and fast)."""

@@ -1,4 +1,7 @@
+import gevent
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmchaos import tokenizer
 from loadtests.record import RequestRecord
@@ -56,3 +59,73 @@ def test_usage_disagreement_is_flagged():
     assert bad.output_tokens == 40
     no_usage = rec(chunks=["The", " cat"], usage_tokens=None)
     assert no_usage.output_tokens == n
+
+
+# Chunks of several tokens, some with characters our tokenizer spells in byte-fallback tokens.
+VLLM_LIKE = [" The", " quick brown", " fox 🦊", " jumps", " über 狐狸", " 🙂🙂", " den", " Hund."]
+
+
+@pytest.mark.parametrize("usage", [8, 11, 14, 23, 40])
+def test_per_chunk_tokens_sum_exactly_to_the_usage_and_itl_has_one_sample_per_token(usage):
+    r = rec(chunks=VLLM_LIKE, gaps=[0.01 * (i + 1) for i in range(7)], usage_tokens=usage)
+    per = r.tokens_per_chunk()
+    assert all(isinstance(k, int) and k >= 1 for k in per), per
+    assert sum(per) == usage
+    assert len(r.itl()) == usage - per[0]
+    assert sum(r.itl()) == pytest.approx(sum(r.gaps))
+    assert r.line(tokenizer.count(r.text)).tokens_from == "usage"
+
+
+def test_per_chunk_tokens_follow_our_tokenizer_when_it_agrees_with_the_usage():
+    counts = tokenizer.count_batch(VLLM_LIKE)
+    r = rec(chunks=VLLM_LIKE, gaps=[0.1] * 7, usage_tokens=sum(counts))
+    assert r.tokens_per_chunk() == counts
+
+
+def test_without_usage_our_count_is_used_and_said():
+    r = rec(chunks=VLLM_LIKE, gaps=[0.1] * 7, usage_tokens=None)
+    own = tokenizer.count(r.text)
+    assert r.output_tokens == own
+    assert sum(r.tokens_per_chunk()) == own
+    assert r.line(own).tokens_from == "tokenizer"
+
+
+def test_fewer_tokens_than_chunks_is_one_per_chunk():
+    r = rec(chunks=[" a", " b", " c"], gaps=[0.1, 0.2], usage_tokens=2)
+    assert r.tokens_per_chunk() == [1, 1, 1]
+    assert r.itl() == [0.1, 0.2]
+
+
+def test_a_huge_text_is_counted_off_the_event_loop():
+    """Counting a long text takes a while: the event loop (every other stream in flight) goes on
+    meanwhile (a 20 MB event stopped the whole generator for 10 s)."""
+    r = rec(chunks=[" a", " lorem" * 200_000, " b"], gaps=[0.1, 0.1], usage_tokens=None)
+    ticks = 0
+
+    def tick() -> None:
+        nonlocal ticks
+        while True:
+            gevent.sleep(0.0005)
+            ticks += 1
+
+    ticker = gevent.spawn(tick)
+    gevent.sleep(0.01)
+    before = ticks
+    assert r.output_tokens > 200_000
+    during = ticks - before
+    ticker.kill()
+    assert during > 0
+
+
+@pytest.mark.fuzz
+@given(
+    chunks=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=12),
+    extra=st.integers(min_value=0, max_value=60),
+)
+def test_any_chunks_share_out_the_usage_exactly(chunks, extra):
+    usage = len(chunks) + extra
+    r = rec(chunks=chunks, gaps=[0.05] * (len(chunks) - 1), usage_tokens=usage)
+    per = r.tokens_per_chunk()
+    assert min(per) >= 1
+    assert sum(per) == usage
+    assert len(r.itl()) == usage - per[0]
