@@ -155,7 +155,7 @@ class Engine:
                 elif seq.status is Status.RUNNING:
                     self._append(seq, token, now)
                     made += 1
-            self.metrics.generation_tokens.inc(made)
+            self.metrics.on_step(batch, made)
 
     def _append(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_token_ids.append(token)

@@ -1,4 +1,10 @@
-"""Server metrics under vLLM's names, types and buckets (label `model_name`)."""
+"""Server metrics under vLLM's names, types, buckets and labels (`model_name`, `engine`).
+
+The families of vLLM 0.32's PrometheusStatLogger (vllm/v1/metrics/loggers.py) whose values this
+engine really knows; those of features it has not (speculative decoding, KV connectors and the
+external prefix cache, multimodal caches, LoRA, NaN-logit checks, the opt-in KV-block residency
+histograms, CacheConfig's info gauge) are left out rather than faked.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +15,33 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from llmchaos.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, buckets_1_2_5
+from reference_server.batch import Batch
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Sequence
+
+ENGINE = "0"  # vLLM's engine index: one engine core here
+LABELS = ["model_name", "engine"]
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")  # vLLM's FinishReason, each a series from the start
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+ITERATION_TOKEN_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 
 
 class EngineMetrics:
     def __init__(self, model_name: str, max_model_len: int, scheduler: Scheduler) -> None:
         self.registry = CollectorRegistry()
-        self.model_name = model_name
-        r, labels = self.registry, ["model_name"]
+        r, values = self.registry, [model_name, ENGINE]
 
         def hist(name: str, doc: str, buckets: list[float]) -> Histogram:
-            return Histogram(name, doc, labels, buckets=buckets, registry=r).labels(model_name)
+            return Histogram(name, doc, LABELS, buckets=buckets, registry=r).labels(*values)
 
         def counter(name: str, doc: str) -> Counter:
-            return Counter(name, doc, labels, registry=r).labels(model_name)
+            return Counter(name, doc, LABELS, registry=r).labels(*values)
 
+        def per(name: str, doc: str, label: str, keys: tuple[str, ...]) -> dict[str, Counter]:
+            family = Counter(name, doc, [*LABELS, label], registry=r)
+            return {k: family.labels(*values, k) for k in keys}
+
+        tokens = buckets_1_2_5(max_model_len)
         self.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS)
         self.itl = hist("vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS)
         self.tpot = hist(
@@ -34,18 +51,34 @@ class EngineMetrics:
         self.queue = hist(
             "vllm:request_queue_time_seconds", "Time waiting before first scheduled.", REQUEST_LATENCY_BUCKETS
         )
+        self.inference = hist(
+            "vllm:request_inference_time_seconds", "Time from first scheduled to finished.", REQUEST_LATENCY_BUCKETS
+        )
         self.prefill = hist("vllm:request_prefill_time_seconds", "Time in prefill.", REQUEST_LATENCY_BUCKETS)
         self.decode = hist("vllm:request_decode_time_seconds", "Time in decode.", REQUEST_LATENCY_BUCKETS)
-        self.prompt_len = hist("vllm:request_prompt_tokens", "Prompt tokens per request.", buckets_1_2_5(max_model_len))
-        self.gen_len = hist(
-            "vllm:request_generation_tokens", "Generated tokens per request.", buckets_1_2_5(max_model_len)
+        self.prompt_len = hist("vllm:request_prompt_tokens", "Prompt tokens per request.", tokens)
+        self.gen_len = hist("vllm:request_generation_tokens", "Generated tokens per request.", tokens)
+        self.kv_computed = hist(
+            "vllm:request_prefill_kv_computed_tokens", "Prompt tokens computed in prefill (not cached).", tokens
+        )
+        self.max_gen = hist(
+            "vllm:request_max_num_generation_tokens", "Maximum generation tokens a request asked for.", tokens
+        )
+        self.max_tokens = hist("vllm:request_params_max_tokens", "The max_tokens request parameter.", tokens)
+        self.n = hist("vllm:request_params_n", "The n request parameter.", [1, 2, 5, 10, 20])
+        self.iteration = hist(
+            "vllm:iteration_tokens_total",
+            "Tokens per engine step (prompt tokens computed plus tokens generated).",
+            ITERATION_TOKEN_BUCKETS,
         )
         self.prompt_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.")
-        self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens processed.")
-        self.success = Counter(
-            "vllm:request_success", "Finished requests by reason.", ["model_name", "finished_reason"], registry=r
+        self.prompt_cached = counter("vllm:prompt_tokens_cached", "Prompt tokens found in the prefix cache.")
+        self.prompt_by_source = per(
+            "vllm:prompt_tokens_by_source", "Prompt tokens by source.", "source", PROMPT_SOURCES
         )
-        r.register(_EngineState(model_name, scheduler))
+        self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens processed.")
+        self.success = per("vllm:request_success", "Finished requests by reason.", "finished_reason", FINISH_REASONS)
+        r.register(_EngineState(values, scheduler))
 
     def on_token(self, seq: Sequence, now: float) -> None:
         if seq.last_token_time is None:
@@ -53,16 +86,30 @@ class EngineMetrics:
         else:
             self.itl.observe(now - seq.last_token_time)
 
+    def on_step(self, batch: Batch, generated: int) -> None:
+        """One engine step: the prompt tokens it computed and the tokens it generated."""
+        self.generation_tokens.inc(generated)
+        self.iteration.observe(batch.num_prefill_tokens + generated)
+
     def on_finish(self, seq: Sequence, now: float) -> None:
         """Account a request that ended (aborted ones too, as vLLM does)."""
-        n = len(seq.output_token_ids)
+        n, prompt = len(seq.output_token_ids), seq.num_prompt_tokens
+        cached = min(seq.num_cached_tokens, prompt)
         self.e2e.observe(now - seq.arrival)
-        self.prompt_len.observe(seq.num_prompt_tokens)
+        self.prompt_len.observe(prompt)
         self.gen_len.observe(n)
-        self.prompt_tokens.inc(seq.num_prompt_tokens)
-        self.success.labels(self.model_name, seq.finish_reason or "abort").inc()
+        self.max_gen.observe(seq.params.max_tokens)
+        self.max_tokens.observe(seq.params.max_tokens)
+        self.n.observe(1)
+        self.prompt_tokens.inc(prompt)
+        self.prompt_cached.inc(cached)
+        self.prompt_by_source["local_cache_hit"].inc(cached)
+        self.prompt_by_source["local_compute"].inc(prompt - cached)
+        self.success[seq.finish_reason or "abort"].inc()
         if seq.first_scheduled is not None:
             self.queue.observe(seq.first_scheduled - seq.arrival)
+            self.inference.observe(now - seq.first_scheduled)
+            self.kv_computed.observe(prompt - cached)
         if seq.first_token_time is not None and seq.first_scheduled is not None:
             self.prefill.observe(seq.first_token_time - seq.first_scheduled)
             self.decode.observe(now - seq.first_token_time)
@@ -73,42 +120,51 @@ class EngineMetrics:
 class _EngineState:
     """Gauges read from the scheduler at scrape time."""
 
-    def __init__(self, model_name: str, scheduler: Scheduler) -> None:
-        self.model_name, self.s = model_name, scheduler
+    def __init__(self, values: list[str], scheduler: Scheduler) -> None:
+        self.values, self.s = values, scheduler
 
     def collect(self) -> Iterator[Metric]:
-        s, m = self.s, [self.model_name]
+        s, v = self.s, self.values
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=["model_name"])
-            g.add_metric(m, value)
+            g = GaugeMetricFamily(name, doc, labels=LABELS)
+            g.add_metric(v, value)
+            return g
+
+        def counter(name: str, doc: str, value: float) -> Metric:
+            c = CounterMetricFamily(name, doc, labels=LABELS)
+            c.add_metric(v, value)
+            return c
+
+        def split(name: str, doc: str, label: str, values: dict[str, float]) -> GaugeMetricFamily:
+            g = GaugeMetricFamily(name, doc, labels=[*LABELS, label])
+            for key, value in values.items():
+                g.add_metric([*v, key], value)
             return g
 
         yield gauge("vllm:num_requests_running", "Requests in the running batch.", len(s.running))
         yield gauge("vllm:num_requests_waiting", "Requests waiting.", len(s.waiting))
+        # Every waiting request waits for capacity: nothing here defers one (LoRA budget, KV transfer).
+        waiting = {"capacity": len(s.waiting), "deferred": 0}
+        yield split("vllm:num_requests_waiting_by_reason", "Waiting requests by reason.", "reason", waiting)
+        awake = {"awake": 1, "weights_offloaded": 0, "discard_all": 0}  # the engine has no sleep mode
+        yield split("vllm:engine_sleep_state", "Engine sleep state.", "sleep_state", awake)
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage (1 = full).", s.blocks.usage)
-        yield _counter("vllm:num_preemptions", "Preemptions by recompute.", m, s.num_preemptions)
-        yield _counter(
-            "vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", m, s.blocks.prefix_queries
-        )
-        yield _counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", m, s.blocks.prefix_hits)
-        waiting = GaugeMetricFamily(
+        yield counter("vllm:num_preemptions", "Preemptions by recompute.", s.num_preemptions)
+        queries = s.blocks.prefix_queries
+        yield counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", queries)
+        yield counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", s.blocks.prefix_hits)
+        queues = GaugeMetricFamily(
             "llmchaos_server_queue_length",
             "Waiting requests per language and queue.",
             labels=["model_name", "lang", "queue"],
         )
         for (lang, queue), n in _tally(s).items():
-            waiting.add_metric([self.model_name, lang, queue], n)
-        yield waiting
+            queues.add_metric([v[0], lang, queue], n)
+        yield queues
 
 
 def _tally(s: Scheduler) -> Tally:
     counts: Tally = Tally((seq.lang, "waiting") for seq in s.waiting)
     counts.update((seq.lang, "running") for seq in s.running)
     return counts
-
-
-def _counter(name: str, doc: str, labels: list[str], value: float) -> Metric:
-    c = CounterMetricFamily(name, doc, labels=["model_name"])
-    c.add_metric(labels, value)
-    return c

@@ -670,6 +670,103 @@ def test_metrics_match_what_clients_received(real_time: Server) -> None:
     assert ttft_buckets[-1] == s.metric("vllm:time_to_first_token_seconds_count")
 
 
+FINISH_REASONS = {"stop", "length", "abort", "error", "repetition"}  # vLLM's FinishReason
+# Families of vLLM 0.32's PrometheusStatLogger (vllm/v1/metrics/loggers.py) the reference server can fill.
+VLLM_FAMILIES = {
+    "vllm:num_requests_running": "gauge",
+    "vllm:num_requests_waiting": "gauge",
+    "vllm:num_requests_waiting_by_reason": "gauge",
+    "vllm:engine_sleep_state": "gauge",
+    "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:prefix_cache_queries": "counter",
+    "vllm:prefix_cache_hits": "counter",
+    "vllm:num_preemptions": "counter",
+    "vllm:prompt_tokens": "counter",
+    "vllm:prompt_tokens_by_source": "counter",
+    "vllm:prompt_tokens_cached": "counter",
+    "vllm:generation_tokens": "counter",
+    "vllm:request_success": "counter",
+    "vllm:request_prompt_tokens": "histogram",
+    "vllm:request_generation_tokens": "histogram",
+    "vllm:iteration_tokens_total": "histogram",
+    "vllm:request_max_num_generation_tokens": "histogram",
+    "vllm:request_params_n": "histogram",
+    "vllm:request_params_max_tokens": "histogram",
+    "vllm:time_to_first_token_seconds": "histogram",
+    "vllm:inter_token_latency_seconds": "histogram",
+    "vllm:request_time_per_output_token_seconds": "histogram",
+    "vllm:e2e_request_latency_seconds": "histogram",
+    "vllm:request_queue_time_seconds": "histogram",
+    "vllm:request_inference_time_seconds": "histogram",
+    "vllm:request_prefill_time_seconds": "histogram",
+    "vllm:request_decode_time_seconds": "histogram",
+    "vllm:request_prefill_kv_computed_tokens": "histogram",
+}
+
+
+def test_metrics_have_vllms_families_labels_and_zero_series() -> None:
+    """As vLLM: every series carries engine="0", request_success has a series per finish reason from
+    the start, and each family holds what the requests really did (prompt tokens computed or found
+    in the prefix cache, tokens per engine step, the max_tokens asked for)."""
+    with serve("--sim-time-scale", "0.1", "--sim-jitter", "0") as s:
+        text = httpx.get(s.url + "/metrics").text
+        # A counter's TYPE line names it with its _total suffix (as vLLM's, from the same client library).
+        types = {
+            n.removesuffix("_total") if t == "counter" else n: t
+            for n, t in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)
+        }
+        assert {f: types.get(f) for f in VLLM_FAMILIES} == VLLM_FAMILIES
+        at_start = samples(s)
+        assert all(
+            lab.get("engine") == "0" and lab.get("model_name") == MODEL for n, lab, _ in at_start if "vllm:" in n
+        )
+        success = {lab["finished_reason"]: v for n, lab, v in at_start if n == "vllm:request_success_total"}
+        assert success == dict.fromkeys(FINISH_REASONS, 0.0)
+        sleep = {lab["sleep_state"]: v for n, lab, v in at_start if n == "vllm:engine_sleep_state"}
+        assert sleep == {"awake": 1.0, "weights_offloaded": 0.0, "discard_all": 0.0}
+        waiting = {lab["reason"] for n, lab, _ in at_start if n == "vllm:num_requests_waiting_by_reason"}
+        assert waiting == {"capacity", "deferred"}
+
+        def totals() -> dict[str, float]:
+            out: dict[str, float] = {}
+            for n, lab, v in samples(s):
+                key = n + "".join(f"[{lab[k]}]" for k in ("source",) if k in lab)
+                if not n.endswith("_bucket") and "vllm:" in n:
+                    out[key] = out.get(key, 0.0) + v
+            return out
+
+        # The same prompt twice, one after the other: the second finds its full blocks cached.
+        prompt, max_tokens = text_prompt("en", 100), (7, 9)
+        before = totals()
+
+        async def go() -> list[Stream]:
+            async with client() as c:
+                return [await stream(c, s, body(prompt, m)) for m in max_tokens]
+
+        got = run(go())
+        d = {k: v - before.get(k, 0.0) for k, v in totals().items()}
+        p = got[0].usage["prompt_tokens"]
+        cached = (p - 1) // 16 * 16  # the second request: every full block but the one holding the last token
+        assert d["vllm:prompt_tokens_total"] == 2 * p
+        assert d["vllm:prefix_cache_hits_total"] == cached
+        assert d["vllm:prompt_tokens_cached_total"] == cached
+        assert d["vllm:prompt_tokens_by_source_total[local_cache_hit]"] == cached
+        assert d["vllm:prompt_tokens_by_source_total[local_compute]"] == 2 * p - cached
+        assert d["vllm:prompt_tokens_by_source_total[external_kv_transfer]"] == 0
+        assert d["vllm:request_prefill_kv_computed_tokens_sum"] == 2 * p - cached
+        assert d["vllm:request_prefill_kv_computed_tokens_count"] == 2
+        # Each engine step counts the prompt tokens it computed and the tokens it generated.
+        assert d["vllm:iteration_tokens_total_sum"] == 2 * p - cached + sum(max_tokens)
+        assert d["vllm:request_params_max_tokens_sum"] == sum(max_tokens)
+        assert d["vllm:request_max_num_generation_tokens_sum"] == sum(max_tokens)
+        assert (d["vllm:request_params_n_sum"], d["vllm:request_params_n_count"]) == (2, 2)
+        assert d["vllm:request_inference_time_seconds_count"] == 2
+        assert d["vllm:request_inference_time_seconds_sum"] == pytest.approx(
+            d["vllm:request_prefill_time_seconds_sum"] + d["vllm:request_decode_time_seconds_sum"]
+        )
+        assert d["vllm:request_success_total"] == 2
+
+
 # -- 8. cost-model calibration ------------------------------------------------------------------------
 def test_cost_model_calibration_at_low_load(real_time: Server) -> None:
     s = real_time
