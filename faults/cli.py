@@ -18,7 +18,7 @@ START_LEAD_S = 0.5  # a run starts this long after the command, so the first win
 
 def register(sub: Subparsers) -> None:
     p = sub.add_parser("proxy", help="run the SSE chaos proxy in front of an upstream")
-    p.add_argument("--listen", default="127.0.0.1:9100", help="HOST:PORT")
+    p.add_argument("--listen", default="127.0.0.1:9100", help="HOST:PORT or [IPv6]:PORT")
     p.add_argument("--upstream", required=True, help="base URL of the server to forward to")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run_proxy)
@@ -50,11 +50,7 @@ def register(sub: Subparsers) -> None:
 def run_proxy(args: argparse.Namespace) -> None:
     from faults import proxy
 
-    if not args.listen.rpartition(":")[2].isdigit():
-        raise UsageError(f"expected HOST:PORT, got {args.listen!r}", field="--listen")
-    if not args.upstream.startswith(("http://", "https://")):
-        raise UsageError(f"expected an http(s) URL, got {args.upstream!r}", field="--upstream")
-    proxy.serve(args.listen, args.upstream, args.seed)
+    proxy.serve(args.listen, args.upstream, args.seed)  # a bad address: UsageError, before it listens
 
 
 def _iso(t: float) -> str:
@@ -69,12 +65,11 @@ def run_faults(args: argparse.Namespace) -> int:
     plan = schedule.load(args.schedule, KINDS)
     if any(f.every for f in plan.faults) and args.duration is None:
         raise UsageError("a schedule with 'every' needs --duration", field="--duration")
-    horizon = args.duration or max((w.end for w in plan.windows()), default=0.0)
+    horizon = args.duration or plan.end()
     if args.dry_run:
         t0 = time.time() + START_LEAD_S
-        windows = plan.windows(horizon)
-        print(f"seed {plan.seed}; {len(windows)} windows from {_iso(t0)}")
-        for w in windows:
+        print(f"seed {plan.seed}; {plan.count(horizon)} windows from {_iso(t0)}")
+        for w in plan.windows(horizon):
             print(
                 f"{_iso(t0 + w.start)} -> {_iso(t0 + w.end)}  {w.name:16} {w.kind:9} {json.dumps(w.target)} "
                 f"{json.dumps(w.params)}"

@@ -11,17 +11,22 @@ faults:
     every: 5m                   # optional repeat
     params: {drop_ratio: 0.15}
 ```
-Two windows of one kind on one target never overlap.
+Two windows of one kind on one target never overlap (worked out per pair of faults, not by listing
+windows), and windows are produced lazily, so a fault every 10 ms costs nothing until it runs.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import yaml
 
+from faults.overlap import Train, first_overlap
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
@@ -30,7 +35,9 @@ if TYPE_CHECKING:
     from faults.injectors.base import Injector
 
 FIELDS = {"name", "kind", "target", "at", "duration", "every", "params"}
-HORIZON_S = 24 * 3600.0  # overlap of repeating windows is checked this far ahead
+HORIZON_S = 24 * 3600.0  # how far a run with no end of its own runs its schedule
+MAX_S = 366 * 24 * 3600.0  # no offset, duration or period beyond a year
+MIN_EVERY_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,25 @@ class FaultSpec:
     def target_key(self) -> str:
         return json.dumps(self.target, sort_keys=True)
 
+    def starts(self, horizon: float) -> Iterator[float]:
+        """This fault's window starts before `horizon`, lazily."""
+        k = 0
+        while (start := self.at + k * (self.every or 0.0)) < horizon and (k == 0 or self.every):
+            yield start
+            k += 1
+
+    def count(self, horizon: float) -> int:
+        if self.at >= horizon:
+            return 0
+        return 1 if self.every is None else math.ceil((horizon - self.at) / self.every)
+
+    def covers(self, t: float, horizon: float) -> bool:
+        """Whether `t` (seconds from the start) falls in one of this fault's windows."""
+        if t < self.at:
+            return False
+        start = self.at + (math.floor((t - self.at) / self.every) * self.every if self.every else 0.0)
+        return start < horizon and start <= t < start + self.duration
+
 
 @dataclass(frozen=True)
 class Window:
@@ -65,110 +91,171 @@ class Schedule:
     seed: int
     faults: list[FaultSpec] = field(default_factory=list)
 
-    def windows(self, horizon: float = HORIZON_S) -> list[Window]:
-        """Every window that starts before `horizon` seconds, in start order."""
-        out = []
+    def windows(self, horizon: float = HORIZON_S, faults: Iterable[FaultSpec] | None = None) -> Iterator[Window]:
+        """Every window (of `faults`, default all) that starts before `horizon`, in start order, lazily."""
+
+        def of(f: FaultSpec) -> Iterator[Window]:
+            return (Window(f.name, f.kind, f.target, f.params, s, s + f.duration) for s in f.starts(horizon))
+
+        return heapq.merge(
+            *(of(f) for f in (self.faults if faults is None else faults)), key=lambda w: (w.start, w.name)
+        )
+
+    def count(self, horizon: float) -> int:
+        return sum(f.count(horizon) for f in self.faults)
+
+    def end(self) -> float:
+        """When the last window ends (faults that repeat never end: inf)."""
+        return max((math.inf if f.every else f.at + f.duration for f in self.faults), default=0.0)
+
+    def active(self, t: float, horizon: float = HORIZON_S) -> list[str]:
+        """The names of the faults whose windows `t` (seconds from the start) falls in, sorted."""
+        return sorted(f.name for f in self.faults if f.covers(t, horizon))
+
+    def by_target(self) -> dict[tuple[str, str], list[FaultSpec]]:
+        """The faults grouped by (kind, target): each group's windows never overlap."""
+        groups: dict[tuple[str, str], list[FaultSpec]] = {}
         for f in self.faults:
-            start = f.at
-            while start < horizon:
-                out.append(Window(f.name, f.kind, f.target, f.params, start, start + f.duration))
-                if f.every is None:
-                    break
-                start += f.every
-        return sorted(out, key=lambda w: (w.start, w.name))
+            groups.setdefault((f.kind, f.target_key), []).append(f)
+        return groups
+
+
+class _Reader:
+    """Reads one schedule file's nodes, every error naming its file, line and field."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, node: yaml.Node, field_: str, message: str) -> UsageError:
+        return UsageError(message, file=self.path, line=yamlfile.line(node), field=field_ or None)
+
+    def mapping(self, node: yaml.Node, where: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """A mapping node's fields by name (each a plain word, given once)."""
+        items: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for k, v in node.value:
+            if not isinstance(k, yaml.ScalarNode) or not k.value:
+                raise self.fail(k, where, "a field name must be a word")
+            name = f"{where}.{k.value}" if where else k.value
+            if k.value in items:
+                raise self.fail(k, name, "given twice")
+            items[k.value] = (k, v)
+        return items
+
+    def value(self, node: yaml.Node, where: str) -> object:
+        try:
+            return yamlfile.value(node)
+        except yaml.YAMLError as e:
+            raise self.fail(node, where, f"cannot be read: {str(e).splitlines()[0]}") from None
+
+    def seconds(self, node: yaml.Node, where: str) -> float:
+        s = duration(self.value(node, where), where, self.path, yamlfile.line(node))
+        if not math.isfinite(s):
+            raise self.fail(node, where, "must be finite")
+        if s > MAX_S:
+            raise self.fail(node, where, f"at most {MAX_S:g}s (a year)")
+        return s
 
 
 def load(path: str, kinds: dict[str, type[Injector]]) -> Schedule:
     """Parse and validate; `kinds` maps each kind to its injector (which checks target and params)."""
     root = yamlfile.compose(path)
-
-    def fail(node: yaml.Node, field_: str, message: str) -> UsageError:
-        return UsageError(message, file=path, line=yamlfile.line(node), field=field_)
-
+    r = _Reader(path)
     if not isinstance(root, yaml.MappingNode):
-        raise fail(root, "", "a schedule is a mapping with 'faults'")
-    top = {k.value: (k, v) for k, v in root.value}
+        raise r.fail(root, "faults", "a schedule is a mapping with 'faults'")
+    top = r.mapping(root, "")
     for name, (k, _) in top.items():
         if name not in ("seed", "faults"):
-            raise fail(k, name, "unknown field")
-    seed = yamlfile.value(top["seed"][1]) if "seed" in top else 0
+            raise r.fail(k, name, "unknown field")
+    seed = r.value(top["seed"][1], "seed") if "seed" in top else 0
     if not isinstance(seed, int) or isinstance(seed, bool):
-        raise fail(top["seed"][1], "seed", "must be an integer")
+        raise r.fail(top["seed"][1], "seed", "must be an integer")
     if "faults" not in top or not isinstance(top["faults"][1], yaml.SequenceNode):
-        raise fail(root, "faults", "must be a list of faults")
+        raise r.fail(top["faults"][1] if "faults" in top else root, "faults", "must be a list of faults")
     specs: list[FaultSpec] = []
     for i, node in enumerate(top["faults"][1].value):
-        where = f"faults[{i}]"
-        if not isinstance(node, yaml.MappingNode):
-            raise fail(node, where, "must be a mapping")
-        items = {k.value: (k, v) for k, v in node.value}
-        for name, (k, _) in items.items():
-            if name not in FIELDS:
-                raise fail(k, f"{where}.{name}", "unknown field")
-        for name in ("name", "kind", "target", "at", "duration"):
-            if name not in items:
-                raise fail(node, f"{where}.{name}", "missing")
-        spec_name = yamlfile.value(items["name"][1])
-        kind = yamlfile.value(items["kind"][1])
-        if kind not in kinds:
-            raise fail(items["kind"][1], f"{where}.kind", f"unknown kind {kind!r} (one of {', '.join(sorted(kinds))})")
-        target = yamlfile.value(items["target"][1])
-        params = yamlfile.value(items["params"][1]) if "params" in items else {}
-        if not isinstance(target, dict) or not target:
-            raise fail(items["target"][1], f"{where}.target", "must be a non-empty mapping")
-        if not isinstance(params, dict):
-            raise fail(items["params"][1], f"{where}.params", "must be a mapping")
-        at, length = _seconds(items, "at", where, path), _seconds(items, "duration", where, path)
-        every = _seconds(items, "every", where, path) if "every" in items else None
-        if length <= 0:
-            raise fail(items["duration"][1], f"{where}.duration", "must be positive")
-        if every is not None and every < length:
-            raise fail(items["every"][1], f"{where}.every", "must be at least the duration (windows would overlap)")
-        try:
-            kinds[kind].check(target, params)
-        except ValueError as e:
-            bad = getattr(e, "field", "params")
-            at_node = items[bad.split(".")[0]][1] if bad.split(".")[0] in items else node
-            raise fail(at_node, f"{where}.{bad}", str(e)) from None
-        if any(s.name == spec_name for s in specs):
-            raise fail(items["name"][1], f"{where}.name", f"duplicate name {spec_name!r}")
-        specs.append(
-            FaultSpec(
-                str(spec_name),
-                kind,
-                target,
-                at,
-                length,
-                every,
-                params,
-                yamlfile.line(node),
-                yamlfile.line(items["target"][1]),
-            )
-        )
+        specs.append(_fault(r, node, f"faults[{i}]", kinds, {s.name for s in specs}))
     schedule = Schedule(seed, specs)
     _check_overlaps(schedule, path)
     return schedule
 
 
-def _seconds(items: dict[str, tuple[yaml.Node, yaml.Node]], name: str, where: str, path: str) -> float:
-    """The duration field `name` of the fault at `where`, in seconds (UsageError naming its line)."""
-    _, v = items[name]
-    return duration(yamlfile.value(v), f"{where}.{name}", path, yamlfile.line(v))
+def _fault(r: _Reader, node: yaml.Node, where: str, kinds: dict[str, type[Injector]], taken: set[str]) -> FaultSpec:
+    """One fault entry, validated (`taken`: the names before it)."""
+    if not isinstance(node, yaml.MappingNode):
+        raise r.fail(node, where, "must be a mapping")
+    items = r.mapping(node, where)
+    for name, (k, _) in items.items():
+        if name not in FIELDS:
+            raise r.fail(k, f"{where}.{name}", "unknown field")
+    for name in ("name", "kind", "target", "at", "duration"):
+        if name not in items:
+            raise r.fail(node, f"{where}.{name}", "missing")
+    values = {
+        name: r.value(v, f"{where}.{name}") for name, (_, v) in items.items() if name not in ("at", "duration", "every")
+    }
+    spec_name, kind, target = values["name"], values["kind"], values["target"]
+    params = values.get("params", {})
+    if not isinstance(spec_name, str) or not spec_name.strip():
+        raise r.fail(items["name"][1], f"{where}.name", "must be a string (it becomes the phase label)")
+    if spec_name in taken:
+        raise r.fail(items["name"][1], f"{where}.name", f"duplicate name {spec_name!r}")
+    if not isinstance(kind, str) or kind not in kinds:
+        raise r.fail(items["kind"][1], f"{where}.kind", f"unknown kind {kind!r} (one of {', '.join(sorted(kinds))})")
+    if not isinstance(target, dict) or not target:
+        raise r.fail(items["target"][1], f"{where}.target", "must be a non-empty mapping")
+    for key, value in target.items():
+        if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise r.fail(items["target"][1], f"{where}.target.{key}", "must be a string or an integer")
+    if not isinstance(params, dict):
+        raise r.fail(items["params"][1], f"{where}.params", "must be a mapping")
+    at, length = r.seconds(items["at"][1], f"{where}.at"), r.seconds(items["duration"][1], f"{where}.duration")
+    every = r.seconds(items["every"][1], f"{where}.every") if "every" in items else None
+    if length <= 0:
+        raise r.fail(items["duration"][1], f"{where}.duration", "must be positive")
+    if every is not None and every < max(length, MIN_EVERY_S):
+        raise r.fail(
+            items["every"][1], f"{where}.every", "must be at least the duration (windows would overlap) and 1ms"
+        )
+    try:
+        kinds[kind].check(target, params)
+    except ValueError as e:
+        bad = getattr(e, "field", "params")
+        at_node = items[bad.split(".")[0]][1] if bad.split(".")[0] in items else node
+        raise r.fail(at_node, f"{where}.{bad}", str(e)) from None
+    return FaultSpec(
+        spec_name, kind, target, at, length, every, params, yamlfile.line(node), yamlfile.line(items["target"][1])
+    )
 
 
 def _check_overlaps(schedule: Schedule, path: str) -> None:
-    last: dict[tuple[str, str], Window] = {}
-    by_name = {f.name: f for f in schedule.faults}
-    for w in schedule.windows():
-        key = (w.kind, json.dumps(w.target, sort_keys=True))
-        prev = last.get(key)
-        if prev is not None and w.start < prev.end and prev.name != w.name:
-            spec = by_name[w.name]
-            raise UsageError(
-                f"overlaps {prev.name!r} ({w.kind} on the same target) at {w.start:g}s",
-                file=path,
-                line=spec.line,
-                field=f"faults[{schedule.faults.index(spec)}]",
-            )
-        if prev is None or w.end > prev.end:
-            last[key] = w
+    """Refuse two faults of one kind on one target whose windows ever overlap, naming the one whose
+    window starts later: one-off windows by a sweep in start order, a repeating fault against each other."""
+    index = {id(f): i for i, f in enumerate(schedule.faults)}
+
+    def refuse(later: FaultSpec, earlier: FaultSpec, start_us: int) -> UsageError:
+        return UsageError(
+            f"overlaps {earlier.name!r} ({later.kind} on the same target) at {start_us / 1e6:g}s",
+            file=path,
+            line=later.line,
+            field=f"faults[{index[id(later)]}]",
+        )
+
+    for group in schedule.by_target().values():
+        trains = sorted(
+            ((Train.of(f.at, f.duration, f.every), index[id(f)], f) for f in group), key=lambda t: (t[0].at, t[1])
+        )
+        last: tuple[Train, int, FaultSpec] | None = None  # the one-off window that ends last so far
+        for t in trains:
+            if t[0].every is not None:
+                continue
+            if last is not None and first_overlap(last[0], t[0]):
+                raise refuse(t[2], last[2], t[0].at)
+            if last is None or t[0].at + t[0].length > last[0].at + last[0].length:
+                last = t
+        repeating = [t for t in trains if t[0].every is not None]
+        for ta, ia, a in repeating:
+            for tb, ib, b in trains:
+                found = None if (tb.every is not None and ib <= ia) else first_overlap(ta, tb)
+                if found is not None:
+                    later_a = (found[0], ia) > (found[1], ib)
+                    raise refuse(a, b, found[0]) if later_a else refuse(b, a, found[1])

@@ -27,7 +27,6 @@ class FaultSession:
         self.path = path
         self.schedule: Schedule = load(path, KINDS)
         self.horizon = horizon or HORIZON_S
-        self.windows = self.schedule.windows(self.horizon)
         self.journal = Journal(journal or DEFAULT)
         self.allow = allow
         self.t0: float | None = None  # unix time the schedule started (as this process heard it)
@@ -39,9 +38,7 @@ class FaultSession:
         """The window(s) a request that started at `unix_time` ran in (joined by '+'), or baseline."""
         if self.t0 is None:
             return "baseline"
-        rel = unix_time - self.t0
-        names = sorted({w.name for w in self.windows if w.start <= rel < w.end})
-        return "+".join(names) if names else "baseline"
+        return "+".join(self.schedule.active(unix_time - self.t0, self.horizon)) or "baseline"
 
     def start(self, t0: float) -> float:
         """Run the schedule from unix time `t0` (in threads; returns at once)."""

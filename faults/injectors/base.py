@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Set
 from typing import ClassVar, Protocol
@@ -63,26 +64,43 @@ def only_keys(where: str, given: dict, allowed: Set[str], required: Set[str] = f
             raise FieldError(f"{where}.{k}", "missing")
 
 
-def number(params: dict, key: str, unit: str = "") -> float:
-    """A non-negative number, or a string with a unit suffix stripped (`100ms`, `0.5%`)."""
+def number(params: dict, key: str, unit: str = "", most: float = math.inf) -> float:
+    """A finite non-negative number up to `most`, or a string with a unit suffix stripped (`100ms`, `0.5%`)."""
     value = params[key]
     if isinstance(value, str) and unit and value.endswith(unit):
         value = value[: -len(unit)]
     try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError
         v = float(value)
     except (TypeError, ValueError):
         expected = f"a number in {unit}" if unit else "a number"
         raise FieldError(f"params.{key}", f"expected {expected}, got {params[key]!r}") from None
+    if not math.isfinite(v):
+        raise FieldError(f"params.{key}", "must be finite")
     if v < 0:
         raise FieldError(f"params.{key}", "must not be negative")
+    if v > most:
+        raise FieldError(f"params.{key}", f"at most {most:g}{unit}")
     return v
 
 
-RATE = re.compile(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)")
+RATE = re.compile(r"(\d{1,12}(?:\.\d{1,6})?)(bit|kbit|mbit|gbit)")
 
 
 def rate(params: dict, key: str) -> str:
     """A bandwidth the way tc writes it (`8mbit`)."""
-    if not isinstance(params[key], str) or not RATE.fullmatch(params[key]):
+    m = RATE.fullmatch(params[key]) if isinstance(params[key], str) else None
+    if m is None:
         raise FieldError(f"params.{key}", f"expected e.g. 8mbit, got {params[key]!r}")
+    if float(m.group(1)) == 0:
+        raise FieldError(f"params.{key}", "must be positive")
     return params[key]
+
+
+def word(target: dict, key: str, what: str) -> str:
+    """A name such as an interface or a network namespace: a string without '/' or spaces."""
+    value = target[key]
+    if not isinstance(value, str) or not 0 < len(value) < 128 or value in (".", "..") or re.search(r"[/\s]", value):
+        raise FieldError(f"target.{key}", f"must be {what} (a name without '/' or spaces), got {value!r}")
+    return value

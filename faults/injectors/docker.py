@@ -37,7 +37,10 @@ PERIOD_US = 100_000  # the CFS period a CPU throttle uses
 
 
 def _signal(value: object) -> str:
-    name = str(value).upper()
+    """A signal's name from `KILL`, `SIGKILL` or `9`."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in signal.Signals._value2member_map_:
+        return signal.Signals(value).name
+    name = value.upper() if isinstance(value, str) else ""
     name = name if name.startswith("SIG") else "SIG" + name
     if name not in signal.Signals.__members__:
         raise FieldError("params.signal", f"unknown signal {value!r}")
@@ -78,8 +81,8 @@ class Docker:
         if "signal" in params:
             _signal(params["signal"])
         if "timeout" in params:
-            number(params, "timeout", "s")
-        if "cpus" in params and number(params, "cpus") == 0:
+            number(params, "timeout", "s", most=3600)
+        if "cpus" in params and number(params, "cpus", most=1024) == 0:
             raise FieldError("params.cpus", "must be positive (a fraction of one CPU, or more)")
         if "network" in params and not isinstance(params["network"], str):
             raise FieldError("params.network", "must be a network name")

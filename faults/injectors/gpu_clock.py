@@ -21,13 +21,16 @@ from typing import ClassVar
 import httpx
 
 from faults.allow import Allowlist
-from faults.injectors.base import FieldError, InjectError, only_keys
+from faults.injectors.base import FieldError, InjectError, only_keys, word
+
+SANE_MHZ = (100, 10_000)  # any GPU's clocks lie within; the device's own range is probed before a run
 
 
-def _positive_mhz(params: dict, key: str) -> None:
+def _sane_mhz(params: dict, key: str) -> None:
     mhz = params[key]
-    if not isinstance(mhz, (int, float)) or isinstance(mhz, bool) or mhz <= 0:
-        raise FieldError(f"params.{key}", "must be a positive number of MHz")
+    lo, hi = SANE_MHZ
+    if not isinstance(mhz, (int, float)) or isinstance(mhz, bool) or not lo <= mhz <= hi:
+        raise FieldError(f"params.{key}", f"must be a clock in MHz, from {lo} to {hi}; got {mhz!r}")
 
 
 def _nvml() -> ModuleType:
@@ -49,11 +52,18 @@ class GpuClock:
         only_keys("target", target, {"gpu", "sim", "token_env"})
         if ("gpu" in target) == ("sim" in target):
             raise FieldError("target", "give exactly one of gpu (an index) or sim (a server URL)")
-        if "gpu" in target and (not isinstance(target["gpu"], int) or target["gpu"] < 0):
+        gpu = target.get("gpu", 0)
+        if not isinstance(gpu, int) or isinstance(gpu, bool) or gpu < 0:
             raise FieldError("target.gpu", "must be a GPU index")
+        if "sim" in target and not (
+            isinstance(target["sim"], str) and target["sim"].startswith(("http://", "https://"))
+        ):
+            raise FieldError("target.sim", f"must be the server's http(s) URL, got {target['sim']!r}")
+        if "token_env" in target:
+            word(target, "token_env", "an environment variable's name")
         only_keys("params", params, {"graphics_mhz", "memory_mhz"}, {"graphics_mhz"})
         for key in params:
-            _positive_mhz(params, key)
+            _sane_mhz(params, key)
         if "sim" in target and "memory_mhz" in params:
             raise FieldError("params.memory_mhz", "the simulated device has no memory clock")
 

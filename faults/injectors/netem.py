@@ -9,6 +9,7 @@ from typing import ClassVar
 from faults.injectors.base import FieldError, number, only_keys, rate
 from faults.injectors.qdisc import RootQdisc
 
+MAX_DELAY_MS = 60_000
 PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder", "rate"}
 
 
@@ -24,11 +25,11 @@ class Netem(RootQdisc):
             raise FieldError("params", "give at least one of " + ", ".join(sorted(PARAMS)))
         opts: dict = {}
         if "delay" in params:
-            opts["delay"] = int(number(params, "delay", "ms") * 1000)  # microseconds
+            opts["delay"] = int(number(params, "delay", "ms", most=MAX_DELAY_MS) * 1000)  # microseconds
         if "jitter" in params:
             if "delay" not in params:
                 raise FieldError("params.jitter", "needs a delay")
-            opts["jitter"] = int(number(params, "jitter", "ms") * 1000)
+            opts["jitter"] = int(number(params, "jitter", "ms", most=MAX_DELAY_MS) * 1000)
         for key, arg in (
             ("correlation", "delay_corr"),
             ("loss", "loss"),

@@ -14,7 +14,7 @@ from pyroute2 import config as pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError
 
 from faults.allow import Allowlist
-from faults.injectors.base import InjectError, only_keys
+from faults.injectors.base import InjectError, only_keys, word
 
 # NetNS forks a helper that pyroute2 ends with SIGTERM: with our handler inherited, that copy of this
 # process would run the runner's revert and journal code; with the default handler it just exits.
@@ -46,6 +46,9 @@ class RootQdisc:
     @classmethod
     def check(cls, target: dict, params: dict) -> None:
         only_keys("target", target, {"netns", "interface"}, {"interface"})
+        word(target, "interface", "an interface name")
+        if "netns" in target:
+            word(target, "netns", "a network namespace's name")
         cls.options(params)
 
     @classmethod
