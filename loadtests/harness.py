@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import gevent
+from gevent.event import Event
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -58,6 +59,7 @@ class Harness:
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
         self.report: Report | None = None  # master / single process, from test start to quitting
         self._local_loop: gevent.Greenlet | None = None
+        self._local_done = Event()
 
     def configure(self) -> None:
         """Read the options; a worker reads them again at test start, when the master's spawn
@@ -177,6 +179,7 @@ class Harness:
             self.faults.active if self.faults else None,
         )
         if not self.is_master:
+            self._local_done.clear()
             self._local_loop = gevent.spawn(self._local_merge_loop)
 
     def report_data(self, streaming: bool) -> dict[str, Any]:
@@ -188,9 +191,9 @@ class Harness:
             self.report.absorb(process, data)
 
     def _local_merge_loop(self) -> None:
-        """A single process shares its collector with the totals; only records need writing out."""
-        while True:
-            gevent.sleep(1.0)
+        """A single process shares its collector with the totals; only records need writing out,
+        every second until `finish` says done (a flush is never cut short: it holds taken records)."""
+        while not self._local_done.wait(1.0):
             self._flush_local()
 
     def _flush_local(self) -> None:
@@ -203,7 +206,8 @@ class Harness:
         if self.report is None:
             return
         if self._local_loop is not None:
-            self._local_loop.kill(block=False)
+            self._local_done.set()
+            self._local_loop.join()
             self._local_loop = None
             self._flush_local()
         if self.report.finish(self.env.host or "", self.fault_timeline):

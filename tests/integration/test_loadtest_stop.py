@@ -1,0 +1,71 @@
+"""How a Locust run ends: the requests the end of the test cuts short, SIGTERM, and the last
+records of a single process."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.loadtest_helpers import locust, only_run
+from tests.servers import scripted
+
+pytestmark = pytest.mark.integration
+
+
+def test_requests_cut_by_the_end_of_the_test_are_counted_apart(tmp_path):
+    """Every user is mid-stream when -t ends: those requests are cancelled at stop, reported apart
+    and out of the denominators, so a clean run is 100 % ok and meets a generous SLO."""
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("en:\n  ttft_p99_ms: 60000\n  itl_p99_ms: 60000\n")
+    with scripted.running(4, "--itl-ms", "40", "60") as url:  # requests of 3 s, the second round cut
+        proc = locust(
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path / "results"),
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "5s",
+            "--langs",
+            "en",
+            "--max-tokens",
+            "60",
+            "--slo",
+            str(slo),
+            "--check-slo",
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, requests = only_run(tmp_path / "results")
+    cut = [r for r in requests if r["outcome"] == "cancelled"]
+    assert len(cut) == 6  # one per user
+    assert all(r["at_stop"] for r in cut)
+    ok = [r for r in requests if r["outcome"] == "ok"]
+    assert len(ok) + len(cut) == len(requests)
+    (row,) = run["slo"]
+    assert (row["issued"], row["attained"], row["cancelled_at_stop"]) == (len(ok), len(ok), len(cut))
+    assert row["attainment"] == 1.0
+    assert row["pass"]
+    header, line = next(
+        (a, b)
+        for a, b in zip(proc.stderr.splitlines(), proc.stderr.splitlines()[1:], strict=False)
+        if b.startswith("en ")
+    )
+    assert header.split()[:4] == ["lang", "reqs", "stop", "ok%"]
+    assert line.split()[:4] == ["en", str(len(ok)), str(len(cut)), "100.0"]
+
+
+@pytest.mark.parametrize("attempt", range(2))
+def test_a_single_process_writes_every_request_it_counted(tmp_path, attempt):
+    """requests.jsonl holds a line for every request run.json counts, the last second's too."""
+    with scripted.running(5, "--itl-ms", "5", "10") as url:
+        proc = locust(
+            "--host", url, "--results-dir", str(tmp_path), "-u", "8", "-r", "8", "-t", "3s", "--langs", "en,de",
+            "--max-tokens", "12",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, requests = only_run(tmp_path)
+    counted = sum(o["count"] for o in run["outcomes"])
+    assert counted > 100
+    assert len(requests) == run["requests"]["written"] == counted
