@@ -9,6 +9,7 @@ counts in the denominator, failures as misses.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 import yaml
@@ -82,11 +83,15 @@ def evaluate(
     slos: Slos, hist: HistogramSet, counts: Mapping[tuple[str, ...], int], duration_s: float
 ) -> list[SloResult]:
     """Per (target, lang, api): each percentile SLO against the histogram merged over every phase,
-    plus attainment and goodput. `counts` is keyed (target, lang, api, phase, issued|met)."""
+    plus attainment and goodput. `counts` is keyed (target, lang, api, phase, issued|met|at_stop):
+    requests cancelled by the end of the test are not issued."""
     rows = []
     for target, lang, api in sorted({k[:3] for k in counts}):
-        issued = sum(n for k, n in counts.items() if k[:3] == (target, lang, api) and k[4] == "issued")
-        met = sum(n for k, n in counts.items() if k[:3] == (target, lang, api) and k[4] == "met")
+        total = Counter[str]()
+        for k, n in counts.items():
+            if k[:3] == (target, lang, api):
+                total[k[4]] += n
+        issued, met = total["issued"], total["met"]
         checks = []
         for key, ms in slos.get(lang, {}).items():
             metric, pct = _metric(key)
@@ -99,6 +104,7 @@ def evaluate(
                 lang=lang,
                 api=api,
                 issued=issued,
+                cancelled_at_stop=total["at_stop"],
                 attained=met,
                 attainment=met / issued if issued else None,
                 goodput_rps=met / duration_s if duration_s > 0 else None,

@@ -21,7 +21,7 @@ class Collector:
         self._rng = random.Random(seed)
         self.hist = HistogramSet()
         self.outcomes: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, outcome)
-        self.slo_counts: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, issued|met)
+        self.slo_counts: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, issued|met|at_stop)
         self.records: list[RequestRecord] = []
 
     def add(self, rec: RequestRecord) -> None:
@@ -30,9 +30,12 @@ class Collector:
             if values:
                 self.hist.record_many(Key(*base, metric), values)
         self.outcomes[(*base, rec.outcome)] += 1
-        self.slo_counts[(*base, "issued")] += 1
-        if rec.attains(self.slos.get(rec.lang, {})):
-            self.slo_counts[(*base, "met")] += 1
+        if rec.at_stop:
+            self.slo_counts[(*base, "at_stop")] += 1
+        else:
+            self.slo_counts[(*base, "issued")] += 1
+            if rec.attains(self.slos.get(rec.lang, {})):
+                self.slo_counts[(*base, "met")] += 1
         if self.sample_rate >= 1.0 or self._rng.random() < self.sample_rate:
             self.records.append(rec)
 

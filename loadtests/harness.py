@@ -54,6 +54,7 @@ class Harness:
         self.watch = SelfWatch()
         self.arrivals = Arrivals()
         self.warmup_until = 0.0
+        self.stopping = False  # the test is stopping: a request cancelled now is cancelled at stop
         self.finals = Finals()
         self.fault_timeline: list[FaultWindow] = []
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
@@ -118,6 +119,7 @@ class Harness:
         try:
             user.client.run(s.adapter, call, not o.no_stream, rec, now_perf - (now_unix - intended))
         finally:
+            rec.at_stop = rec.outcome == "cancelled" and self.stopping
             rec.count_tokens()  # before it is added: adding never yields
             self.collector.add(rec)
             self._locust_stats(rec)
@@ -164,6 +166,7 @@ class Harness:
                     sent=time.time(),
                     outcome="cancelled",
                     error="never sent: test stopped",
+                    at_stop=True,
                 )
             )
 

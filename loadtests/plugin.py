@@ -97,7 +97,7 @@ def on_test_start(environment: Environment, **kw: object) -> None:
     h = harness(environment)
     if h.is_worker:
         h.configure()
-    h.warmup_until = time.time() + h.settings.warmup_s
+    h.warmup_until, h.stopping = time.time() + h.settings.warmup_s, False
     h.watch.start()
     if h.is_worker:
         return
@@ -115,6 +115,11 @@ def on_test_start(environment: Environment, **kw: object) -> None:
                 runner.send_message(ARRIVALS_MSG, plan.message(), client_id=cid)
     elif h.settings.open_loop:
         h.start_arrivals(ArrivalPlan.for_run(h.settings, arrivals_t0))
+
+
+def on_test_stopping(environment: Environment, **kw: object) -> None:
+    """Before Locust stops the users: what they had in flight is cancelled at stop."""
+    harness(environment).stopping = True
 
 
 def on_test_stop(environment: Environment, **kw: object) -> None:
@@ -141,5 +146,6 @@ def install() -> None:
     events.init.add_listener(on_init)
     events.test_start.add_listener(on_test_start)
     events.spawning_complete.add_listener(lambda **_: quiet_gc())  # the users and their clients live until the end
+    events.test_stopping.add_listener(on_test_stopping)
     events.test_stop.add_listener(on_test_stop)
     events.quitting.add_listener(on_quitting)

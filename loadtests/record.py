@@ -55,6 +55,7 @@ class RequestRecord:
     gaps: list[float] = field(default_factory=list)  # between consecutive content events
     chunks: list[str] = field(default_factory=list)  # text of each content event
     usage_tokens: int | None = None
+    at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
     counted: bool = False
@@ -179,4 +180,5 @@ class RequestRecord:
             and own > 0
             and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens),
             self.tokens_from,
+            self.at_stop,
         )

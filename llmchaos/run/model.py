@@ -73,12 +73,14 @@ class SloCheck(Row):
 
 
 class SloResult(Row):
-    """A (target, lang, api)'s SLOs: every check, attainment and goodput (failures count as misses)."""
+    """A (target, lang, api)'s SLOs: every check, attainment and goodput (failures count as misses;
+    requests the end of the test cancelled are not issued, and counted apart)."""
 
     target: str
     lang: str
     api: str
     issued: int
+    cancelled_at_stop: int = 0
     attained: int
     attainment: float | None
     goodput_rps: float | None

@@ -40,6 +40,7 @@ class RequestLine:
     chars_per_token: float | None = None
     tokens_disagree: bool = False  # usage and our count differ by more than 10 % and 2 tokens
     tokens_from: str | None = None  # usage | tokenizer: the count output_tokens and the ITL samples follow
+    at_stop: bool = False  # cancelled because the test stopped: apart from the requests issued
 
     def encode(self) -> bytes:
         """The line, without its newline (orjson writes dataclasses natively and fast)."""

@@ -7,7 +7,7 @@ from llmchaos.histogram import Histogram, HistogramSet
 from llmchaos.run.model import Run
 
 HEADER = (
-    f"{'lang':5} {'reqs':>6} {'ok%':>6} {'ttft p50':>9} {'ttft p99':>9} {'itl p50':>8} {'itl p99':>8} "
+    f"{'lang':5} {'reqs':>6} {'stop':>5} {'ok%':>6} {'ttft p50':>9} {'ttft p99':>9} {'itl p50':>8} {'itl p99':>8} "
     f"{'e2e p99':>8} {'tok/req':>7} {'slo':>5}"
 )
 
@@ -17,8 +17,9 @@ def _ms(h: Histogram | None, pct: float) -> str:
 
 
 def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
-    """One line per (target, lang, api) over every phase: requests, success, TTFT/ITL/E2E in ms,
-    output tokens per request, SLO verdict; then the run's validity."""
+    """One line per (target, lang, api) over every phase: requests issued, requests cancelled by the
+    end of the test (apart: not issued), success, TTFT/ITL/E2E in ms, output tokens per request,
+    SLO verdict; then the run's validity."""
     lines = [f"llmchaos run {run.run_id}" + (f" -> {location}" if location else ""), HEADER]
     for row in run.slo:
         sel = {"target": row.target, "lang": row.lang, "api": row.api}
@@ -30,7 +31,8 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
         ttft, itl, e2e, toks = (hist.combined(m, **sel) for m in ("ttft", "itl", "e2e", "output_tokens"))
         per_req = toks.sum / toks.count if toks is not None and toks.count else 0.0
         lines.append(
-            f"{row.lang:5} {row.issued:6d} {100 * ok / max(row.issued, 1):6.1f} {_ms(ttft, 50):>9} "
+            f"{row.lang:5} {row.issued:6d} {row.cancelled_at_stop:5d} {100 * ok / max(row.issued, 1):6.1f} "
+            f"{_ms(ttft, 50):>9} "
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
             f"{'pass' if row.passed else 'FAIL':>5}"
         )

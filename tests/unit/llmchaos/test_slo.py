@@ -60,3 +60,16 @@ def test_attainment_counts_failures_as_misses():
     (row,) = slo.evaluate({"en": {"ttft_p99_ms": 100}}, h, counts, duration_s=2.0)
     assert not row.passed
     assert row.checks[0].value_ms == pytest.approx(300, rel=0.001)
+
+
+def test_requests_cancelled_at_stop_are_not_issued_but_counted_apart():
+    h = HistogramSet()
+    h.record(Key("t", "en", "a", "baseline", "ttft"), 0.05)
+    counts = {
+        ("t", "en", "a", "baseline", "issued"): 3,
+        ("t", "en", "a", "baseline", "met"): 3,
+        ("t", "en", "a", "baseline", "at_stop"): 2,
+        ("t", "en", "a", "fault", "at_stop"): 1,
+    }
+    (row,) = slo.evaluate({"en": {"ttft_p99_ms": 100}}, h, counts, duration_s=1.0)
+    assert (row.issued, row.attained, row.cancelled_at_stop, row.attainment) == (3, 3, 3, 1.0)

@@ -20,3 +20,15 @@ def test_a_request_that_ends_during_a_report_goes_whole_into_the_next():
         issued = sum(n for *k, n in report["slo"] if k[-1] == "issued")
         assert len(report["records"]) == sum(n for *_, n in report["outcomes"]) == issued
     assert sum(n for *_, n in first["outcomes"]) + sum(n for *_, n in second["outcomes"]) == 2
+
+
+def test_a_request_cancelled_at_stop_is_counted_apart_from_the_issued():
+    c = Collector({}, seed=0)
+    c.add(RequestRecord("en", "openai-chat", "t", outcome="cancelled", at_stop=True))
+    c.add(RequestRecord("en", "openai-chat", "t", outcome="cancelled"))  # by a fault or a guard: issued, missed
+    assert dict(c.slo_counts) == {
+        ("t", "en", "openai-chat", "baseline", "at_stop"): 1,
+        ("t", "en", "openai-chat", "baseline", "issued"): 1,
+    }
+    assert c.outcomes[("t", "en", "openai-chat", "baseline", "cancelled")] == 2
+    assert [r.line(0).at_stop for r in c.records] == [True, False]
