@@ -9,10 +9,12 @@ workers' last data at test stop, and writes the results when Locust quits.
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 import time
 from typing import Any
 
+import gevent
 from locust import argument_parser, events
 from locust.env import Environment
 from locust.rpc import Message
@@ -57,6 +59,8 @@ def on_init(environment: Environment, **kw: object) -> None:
         _worker_messages(runner, h)
     elif isinstance(runner, MasterRunner):
         runner.register_message(FINAL_MSG, lambda msg, **_: _final(h, msg))
+    if not isinstance(runner, WorkerRunner) and parsed_options(environment).headless:
+        _sigterm_as_sigint(h)
 
     def report(client_id: str, data: dict[str, Any], **kw: object) -> None:
         data["llmchaos"] = h.report_data(streaming=runner is not None and runner.user_count > 0)
@@ -67,6 +71,20 @@ def on_init(environment: Environment, **kw: object) -> None:
 
     environment.events.report_to_master.add_listener(report)
     environment.events.worker_report.add_listener(absorb)
+
+
+def _sigterm_as_sigint(h: Harness) -> None:
+    """Until the test stops, SIGTERM interrupts the run as Ctrl-C does: the test stops, faults are
+    reverted, the results written. (A headless Locust with a load shape, and our locustfile always
+    has one, installs its own SIGTERM handler only once the shape has ended: until then SIGTERM
+    killed the process with nothing written and the faults left on.)"""
+    main = gevent.getcurrent()  # the init event runs in the main greenlet, where Locust waits on the shape
+
+    def interrupt() -> None:
+        if not h.stopping:
+            main.throw(KeyboardInterrupt)
+
+    gevent.signal_handler(signal.SIGTERM, interrupt)
 
 
 def _final(h: Harness, msg: Message) -> None:

@@ -3,9 +3,16 @@ records of a single process."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import time
+
+import httpx
 import pytest
 
-from tests.integration.loadtest_helpers import locust, only_run
+from tests.integration.loadtest_helpers import LOCUST, locust, only_run
+from tests.procs import ROOT, serve
 from tests.servers import scripted
 
 pytestmark = pytest.mark.integration
@@ -69,3 +76,49 @@ def test_a_single_process_writes_every_request_it_counted(tmp_path, attempt):
     counted = sum(o["count"] for o in run["outcomes"])
     assert counted > 100
     assert len(requests) == run["requests"]["written"] == counted
+
+
+TOKEN = "admin-secret"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_ends_the_run_with_its_results_written_and_its_fault_reverted(tmp_path, monkeypatch, sig):
+    """SIGTERM mid-run, a GPU clock lock on: the run ends as on Ctrl-C (it died with 143, nothing
+    written, the clock left locked): run.json with the requests so far, the lock undone."""
+    schedule, journal = tmp_path / "schedule.yaml", tmp_path / "journal.json"
+    with serve("--sim-time-scale", "0.3", "--admin-token", TOKEN) as server:
+        schedule.write_text(f"""faults:
+  - name: gpu-at-660mhz
+    kind: gpu_clock
+    target: {{sim: "{server.url}"}}
+    at: 1s
+    duration: 60s
+    params: {{graphics_mhz: 660}}
+""")
+        monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)
+        args = ["--host", server.url, "--results-dir", str(tmp_path / "results"), "-u", "4", "-r", "4", "-t", "60s"]
+        args += ["--langs", "en", "--max-tokens", "16", "--schedule", str(schedule), "--fault-journal", str(journal)]
+        proc = subprocess.Popen(
+            [*LOCUST, *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        clocks = httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=5)
+        try:
+            deadline = time.monotonic() + 30
+            while not clocks.get("/admin/device/clocks").json()["locked"]:
+                assert time.monotonic() < deadline, "the fault never started"
+                time.sleep(0.1)
+            time.sleep(1.0)  # requests in the window
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, err[-3000:]
+        assert clocks.get("/admin/device/clocks").json()["locked"] is False  # reverted
+        assert json.loads(journal.read_text()) == []
+    run, _, requests = only_run(tmp_path / "results")
+    assert {r["phase"] for r in requests} >= {"baseline", "gpu-at-660mhz"}
+    assert len(requests) == sum(o["count"] for o in run["outcomes"])
+    (window,) = run["faults"]
+    assert window["actual_end"] is not None
