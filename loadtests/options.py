@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from argparse import Namespace
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -79,6 +80,31 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument("--push-interval", type=float, default=10.0)
 
 
+# Every number among our options: (lowest, highest, whether the lowest itself is allowed); all finite.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "max_tokens": (1, math.inf, True),
+    "long_context_tokens": (0, math.inf, True),
+    "think_time": (0, math.inf, True),
+    "ttft_timeout": (0, math.inf, False),
+    "stall_limit": (0, math.inf, False),
+    "request_timeout": (0, math.inf, False),
+    "connect_timeout": (0, math.inf, False),
+    "rate": (0, math.inf, True),
+    "burstiness": (0, math.inf, False),
+    "requests_sample": (0, 1, True),
+    "prometheus_port": (0, 65535, True),
+    "push_interval": (0, math.inf, False),
+}
+
+
+def check_number(value: float, low: float, high: float, low_ok: bool, flag: str) -> float:
+    """`value` if it is finite and in range, else a UsageError naming `flag`."""
+    if math.isfinite(value) and (low < value or (low_ok and value == low)) and value <= high:
+        return value
+    rule = f"{'>=' if low_ok else '>'} {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+    raise UsageError(f"must be a finite number {rule}, got {value!r}", field=flag)
+
+
 def parsed_options(env: Environment) -> Namespace:
     """Locust's parsed options, which every run of a locustfile from the command line has."""
     if env.parsed_options is None:
@@ -103,6 +129,8 @@ class Settings:
 
     @classmethod
     def read(cls, options: Namespace) -> Settings:
+        for name, (low, high, low_ok) in RANGES.items():
+            check_number(getattr(options, name), low, high, low_ok, "--" + name.replace("_", "-"))
         prof = _profile(options)
         return cls(
             options,
@@ -140,6 +168,9 @@ def _profile(o: Namespace) -> profile.Profile | None:
         levels = [float(x) for x in o.levels.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"not numbers: {o.levels!r}", field="--levels") from None
-    if not levels or any(v <= 0 for v in levels):
+    if not levels:
         raise UsageError("give positive levels, e.g. 50,200,500", field="--levels")
-    return profile.shape(o.shape, levels, duration(o.stage_duration, "--stage-duration"), o.rate > 0)
+    for v in levels:
+        check_number(v, 0, math.inf, False, "--levels")
+    stage = check_number(duration(o.stage_duration, "--stage-duration"), 0, math.inf, False, "--stage-duration")
+    return profile.shape(o.shape, levels, stage, o.rate > 0)

@@ -1,0 +1,67 @@
+import configargparse
+import pytest
+
+from llmchaos.errors import UsageError
+from loadtests.options import Settings, add_arguments
+
+
+def settings(*argv: str) -> Settings:
+    """Our options as Locust's parser reads them (it is a configargparse parser)."""
+    parser = configargparse.ArgumentParser()
+    add_arguments(parser)
+    return Settings.read(parser.parse_args(list(argv)))
+
+
+def test_the_defaults_are_valid():
+    s = settings()
+    assert (s.limits.ttft, s.limits.stall, s.limits.request) == (300.0, 30.0, 600.0)
+    assert not s.open_loop
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--burstiness", "0"),
+        ("--burstiness", "-1"),
+        ("--burstiness", "nan"),
+        ("--rate", "inf"),
+        ("--rate", "-5"),
+        ("--rate", "nan"),
+        ("--stall-limit", "0"),
+        ("--ttft-timeout", "-1"),
+        ("--request-timeout", "inf"),
+        ("--connect-timeout", "0"),
+        ("--requests-sample", "5"),
+        ("--requests-sample", "-0.1"),
+        ("--max-tokens", "-3"),
+        ("--max-tokens", "0"),
+        ("--long-context-tokens", "-1"),
+        ("--think-time", "inf"),
+        ("--push-interval", "0"),
+        ("--prometheus-port", "70000"),
+        ("--shape", "step", "--levels", "10,inf"),
+        ("--shape", "step", "--levels", "10,nan"),
+        ("--shape", "step", "--levels", "10", "--stage-duration", "0s"),
+    ],
+)
+def test_a_bad_number_is_one_line_naming_its_flag(argv):
+    with pytest.raises(UsageError) as e:
+        settings(*argv)
+    flag = next(a for a in reversed(argv) if a.startswith("--"))
+    assert e.value.field == flag
+    assert str(e.value).startswith(f"{flag}: must be")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--requests-sample", "0"),
+        ("--requests-sample", "1"),
+        ("--rate", "0"),
+        ("--think-time", "0"),
+        ("--max-tokens", "1"),
+    ],
+)
+def test_numbers_at_the_edge_of_their_range_are_valid(argv):
+    settings(*argv)
