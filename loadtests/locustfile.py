@@ -2,7 +2,8 @@
 
 One user class per language of the registry (EnUser, DeUser, ...), each streaming
 from the target while llmchaos measures TTFT, inter-token latency and end-to-end
-time per request; see `--help` for the llmchaos options.
+time per request; `llmchaos loadtest-help` lists the llmchaos options (Locust's `--help` comes
+before the locustfile is loaded, so without them).
 """
 
 from __future__ import annotations

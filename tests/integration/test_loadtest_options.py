@@ -3,9 +3,13 @@ loadtest-help` lists them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tests.integration.loadtest_helpers import locust
+from tests.procs import ROOT
 from tests.servers import scripted
 
 pytestmark = pytest.mark.integration
@@ -32,3 +36,14 @@ def test_a_bad_number_is_one_line_and_exit_2(url, argv, flag):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(f"llmchaos: error: {flag}: must be a finite number")
+
+
+def test_loadtest_help_lists_our_options():
+    """Locust prints its --help before it loads the locustfile, so without ours: this lists them."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "loadtest-help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--ttft-timeout", "--stall-limit", "--rate", "--schedule", "--results-dir", "--allow-interface"):
+        assert flag in proc.stdout
+    assert "locust -f loadtests/locustfile.py" in proc.stdout
