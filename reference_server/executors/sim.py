@@ -83,8 +83,11 @@ class SimDevice:
 
     async def run_until(self, deadline: float) -> float:
         """Sleep until `deadline` (time.monotonic) at the current clock; when the clock changes
-        meanwhile, move it by the ratio of the slowdowns. Returns the deadline met."""
+        meanwhile, move it by the ratio of the slowdowns. Returns the deadline met. A step already
+        due still yields once, so that a free engine never starves the event loop."""
         loop = asyncio.get_running_loop()
+        if deadline <= time.monotonic():
+            await asyncio.sleep(0)
         while (left := deadline - time.monotonic()) > 0:
             slowdown, self._waiter = self.slowdown, loop.create_future()
             timer = loop.call_later(left, _wake, self._waiter)

@@ -70,3 +70,28 @@ def test_a_step_slows_when_the_clock_is_locked_in_the_middle_of_it():
         return time.monotonic() - t0
 
     assert asyncio.run(go()) > free_step * 1.3
+
+
+def test_a_free_step_still_lets_the_event_loop_run():
+    """With --sim-time-scale 0 every step is due at once; each must still yield, or the engine loop
+    would starve the HTTP handlers while it has work."""
+    executor = SimExecutor(CostModel.zero())
+
+    async def go() -> int:
+        ticks = 0
+
+        async def other() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other())
+        await asyncio.sleep(0)
+        before = ticks
+        for _ in range(10):
+            await executor.execute(_step(executor))
+        task.cancel()
+        return ticks - before
+
+    assert asyncio.run(go()) >= 10
