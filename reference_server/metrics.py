@@ -9,7 +9,8 @@ histograms, CacheConfig's info gauge) are left out rather than faked.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterator
+from collections import abc
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -31,7 +32,7 @@ class EngineMetrics:
         self.registry = CollectorRegistry()
         r, values = self.registry, [model_name, ENGINE]
 
-        def hist(name: str, doc: str, buckets: list[float]) -> Histogram:
+        def hist(name: str, doc: str, buckets: abc.Sequence[float]) -> Histogram:
             return Histogram(name, doc, LABELS, buckets=buckets, registry=r).labels(*values)
 
         def counter(name: str, doc: str) -> Counter:
@@ -136,7 +137,7 @@ class _EngineState:
             c.add_metric(v, value)
             return c
 
-        def split(name: str, doc: str, label: str, values: dict[str, float]) -> GaugeMetricFamily:
+        def split(name: str, doc: str, label: str, values: Mapping[str, float]) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=[*LABELS, label])
             for key, value in values.items():
                 g.add_metric([*v, key], value)
