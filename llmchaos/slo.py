@@ -8,14 +8,12 @@ counts in the denominator, failures as misses.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping
 
-import yaml
-
 from llmchaos import languages, yamlfile
-from llmchaos.errors import UsageError
 from llmchaos.histogram import HistogramSet
 from llmchaos.run.model import SloCheck, SloResult
 
@@ -27,32 +25,18 @@ def load(path: str | None) -> Slos:
     slos: Slos = {tag: dict(lang.slo) for tag, lang in languages.registry().items()}
     if not path:
         return slos
-    node = yamlfile.compose(path)
-    if not isinstance(node, yaml.MappingNode):
-        raise UsageError("an SLO file maps language -> {ttft_p99_ms: ..}", file=path, line=1)
-    for k, v in node.value:
-        if k.value not in languages.registry():
-            raise UsageError("unknown language", file=path, line=k.start_mark.line + 1, field=k.value)
-        if not isinstance(v, yaml.MappingNode):
-            raise UsageError("must be a mapping", file=path, line=v.start_mark.line + 1, field=k.value)
-        for mk, mv in v.value:
-            where = f"{k.value}.{mk.value}"
-            if not SLO_KEY.fullmatch(mk.value):
-                raise UsageError(
-                    "unknown SLO (use e.g. ttft_p99_ms, itl_p99_ms)",
-                    file=path,
-                    line=mk.start_mark.line + 1,
-                    field=where,
-                )
-            value = yamlfile.value(mv)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise UsageError(
-                    f"must be a positive number of ms, got {value!r}",
-                    file=path,
-                    line=mv.start_mark.line + 1,
-                    field=where,
-                )
-            slos[k.value][mk.value] = float(value)
+    r = yamlfile.Reader(path)
+    for lang, (k, v) in r.mapping(r.root, "", "an SLO file maps language -> {ttft_p99_ms: ..}").items():
+        if lang not in slos:
+            raise r.fail(k, lang, "unknown language")
+        for key, (mk, mv) in r.mapping(v, lang).items():
+            where = f"{lang}.{key}"
+            if not SLO_KEY.fullmatch(key):
+                raise r.fail(mk, where, "unknown SLO (use e.g. ttft_p99_ms, itl_p99_ms)")
+            value = r.value(mv, where)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+                raise r.fail(mv, where, f"must be a positive number of ms, got {value!r}")
+            slos[lang][key] = float(value)
     return slos
 
 

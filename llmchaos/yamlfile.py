@@ -9,11 +9,18 @@ from llmchaos.errors import UsageError
 
 def compose(path: str) -> yaml.Node:
     """The document's root node; an unreadable or invalid file is a UsageError with its line."""
+    text = ""
     try:
         with open(path, encoding="utf-8") as f:
-            node = yaml.compose(f)
+            text = f.read()
+        node = yaml.compose(text)
     except OSError as e:
         raise UsageError(str(e.strerror), file=path) from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"not UTF-8: {e.reason}", file=path, line=e.object.count(b"\n", 0, e.start) + 1) from None
+    except yaml.reader.ReaderError as e:  # a character YAML does not allow: no mark, a position
+        first = str(e).splitlines()[0]
+        raise UsageError(f"invalid YAML: {first}", file=path, line=text.count("\n", 0, e.position) + 1) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise UsageError(
@@ -31,3 +38,37 @@ def value(node: yaml.Node) -> object:
 
 def line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
+
+
+class Reader:
+    """One YAML file read as nodes, every error naming the file, the line and the field."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.root = compose(path)
+
+    def fail(self, node: yaml.Node, field: str, message: str) -> UsageError:
+        return UsageError(message, file=self.path, line=line(node), field=field or None)
+
+    def mapping(
+        self, node: yaml.Node, where: str, message: str = "must be a mapping"
+    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """A mapping node's fields by name (each a plain word, given once)."""
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, where, message)
+        items: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for k, v in node.value:
+            if not isinstance(k, yaml.ScalarNode) or not k.value.isprintable() or k.value.split() != [k.value]:
+                raise self.fail(k, where, "a field name must be a word")
+            name = f"{where}.{k.value}" if where else k.value
+            if k.value in items:
+                raise self.fail(k, name, "given twice")
+            items[k.value] = (k, v)
+        return items
+
+    def value(self, node: yaml.Node, where: str) -> object:
+        """A node's plain Python value; a tag YAML's safe loader cannot read is an error."""
+        try:
+            return value(node)
+        except (yaml.YAMLError, ValueError, TypeError, AttributeError) as e:
+            raise self.fail(node, where, f"cannot be read: {str(e).splitlines()[0]}") from None

@@ -7,6 +7,7 @@ interpolates linearly between stages. Shortcuts: `--shape step|ramp|spike|soak
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import yaml
@@ -85,51 +86,42 @@ def shape(kind: str, levels: list[float], stage_duration: float, open_loop: bool
 
 def load(path: str) -> Profile:
     """Read a YAML profile; every error names the file, line and field."""
-    node = yamlfile.compose(path)
-    if not isinstance(node, yaml.MappingNode):
-        raise UsageError("a profile is a mapping with 'stages'", file=path, line=1)
-    top = {k.value: v for k, v in node.value}
-    unknown = set(top) - {"stages", "ramp"}
-    if unknown:
-        k = next(k for k, _ in node.value if k.value in unknown)
-        raise UsageError("unknown field", file=path, line=k.start_mark.line + 1, field=k.value)
-    stages_node = top.get("stages")
+    r = yamlfile.Reader(path)
+    top = r.mapping(r.root, "", "a profile is a mapping with 'stages'")
+    for name, (k, _) in top.items():
+        if name not in ("stages", "ramp"):
+            raise r.fail(k, name, "unknown field")
+    stages_node = top["stages"][1] if "stages" in top else r.root
     if not isinstance(stages_node, yaml.SequenceNode) or not stages_node.value:
-        raise UsageError("must be a non-empty list", file=path, line=node.start_mark.line + 1, field="stages")
-    stages = []
-    for i, item in enumerate(stages_node.value):
-        line = item.start_mark.line + 1
-        if not isinstance(item, yaml.MappingNode):
-            raise UsageError("must be a mapping", file=path, line=line, field=f"stages[{i}]")
-        raw = {k.value: yamlfile.value(v) for k, v in item.value}
-        lines = {k.value: k.start_mark.line + 1 for k, _ in item.value}
-        for k in raw:
-            if k not in ("duration", "users", "spawn_rate", "rate"):
-                raise UsageError("unknown field", file=path, line=lines[k], field=f"stages[{i}].{k}")
-        if "duration" not in raw:
-            raise UsageError("missing", file=path, line=line, field=f"stages[{i}].duration")
-        if ("users" in raw) == ("rate" in raw):
-            raise UsageError("give exactly one of users or rate", file=path, line=line, field=f"stages[{i}]")
-        numbers: dict[str, float] = {}
-        for k in ("users", "spawn_rate", "rate"):
-            v = raw.get(k)
-            if k not in raw:
-                continue
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-                raise UsageError(
-                    f"must be a positive number, got {v!r}", file=path, line=lines[k], field=f"stages[{i}].{k}"
-                )
-            numbers[k] = float(v)
-        stages.append(
-            Stage(
-                duration(raw["duration"], f"stages[{i}].duration", path, lines["duration"]),
-                int(numbers["users"]) if "users" in numbers else None,
-                numbers.get("spawn_rate"),
-                numbers.get("rate"),
-            )
-        )
-    kinds = {s.rate is None for s in stages}
-    if len(kinds) > 1:
-        raise UsageError("mixes users and rate stages", file=path, line=stages_node.start_mark.line + 1, field="stages")
-    ramp = top.get("ramp")
-    return Profile(tuple(stages), ramp=bool(ramp and yamlfile.value(ramp)))
+        raise r.fail(stages_node, "stages", "must be a non-empty list")
+    stages = [_stage(r, item, f"stages[{i}]") for i, item in enumerate(stages_node.value)]
+    if len({s.rate is None for s in stages}) > 1:
+        raise r.fail(stages_node, "stages", "mixes users and rate stages")
+    ramp = r.value(top["ramp"][1], "ramp") if "ramp" in top else False
+    if not isinstance(ramp, bool):
+        raise r.fail(top["ramp"][1], "ramp", f"must be true or false, got {ramp!r}")
+    return Profile(tuple(stages), ramp=ramp)
+
+
+def _stage(r: yamlfile.Reader, node: yaml.Node, where: str) -> Stage:
+    fields = r.mapping(node, where)
+    for name, (k, _) in fields.items():
+        if name not in ("duration", "users", "spawn_rate", "rate"):
+            raise r.fail(k, f"{where}.{name}", "unknown field")
+    if "duration" not in fields:
+        raise r.fail(node, f"{where}.duration", "missing")
+    if ("users" in fields) == ("rate" in fields):
+        raise r.fail(node, where, "give exactly one of users or rate")
+    numbers: dict[str, float] = {}
+    for name in ("users", "spawn_rate", "rate"):
+        if name in fields:
+            v = r.value(fields[name][1], f"{where}.{name}")
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+                raise r.fail(fields[name][0], f"{where}.{name}", f"must be a positive number, got {v!r}")
+            numbers[name] = float(v)
+    k, v = fields["duration"]
+    seconds = duration(r.value(v, f"{where}.duration"), f"{where}.duration", r.path, yamlfile.line(k))
+    if not math.isfinite(seconds):
+        raise r.fail(k, f"{where}.duration", "must be finite")
+    users = numbers.get("users")
+    return Stage(seconds, None if users is None else int(users), numbers.get("spawn_rate"), numbers.get("rate"))

@@ -1,9 +1,13 @@
+import math
+
 import pytest
+from hypothesis import example, given
 
 from llmchaos import slo
 from llmchaos.errors import UsageError
 from llmchaos.histogram import HistogramSet, Key
 from loadtests.record import RequestRecord
+from tests.yaml_documents import DOCUMENTS, load_text
 
 
 def test_registry_slos_and_file_overrides(tmp_path):
@@ -73,3 +77,22 @@ def test_requests_cancelled_at_stop_are_not_issued_but_counted_apart():
     }
     (row,) = slo.evaluate({"en": {"ttft_p99_ms": 100}}, h, counts, duration_s=1.0)
     assert (row.issued, row.attained, row.cancelled_at_stop, row.attainment) == (3, 3, 3, 1.0)
+
+
+@pytest.mark.fuzz
+@given(text=DOCUMENTS)
+@example(text="? [en]\n: {ttft_p99_ms: 1}\n")  # was a TypeError (unhashable key)
+@example(text="en: {ttft_p99_ms: .nan}\n")  # was taken: a threshold nothing meets or fails
+@example(text="en: {ttft_p99_ms: !!int x}\n")  # was a ValueError
+@example(text="\x1f")  # was an error without a line
+def test_any_yaml_is_slos_or_one_line_naming_file_and_line(text):
+    got = load_text(slo.load, text)
+    if isinstance(got, dict):
+        assert set(got) == set(slo.load(None))
+        assert all(0 < ms < math.inf for limits in got.values() for ms in limits.values())
+
+
+def test_a_key_given_twice_is_named():
+    got = load_text(slo.load, "en:\n  ttft_p99_ms: 100\n  ttft_p99_ms: 200\n")
+    assert isinstance(got, UsageError)
+    assert (got.line, got.field, got.message) == (3, "en.ttft_p99_ms", "given twice")

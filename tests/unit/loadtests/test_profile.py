@@ -1,7 +1,11 @@
+import math
+
 import pytest
+from hypothesis import example, given
 
 from llmchaos.errors import UsageError
 from loadtests import profile
+from tests.yaml_documents import DOCUMENTS, load_text
 
 
 @pytest.mark.parametrize(
@@ -35,3 +39,20 @@ def test_profile_stages_and_ramp(tmp_path):
     step = profile.shape("step", [50, 200, 500, 1000], 30, open_loop=True)
     assert [s.rate for s in step.stages] == [50, 200, 500, 1000]
     assert step.total == 120
+
+
+@pytest.mark.fuzz
+@given(text=DOCUMENTS)
+@example(text="? []\n: 1\n")  # was a TypeError (unhashable key)
+@example(text="stages:\n  - {duration: 1s, users: .nan}\n")  # was a ValueError
+@example(text="stages:\n  - {duration: .inf, rate: .inf}\n")  # was a profile that never ends at an endless rate
+@example(text="stages:\n  - {duration: !!timestamp x, users: 1}\n")  # was an AttributeError
+@example(text="\x1f")  # was an error without a line
+@example(text="? '\n\n  '\n: null\n")  # a field name with a newline: an error of two lines
+def test_any_yaml_is_a_profile_or_one_line_naming_file_and_line(text):
+    got = load_text(profile.load, text)
+    if isinstance(got, profile.Profile):
+        assert got.stages
+        for s in got.stages:
+            assert 0 <= s.duration < math.inf
+            assert all(0 < v < math.inf for v in (s.users, s.spawn_rate, s.rate) if v is not None)
