@@ -10,6 +10,7 @@ import httpx
 from faults.allow import Allowlist
 from faults.injectors.base import FieldError, InjectError, only_keys
 from faults.proxy import CONTROL, SSEFault
+from faults.proxy.fault import FaultError
 
 
 class SSE:
@@ -21,8 +22,8 @@ class SSE:
         only_keys("params", params, {f.name for f in fields(SSEFault)} - {"name"})
         try:
             SSEFault.from_json(params)
-        except (ValueError, TypeError) as e:
-            raise FieldError("params." + str(e).split(" ")[0], str(e)) from None
+        except FaultError as e:
+            raise FieldError(f"params.{e.field}", str(e)) from None
 
     @classmethod
     def probe_host(cls) -> str | None:

@@ -19,13 +19,14 @@ import signal
 import ssl
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
 import uvloop
 
+from faults.proxy.fault import SSEFault
 from llmchaos.net import is_loopback
 from llmchaos.wire import DONE_DATA, LANG_HEADER
 
@@ -45,44 +46,6 @@ HOP_BY_HOP = {
 }
 END = b"0\r\n\r\n"
 DONE, LANG = DONE_DATA.encode(), LANG_HEADER.encode()
-
-
-@dataclass
-class SSEFault:
-    """What a fault window does to the streams that start while it is active."""
-
-    name: str = "sse"
-    drop_ratio: float = 0.0  # drop this fraction of content events (seeded)
-    first_event_delay: float = 0.0  # seconds before the first event is forwarded
-    jitter: float = 0.0  # each event waits uniform(0, jitter) seconds
-    cut_after: int = 0  # end the stream after this many events (0: never)
-    reset: bool = False  # with cut_after: reset the connection instead of closing it
-    bandwidth: float = 0.0  # bytes per second per stream (0: unlimited)
-    error_ratio: float = 0.0  # answer this fraction of requests with error_status
-    error_status: int = 429
-    retry_after: int = 1
-    langs: list[str] = field(default_factory=list)  # only requests in these languages (empty: all)
-    seed: int = 0
-
-    @classmethod
-    def from_json(cls, data: dict) -> SSEFault:
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
-        fault = cls(**data)
-        for name in ("drop_ratio", "error_ratio"):
-            if not 0.0 <= getattr(fault, name) <= 1.0:
-                raise ValueError(f"{name} must be within [0, 1]")
-        for name in ("first_event_delay", "jitter", "bandwidth", "cut_after"):
-            if getattr(fault, name) < 0:
-                raise ValueError(f"{name} must not be negative")
-        if fault.error_status not in (429, 500, 502, 503, 504):
-            raise ValueError("error_status must be one of 429, 500, 502, 503, 504")
-        return fault
-
-    def applies_to(self, lang: str | None) -> bool:
-        return not self.langs or lang in self.langs
 
 
 def frame(data: bytes) -> bytes:
@@ -386,7 +349,7 @@ class Proxy:
         if method == b"PUT":
             try:
                 fault = SSEFault.from_json(json.loads(body))
-            except (ValueError, TypeError) as e:
+            except (ValueError, RecursionError) as e:
                 return response(400, {"error": str(e)})
             self.fault, self.rng = fault, random.Random(fault.seed)
         elif method == b"DELETE":
