@@ -14,6 +14,8 @@ from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
 
 START_LEAD_S = 0.5  # a run starts this long after the command, so the first window is on time
+STOP_S = 1.0  # on SIGINT/SIGTERM, what is still applied is reverted within this (else left in the journal)
+END_S = 10.0  # at the end, the last reverts get this long
 
 
 def register(sub: Subparsers) -> None:
@@ -84,10 +86,10 @@ def run_faults(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    t0 = session.start(time.time() + START_LEAD_S)
-    while not stopping and time.time() < t0 + horizon:
+    session.start(time.time() + START_LEAD_S)
+    while not stopping and session.running():  # every window that fell due has run (late ones too)
         time.sleep(0.05)
-    timeline = session.stop()
+    timeline = session.stop(timeout=STOP_S if stopping else END_S)
     if args.timeline:
         with open(args.timeline, "w", encoding="utf-8") as f:
             json.dump([w.to_json() for w in timeline], f, indent=1)
@@ -98,7 +100,7 @@ def run_faults(args: argparse.Namespace) -> int:
 
 def run_recover(args: argparse.Namespace) -> int:
     from faults.journal import DEFAULT, Journal
-    from faults.runner import recover
+    from faults.recover import recover
 
     lines = recover(Journal(args.journal or DEFAULT))
     print("\n".join(lines) if lines else "nothing to recover")

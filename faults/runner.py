@@ -1,96 +1,84 @@
-"""Runs a schedule: each fault's windows on time, every applied fault reverted on every way out
-(normal end, an exception, SIGINT/SIGTERM), and leftovers of a killed run swept first."""
+"""Runs a schedule: each target's windows in order and on time, every applied fault reverted on
+every way out (normal end, an exception, SIGINT/SIGTERM), and never a fault left unaccounted for.
+
+One thread per (kind, target), whose windows never overlap: it takes them one after another from a
+lazy merge of its faults' windows, so thousands of windows cost no more threads or memory than a
+few. A window that falls due while the previous one's revert is still running starts late (and is
+recorded so), never skipped. Each window: save what the revert restores, write the journal, apply,
+wait, revert, remove the journal entry; `stop` waits for those reverts up to its deadline and records
+any window still being applied or reverted then as left in the journal.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 
-import psutil
-
 from faults.allow import Allowlist
 from faults.injectors import KINDS
-from faults.injectors.base import InjectError
+from faults.injectors.base import InjectError, Injector
 from faults.journal import Journal
-from faults.schedule import Schedule, Window
-from llmchaos.errors import UsageError
+from faults.schedule import FaultSpec, Schedule, Window
 from llmchaos.run import FaultWindow
 
 log = logging.getLogger("llmchaos.faults")
 
-
-def recover(journal: Journal, skip_live: bool = False) -> list[str]:
-    """Revert whatever the journal still holds; returns one line per entry. With `skip_live`, the
-    entries of another runner that is still alive are left to it."""
-    lines = []
-    for e in journal.entries():
-        if skip_live and e["pid"] != os.getpid() and psutil.pid_exists(e["pid"]):
-            continue
-        try:
-            KINDS[e["kind"]](e["target"]).revert(e.get("saved", {}))
-            journal.remove(e["id"])
-            lines.append(f"reverted {e['kind']} {e['name']} on {e['target']}")
-        except (InjectError, KeyError) as err:
-            lines.append(f"could not revert {e['kind']} {e['name']} on {e['target']}: {err}")
-    return lines
+TEST_PAUSE_ENV = "LLMCHAOS_FAULTS_TEST_PAUSE"
+STAGES = ("before-journal", "before-apply", "in-apply", "in-revert")
+LEFT = "left in the journal (llmchaos faults recover reverts it)"
 
 
-def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -> None:
-    """Before a run: sweep what a killed run left, then check every target can take its fault
-    (UsageError naming the schedule's line otherwise), so nothing is applied if one cannot; and
-    refuse a journal that cannot be written, since nothing could be reverted after a kill."""
-    journal.check_writable()
-    for line in recover(journal, skip_live=True):
-        log.warning("swept a leftover fault: %s", line)
-    for spec in schedule.faults:
-        reason = KINDS[spec.kind](spec.target, allow).probe()
-        if reason:
-            raise UsageError(
-                f"cannot inject {spec.kind}: {reason}",
-                file=path,
-                line=spec.target_line,
-                field=f"faults[{schedule.faults.index(spec)}].target",
-            )
+def _test_pause(stage: str) -> None:
+    """A test seam, off unless the environment names a stage (the crash tests): the runner process
+    stops itself (SIGSTOP) when a window reaches `stage`, so a test can kill it exactly there.
+    before-journal: due, nothing written; before-apply: in the journal, not applied; in-apply: the
+    target changed, the runner not yet told; in-revert: the target restored, still in the journal."""
+    if os.environ.get(TEST_PAUSE_ENV) == stage:
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class Runner:
     def __init__(self, schedule: Schedule, journal: Journal, horizon: float, allow: Allowlist = Allowlist()) -> None:
         self.schedule, self.journal, self.horizon, self.allow = schedule, journal, horizon, allow
         self.stopping = threading.Event()
-        self.timeline: list[FaultWindow] = []  # as the windows run; read while they do
+        self.timeline: list[FaultWindow] = []  # as the windows fall due; read while they run
+        self.active: set[str] = set()  # the faults applied right now
         self._threads: list[threading.Thread] = []
+        self._busy: dict[int, FaultWindow] = {}  # the windows being applied, held or reverted
+        self._end = self._stopped_at = float("inf")
 
     def start(self, t0: float | None = None) -> float:
         t0 = t0 if t0 is not None else time.time()
-        by_fault: dict[str, list[Window]] = {}
-        for w in self.schedule.windows(self.horizon):
-            by_fault.setdefault(w.name, []).append(w)
-        for name, windows in by_fault.items():
-            t = threading.Thread(target=self._run_fault, args=(t0, windows), name=f"fault-{name}", daemon=True)
+        self._end = t0 + self.horizon  # a window still on then ends there
+        for specs in self.schedule.by_target().values():
+            t = threading.Thread(target=self._run_target, args=(t0, specs), name=f"faults-{specs[0].name}", daemon=True)
             t.start()
             self._threads.append(t)
         return t0
 
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
     def stop(self, timeout: float = 1.0) -> None:
-        """End now: every fault still active is reverted before this returns (or `timeout`)."""
+        """End now: every fault still active is reverted before this returns, or by `timeout`; a window
+        still being applied or reverted then is recorded as left in the journal."""
+        self._stopped_at = min(self._stopped_at, time.time())
         self.stopping.set()
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        for rec in list(self._busy.values()):
+            rec.error = f"still being applied or reverted when the run ended: {LEFT}"
 
-    def wait(self) -> None:
-        for t in self._threads:
-            while t.is_alive() and not self.stopping.is_set():
-                t.join(0.2)
-
-    def _run_fault(self, t0: float, windows: list[Window]) -> None:
-        injector = KINDS[windows[0].kind](windows[0].target, self.allow)
+    def _run_target(self, t0: float, specs: list[FaultSpec]) -> None:
+        injector = KINDS[specs[0].kind](specs[0].target, self.allow)
         reason = injector.probe()  # also opens its connections now rather than at the first window
         if reason:
-            log.warning("%s: %s", windows[0].name, reason)
-        for w in windows:
+            log.warning("%s: %s", specs[0].name, reason)
+        for w in self.schedule.windows(self.horizon, specs):
             rec = FaultWindow(
                 name=w.name,
                 kind=w.kind,
@@ -99,33 +87,61 @@ class Runner:
                 planned_start=t0 + w.start,
                 planned_end=t0 + w.end,
             )
-            if self.stopping.wait(max(0.0, rec.planned_start - time.time())):
+            stopped = self.stopping.wait(max(0.0, rec.planned_start - time.time()))
+            if stopped and rec.planned_start > self._stopped_at:
                 return
             self.timeline.append(rec)
+            if stopped:
+                continue  # it fell due behind a late window and the run stopped first: never started
+            self._busy[id(rec)] = rec
             try:
-                saved = injector.save(w.params)
-            except InjectError as e:
-                rec.error = str(e)
-                log.error("%s: %s", w.name, e)
-                continue
-            entry = self.journal.add(w.name, w.kind, w.target, w.params, saved)
-            try:
-                injector.apply(w.name, w.params, saved)
-                rec.actual_start = time.time()
-                self.stopping.wait(max(0.0, rec.planned_end - time.time()))
-            except InjectError as e:
-                rec.error = str(e)
-                log.error("%s: %s", w.name, e)
+                self._window(injector, w, rec)
             finally:
-                try:
-                    injector.revert(saved)
-                    self.journal.remove(entry)
-                    rec.actual_end = time.time()
-                except InjectError as e:
-                    rec.error = f"revert failed, left in the journal: {e}"
-                    log.error("%s: %s", w.name, rec.error)
-            if self.stopping.is_set():
-                return
+                del self._busy[id(rec)]
+
+    def _window(self, injector: Injector, w: Window, rec: FaultWindow) -> None:
+        """One window on its target: journal, apply, hold, revert, unjournal; errors go into `rec`."""
+        _test_pause("before-journal")
+        try:
+            saved = injector.save(w.params)
+            entry = self.journal.add(w.name, w.kind, w.target, w.params, saved)
+        except (InjectError, OSError) as e:
+            rec.error = f"not applied: {e}"
+            log.error("%s: %s", w.name, rec.error)
+            return
+        _test_pause("before-apply")
+        if not self.stopping.is_set() and not self._apply_and_revert(injector, w, rec, saved):
+            return
+        try:
+            self.journal.remove(entry)
+        except OSError as e:
+            rec.error = f"reverted, but the journal could not be updated: {e}"
+            log.error("%s: %s", w.name, rec.error)
+            return
+        if rec.actual_start is not None:
+            rec.actual_end = time.time()
+
+    def _apply_and_revert(self, injector: Injector, w: Window, rec: FaultWindow, saved: dict) -> bool:
+        """Apply, hold until the window ends (or the run stops), revert; whether the revert worked."""
+        try:
+            injector.apply(w.name, w.params, saved)
+            _test_pause("in-apply")
+            rec.actual_start = time.time()
+            self.active.add(w.name)
+            self.stopping.wait(max(0.0, min(rec.planned_end, self._end) - time.time()))
+        except Exception as e:  # noqa: BLE001 - whatever apply raised, the revert below must still run
+            rec.error = str(e) if isinstance(e, InjectError) else f"{type(e).__name__}: {e}"
+            log.error("%s: %s", w.name, rec.error)
+        try:
+            injector.revert(saved)
+        except InjectError as e:
+            rec.error = f"revert failed, {LEFT}: {e}"
+            log.error("%s: %s", w.name, rec.error)
+            return False
+        finally:
+            self.active.discard(w.name)
+        _test_pause("in-revert")
+        return True
 
     def windows(self) -> list[FaultWindow]:
         """The windows that fell due, as they ran, in planned order."""

@@ -4,12 +4,37 @@ load and validate it, sweep leftovers and probe every target, run it from a star
 
 from __future__ import annotations
 
+import logging
+import os
+
 from faults.allow import Allowlist
 from faults.injectors import KINDS
 from faults.journal import DEFAULT, Journal
-from faults.runner import Runner, prepare
+from faults.recover import recover
+from faults.runner import LEFT, Runner
 from faults.schedule import HORIZON_S, Schedule, load
+from llmchaos.errors import UsageError
 from llmchaos.run import FaultWindow
+
+log = logging.getLogger("llmchaos.faults")
+
+
+def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -> None:
+    """Before a run: refuse a journal that cannot be written (nothing could be reverted after a
+    kill), sweep what a killed run left, then check every target can take its fault (UsageError
+    naming the schedule's line otherwise), so nothing is applied if one cannot."""
+    journal.check_writable()
+    for line in recover(journal, skip_live=True):
+        log.warning("swept a leftover fault: %s", line)
+    for (kind, _), specs in schedule.by_target().items():
+        reason = KINDS[kind](specs[0].target, allow).probe()
+        if reason:
+            raise UsageError(
+                f"cannot inject {kind}: {reason}",
+                file=path,
+                line=specs[0].target_line,
+                field=f"faults[{schedule.faults.index(specs[0])}].target",
+            )
 
 
 class FaultSession:
@@ -46,23 +71,28 @@ class FaultSession:
         self.runner = Runner(self.schedule, self.journal, self.horizon, self.allow)
         return self.runner.start(t0)
 
+    def running(self) -> bool:
+        """Whether windows are still to run or to end (the last one ends at the horizon)."""
+        return self.runner is not None and self.runner.running()
+
     def stop(self, timeout: float = 5.0) -> list[FaultWindow]:
-        """Revert whatever is active (within `timeout`); the windows as they ran."""
+        """Revert whatever is active, waiting for those reverts up to `timeout`; the windows as they ran."""
         if self.runner is None:
             return []
         self.runner.stop(timeout=timeout)
         return self.runner.windows()
 
     def errors(self) -> list[str]:
-        """One line per window that failed to apply or to revert."""
+        """One line per window that failed to apply or to revert, and one if this process still has
+        faults in the journal (so a run never ends as a success with a fault still applied)."""
         timeline = self.runner.timeline if self.runner else []
-        return [f"{a.name}: {a.error}" for a in timeline if a.error]
+        lines = [f"{a.name}: {a.error}" for a in timeline if a.error]
+        left = [e["name"] for e in self.journal.entries() if e["pid"] == os.getpid()]
+        if left and not lines:
+            lines.append(f"{', '.join(left)}: {LEFT}")
+        return lines
 
     def active(self) -> list[tuple[str, str, str, bool]]:
         """(fault, kind, target, active) for each fault of the schedule, for llmchaos_fault_active."""
-        running = {
-            a.name
-            for a in (self.runner.timeline if self.runner else [])
-            if a.actual_start is not None and a.actual_end is None
-        }
+        running = self.runner.active if self.runner else set()
         return [(f.name, f.kind, f.target_key, f.name in running) for f in self.schedule.faults]

@@ -3,6 +3,8 @@ windows on time, reverted at the end, on SIGTERM within 1 s, and by `faults reco
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import signal
@@ -12,10 +14,11 @@ import time
 from collections.abc import Iterator
 
 import httpx
+import psutil
 import pytest
 
 from tests.integration.test_sse_proxy import FAULT, proxy
-from tests.procs import ROOT, serve
+from tests.procs import ROOT, serve, stop
 
 TOKEN = "admin-secret"
 
@@ -175,3 +178,88 @@ def test_an_unwritable_journal_is_refused_before_anything_is_applied(tmp_path, t
     assert f"{journal}: the fault journal cannot be written" in err
     assert seen <= {(False, False)}
     assert state(server, p) == (False, False)
+
+
+def peak_rss(proc: subprocess.Popen) -> int:
+    """The highest resident set size seen while `proc` ran (sampled every 20 ms), then waits for it."""
+    ps, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        with contextlib.suppress(psutil.Error):
+            peak = max(peak, ps.memory_info().rss)
+        time.sleep(0.02)
+    return peak
+
+
+def many_windows(tmp_path, server: str, p: str, n: int) -> str:
+    """`n` faults of one 5 ms window each, every 20 ms on the proxy and 10 ms later on the simulated GPU
+    (a window's two journal writes and its HTTP calls take ~10-25 ms here: a busy machine runs them late)."""
+    path = tmp_path / f"many-{n}.yaml"
+    faults = [
+        f"  - {{name: drop-{i}, kind: sse, target: {{proxy: '{p.split('//')[1]}'}}, at: {i * 20}ms, "
+        f"duration: 5ms, params: {{drop_ratio: 0.5}}}}\n"
+        f"  - {{name: gpu-{i}, kind: gpu_clock, target: {{sim: '{server}'}}, at: {i * 20 + 10}ms, "
+        f"duration: 5ms, params: {{graphics_mhz: 990}}}}\n"
+        for i in range(n // 2)
+    ]
+    path.write_text("faults:\n" + "".join(faults))
+    return str(path)
+
+
+def test_a_thousand_short_windows_all_run_are_all_reverted_in_bounded_memory(tmp_path, targets):
+    server, p = targets
+    reference = start(many_windows(tmp_path, server, p, 2), tmp_path / "ref.json")
+    reference_rss = peak_rss(reference)
+    assert reference.returncode == 0, reference.communicate()
+    journal, timeline = tmp_path / "j.json", tmp_path / "timeline.json"
+    proc = start(many_windows(tmp_path, server, p, 1000), journal, "--timeline", str(timeline))
+    rss = peak_rss(proc)
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    windows = json.loads(timeline.read_text())
+    assert len(windows) == 1000
+    assert [w for w in windows if w["error"] or w["actual_start"] is None or w["actual_end"] is None] == []
+    for kind in ("sse", "gpu_clock"):  # one after another on each target: late when the machine is busy, never early
+        ran = sorted((w["actual_start"], w["actual_end"], w["planned_start"]) for w in windows if w["kind"] == kind)
+        assert all(start >= planned for start, _, planned in ran)
+        assert all(end <= next_start for (_, end, _), (next_start, _, _) in itertools.pairwise(ran))
+    assert json.loads(journal.read_text()) == []
+    assert state(server, p) == (False, False)
+    assert rss < reference_rss + 30_000_000, (rss, reference_rss)  # it took 723 MB
+
+
+HUNG_PROXY = """
+import http.server, json, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"active": False}).encode()
+        self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def do_PUT(self):
+        print("put", flush=True); time.sleep(60)
+    do_DELETE = do_PUT
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H); print(s.server_address[1], flush=True); s.serve_forever()
+"""
+
+
+def test_sigterm_during_a_hung_apply_ends_the_run_within_its_deadline_and_says_what_is_left(tmp_path):
+    hung = subprocess.Popen([sys.executable, "-c", HUNG_PROXY], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(hung.stdout.readline())
+        path, journal = tmp_path / "s.yaml", tmp_path / "j.json"
+        path.write_text(
+            f"faults:\n  - {{name: drop, kind: sse, target: {{proxy: '127.0.0.1:{port}'}}, at: 0s, duration: 60s, "
+            "params: {drop_ratio: 0.5}}\n"
+        )
+        proc = start(str(path), journal)
+        assert hung.stdout.readline().strip() == "put"  # the apply is in flight and will not be answered
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+        assert took < 3.0, took  # the proxy injector's HTTP timeout is 5 s: it took 6 s
+        assert proc.returncode == 1, err
+        assert "left in the journal" in err
+        assert [e["name"] for e in json.loads(journal.read_text())] == ["drop"]
+    finally:
+        stop(hung)
