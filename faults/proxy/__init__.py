@@ -17,8 +17,6 @@ import json
 import random
 import signal
 import ssl
-from collections import deque
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import cast
 from urllib.parse import urlsplit
@@ -27,8 +25,9 @@ import httptools
 import uvloop
 
 from faults.proxy.fault import SSEFault
+from faults.proxy.misbehave import Misbehave
 from llmchaos.net import is_loopback
-from llmchaos.wire import DONE_DATA, LANG_HEADER
+from llmchaos.wire import LANG_HEADER
 
 CONTROL = "/_llmchaos/fault"
 HOP_BY_HOP = {
@@ -45,7 +44,7 @@ HOP_BY_HOP = {
     b"accept-encoding",
 }
 END = b"0\r\n\r\n"
-DONE, LANG = DONE_DATA.encode(), LANG_HEADER.encode()
+LANG = LANG_HEADER.encode()
 
 
 def frame(data: bytes) -> bytes:
@@ -61,59 +60,27 @@ def response(status: int, body: dict, headers: dict[str, str] | None = None) -> 
     ).encode() + payload
 
 
-class Misbehave:
-    """Event by event (an event ends with a blank line) through a fault, in order, to the client."""
+class ToClient:
+    """The client's side of one upstream answer, for Misbehave."""
 
-    def __init__(
-        self, fault: SSEFault, rng: random.Random, client: asyncio.Transport, stop_upstream: Callable[[], None]
-    ) -> None:
-        self.f, self.rng, self.client, self.stop_upstream = fault, rng, client, stop_upstream
-        self.buf, self.queue, self.wake = b"", deque[bytes | None](), asyncio.Event()
-        self.task = asyncio.get_running_loop().create_task(self.run())
+    def __init__(self, up: Upstream) -> None:
+        self.up = up
 
-    def feed(self, data: bytes) -> None:
-        self.buf += data.replace(b"\r\n", b"\n")
-        *events, self.buf = self.buf.split(b"\n\n")
-        self.queue.extend(ev + b"\n\n" for ev in events)
-        self.wake.set()
+    def write(self, data: bytes) -> None:
+        self.up.client.transport.write(frame(data))
 
-    def finish(self) -> None:
-        if self.buf:
-            self.queue.append(self.buf)
-        self.queue.append(None)
-        self.wake.set()
+    def end(self) -> None:
+        self.up.client.transport.write(END)
 
-    async def run(self) -> None:
-        f, sent = self.f, 0
-        if f.first_event_delay:
-            await asyncio.sleep(f.first_event_delay)
-        while True:
-            while not self.queue:
-                self.wake.clear()
-                await self.wake.wait()
-            ev = self.queue.popleft()
-            if self.client.is_closing():  # the client left
-                self.stop_upstream()
-                return
-            if ev is None:
-                self.client.write(END)
-                return
-            content = ev.startswith(b"data:") and DONE not in ev
-            if content and f.drop_ratio and self.rng.random() < f.drop_ratio:
-                continue
-            if f.jitter:
-                await asyncio.sleep(self.rng.uniform(0.0, f.jitter))
-            if f.bandwidth:
-                await asyncio.sleep(len(ev) / f.bandwidth)
-            self.client.write(frame(ev))
-            sent += 1
-            if f.cut_after and sent >= f.cut_after:
-                self.stop_upstream()
-                if f.reset:
-                    self.client.abort()
-                else:
-                    self.client.write(END)
-                return
+    def abort(self) -> None:
+        self.up.client.transport.abort()
+
+    def cut_upstream(self) -> None:
+        self.up.abort()
+
+    def throttle(self, on: bool) -> None:
+        if self.up.transport is not None:
+            (self.up.transport.pause_reading if on else self.up.transport.resume_reading)()
 
 
 class Upstream(asyncio.Protocol):
@@ -156,7 +123,7 @@ class Upstream(asyncio.Protocol):
         self.client.transport.write(head)
         self.head_sent = True
         if self.shape and self.chunked and b"text/event-stream" in names.get(b"content-type", b""):
-            self.misbehave = Misbehave(self.shape, self.client.proxy.rng, self.client.transport, self.abort)
+            self.misbehave = Misbehave(self.shape, self.client.proxy.rng, ToClient(self))
 
     def on_body(self, body: bytes) -> None:
         if self.misbehave is not None:
@@ -166,7 +133,7 @@ class Upstream(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         if self.misbehave is not None:
-            self.misbehave.finish()
+            self.misbehave.finish(complete=True)
         elif self.chunked:
             self.client.transport.write(END)
         if self.done is not None and not self.done.done():
