@@ -19,7 +19,8 @@ FAULT = "/_llmchaos/fault"
 
 
 @contextlib.contextmanager
-def proxy(upstream: str) -> Iterator[str]:
+def proxy_process(upstream: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`llmchaos proxy` in front of `upstream` on a free loopback port: (its URL, its process)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "llmchaos.cli", "proxy", "--listen", f"127.0.0.1:{port}", "--upstream", upstream],
@@ -29,14 +30,23 @@ def proxy(upstream: str) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"the proxy exited with {proc.returncode}"
+            assert time.monotonic() < deadline, "the proxy did not answer in 30 s"
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(url + FAULT).status_code == 200:
                     break
             time.sleep(0.05)
-        yield url
+        yield url, proc
     finally:
         stop(proc)
+
+
+@contextlib.contextmanager
+def proxy(upstream: str) -> Iterator[str]:
+    with proxy_process(upstream) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -139,14 +149,37 @@ def test_fault_per_language_and_revert(urls):
         ({"jitter": -1}, "jitter must not be negative"),
         ({"error_status": 404}, "error_status must be one of"),
         ({"colour": "red"}, "unknown field 'colour'"),
+        ({"seed": {}}, "seed must be an integer"),
+        ('{"first_event_delay": NaN}', "first_event_delay must be a finite number of seconds"),
+        ({"error_status": 429.0}, "error_status must be one of"),
+        ({"retry_after": "1\r\nset-cookie: x=1"}, "retry_after must be a whole number"),
+        ({"cut_after": 2, "reset": "no"}, "reset must be true or false"),
+        ({"langs": "en"}, "langs must be a list of language tags"),
+        ([1], "a fault is a JSON object"),
     ],
 )
 def test_bad_fault_is_refused_and_nothing_applied(urls, params, message):
     _, p = urls
     httpx.delete(p + FAULT)
-    r = httpx.put(p + FAULT, json=params)
+    r = httpx.put(p + FAULT, **{"content" if isinstance(params, str) else "json": params})
     assert r.status_code == 400
     assert message in r.json()["error"]
+    assert httpx.get(p + FAULT).json()["active"] is False
+
+
+@pytest.mark.parametrize("body", [b"{", b"\xff", b"[" * 100_000])
+def test_a_body_that_is_not_json_is_refused(urls, body):
+    _, p = urls
+    r = httpx.put(p + FAULT, content=body)
+    assert r.status_code == 400
+    assert r.json()["error"].startswith("invalid JSON")
+
+
+def test_the_control_api_takes_three_methods(urls):
+    _, p = urls
+    r = httpx.post(p + FAULT, json={"drop_ratio": 1})
+    assert r.status_code == 405
+    assert r.headers["allow"] == "GET, PUT, DELETE"
     assert httpx.get(p + FAULT).json()["active"] is False
 
 
