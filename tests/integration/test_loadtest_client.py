@@ -3,7 +3,13 @@ request's outcome, and when the client gives up on it."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import queue
+import socket
+import struct
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,6 +17,8 @@ from collections.abc import Iterator
 import gevent
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
@@ -171,3 +179,102 @@ def test_the_connection_is_reused_after_a_whole_response(url):
     client.close()
     assert len(set(socks)) == 1
     gevent.sleep(0)
+
+
+# -- fuzz: the client's outcome for a generated stream, from a raw socket server -------------------
+class RawServer:
+    """Answers each connection, once its request is in, with the next queued response: the head, then
+    each piece written on its own; then a clean close, or an abort (RST) when `cut`."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.responses: queue.Queue[tuple[list[bytes], bool]] = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):  # the listener closed: done
+            while True:
+                conn, _ = self.listener.accept()
+                with conn:
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        head += conn.recv(65536)
+                    pieces, cut = self.responses.get(timeout=10)
+                    with contextlib.suppress(OSError):
+                        for p in pieces:
+                            conn.sendall(p)
+                        if cut:
+                            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (closing alone does not)
+        self.listener.close()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def raw() -> Iterator[RawServer]:
+    server = RawServer()
+    yield server
+    server.close()
+
+
+def chunk(obj: dict) -> str:
+    return "data: " + json.dumps({"choices": [{"index": 0, **obj}]})
+
+
+NOISE = [": keep-alive", "event: ping", "data:", chunk({"delta": {"role": "assistant", "content": ""}})]
+BAD = {  # an event a stream may carry, and the outcome it makes
+    "data: " + json.dumps({"error": {"message": "boom", "code": 500}}): "http_500",
+    'data: {"choices": [}': "malformed",
+    "data: \udcff": "malformed",  # a lone surrogate: written as invalid UTF-8 below
+}
+
+
+@st.composite
+def misbehaving_streams(draw: st.DrawFn) -> tuple[list[bytes], bool, str, str]:
+    """(the response's pieces, cut, the outcome, the text): events of text and noise, maybe one bad
+    event, ended by [DONE], by the body's end, or cut; one line end throughout, maybe a BOM first."""
+    events = [(chunk({"delta": {"content": t}}), t) for t in draw(st.lists(st.text(max_size=6), max_size=8))]
+    for noise in draw(st.lists(st.sampled_from(NOISE), max_size=4)):
+        events.insert(draw(st.integers(0, len(events))), (noise, ""))
+    ending = draw(st.sampled_from(["done", "eof", "cut"]))
+    outcome, text = {"done": "ok", "eof": "truncated", "cut": "truncated"}[ending], "".join(t for _, t in events)
+    bad = draw(st.none() | st.sampled_from(sorted(BAD)))
+    if bad is not None:
+        at = draw(st.integers(0, len(events)))
+        outcome, text = BAD[bad], "".join(t for _, t in events[:at])
+        events.insert(at, (bad, ""))
+    if ending == "done":
+        events += [(chunk({"delta": {}, "finish_reason": "stop"}), ""), ("data: [DONE]", "")]
+    eol = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    body = draw(st.sampled_from(["", "\ufeff"])) + "".join(line + eol + eol for line, _ in events)
+    raw_body = body.encode("utf-8", "surrogateescape")
+    cuts = sorted(draw(st.lists(st.integers(0, len(raw_body)), max_size=6)))
+    parts = [raw_body[a:b] for a, b in itertools.pairwise([0, *cuts, len(raw_body)]) if b > a]
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    pieces = [head, *(b"%x\r\n%s\r\n" % (len(p), p) for p in parts)]
+    if ending != "cut":
+        pieces.append(b"0\r\n\r\n")
+    return pieces, ending == "cut", outcome, text
+
+
+@pytest.mark.fuzz
+@given(case=misbehaving_streams())
+def test_any_stream_is_measured_and_classified(raw, case):
+    pieces, cut, outcome, text = case
+    raw.responses.put((pieces, cut))
+    adapter = ADAPTERS["openai-chat"]
+    rec = RequestRecord("en", adapter.name, raw.url)
+    client = StreamClient(raw.url, Limits(connect=2.0, ttft=5.0, stall=5.0, request=10.0))
+    try:
+        client.run(adapter, adapter.call("m", "x", "en", 8, True, False, None), True, rec, time.perf_counter())
+    finally:
+        client.close()
+    assert (rec.outcome, rec.text) == (outcome, text), rec.error
+    assert (rec.ttft is not None) == bool(text)
+    assert len(rec.gaps) == max(0, len(rec.chunks) - 1)
