@@ -120,32 +120,8 @@ class Schedule:
         return groups
 
 
-class _Reader:
+class _Reader(yamlfile.Reader):
     """Reads one schedule file's nodes, every error naming its file, line and field."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, node: yaml.Node, field_: str, message: str) -> UsageError:
-        return UsageError(message, file=self.path, line=yamlfile.line(node), field=field_ or None)
-
-    def mapping(self, node: yaml.Node, where: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        """A mapping node's fields by name (each a plain word, given once)."""
-        items: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for k, v in node.value:
-            if not isinstance(k, yaml.ScalarNode) or not k.value:
-                raise self.fail(k, where, "a field name must be a word")
-            name = f"{where}.{k.value}" if where else k.value
-            if k.value in items:
-                raise self.fail(k, name, "given twice")
-            items[k.value] = (k, v)
-        return items
-
-    def value(self, node: yaml.Node, where: str) -> object:
-        try:
-            return yamlfile.value(node)
-        except yaml.YAMLError as e:
-            raise self.fail(node, where, f"cannot be read: {str(e).splitlines()[0]}") from None
 
     def seconds(self, node: yaml.Node, where: str) -> float:
         s = duration(self.value(node, where), where, self.path, yamlfile.line(node))

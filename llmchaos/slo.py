@@ -26,7 +26,7 @@ def load(path: str | None) -> Slos:
     if not path:
         return slos
     r = yamlfile.Reader(path)
-    for lang, (k, v) in r.mapping(r.root, "", "an SLO file maps language -> {ttft_p99_ms: ..}").items():
+    for lang, (k, v) in r.mapping(yamlfile.compose(path), "", "an SLO file maps language -> {ttft_p99_ms: ..}").items():
         if lang not in slos:
             raise r.fail(k, lang, "unknown language")
         for key, (mk, mv) in r.mapping(v, lang).items():

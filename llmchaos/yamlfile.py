@@ -41,11 +41,10 @@ def line(node: yaml.Node) -> int:
 
 
 class Reader:
-    """One YAML file read as nodes, every error naming the file, the line and the field."""
+    """Reads one YAML file's nodes (from `compose`), every error naming the file, line and field."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.root = compose(path)
 
     def fail(self, node: yaml.Node, field: str, message: str) -> UsageError:
         return UsageError(message, file=self.path, line=line(node), field=field or None)

@@ -86,12 +86,12 @@ def shape(kind: str, levels: list[float], stage_duration: float, open_loop: bool
 
 def load(path: str) -> Profile:
     """Read a YAML profile; every error names the file, line and field."""
-    r = yamlfile.Reader(path)
-    top = r.mapping(r.root, "", "a profile is a mapping with 'stages'")
+    root, r = yamlfile.compose(path), yamlfile.Reader(path)
+    top = r.mapping(root, "", "a profile is a mapping with 'stages'")
     for name, (k, _) in top.items():
         if name not in ("stages", "ramp"):
             raise r.fail(k, name, "unknown field")
-    stages_node = top["stages"][1] if "stages" in top else r.root
+    stages_node = top["stages"][1] if "stages" in top else root
     if not isinstance(stages_node, yaml.SequenceNode) or not stages_node.value:
         raise r.fail(stages_node, "stages", "must be a non-empty list")
     stages = [_stage(r, item, f"stages[{i}]") for i, item in enumerate(stages_node.value)]
