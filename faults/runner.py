@@ -19,7 +19,7 @@ import time
 
 from faults.allow import Allowlist
 from faults.injectors import KINDS
-from faults.injectors.base import InjectError, Injector
+from faults.injectors.base import InjectError, Injector, TargetGone
 from faults.journal import Journal
 from faults.schedule import FaultSpec, Schedule, Window
 from llmchaos.run import FaultWindow
@@ -134,6 +134,8 @@ class Runner:
             log.error("%s: %s", w.name, rec.error)
         try:
             injector.revert(saved)
+        except TargetGone as e:
+            log.warning("%s: %s; nothing left to revert", w.name, e)
         except InjectError as e:
             rec.error = f"revert failed, {LEFT}: {e}"
             log.error("%s: %s", w.name, rec.error)

@@ -22,6 +22,11 @@ class InjectError(Exception):
     """A fault could not be applied, reverted or read back; the message is one line."""
 
 
+class TargetGone(InjectError):
+    """The target itself no longer exists (its network namespace, interface, container or server):
+    whatever was applied to it went with it, so there is nothing left to revert."""
+
+
 class Injector(Protocol):
     """A fault on one target. `save` reads what `revert` needs before anything changes; the runner
     writes it to the journal, then applies, so a later `llmchaos faults recover` can revert from
@@ -49,7 +54,8 @@ class Injector(Protocol):
         """Apply (replace semantics: applying twice leaves one fault)."""
 
     def revert(self, saved: dict) -> None:
-        """Undo; a fault that is already gone counts as reverted."""
+        """Undo, and return only once the target reads back as restored; a fault that is already
+        gone counts as reverted; TargetGone when the target itself no longer exists."""
 
     def read_back(self) -> dict:
         """What the target reports now."""

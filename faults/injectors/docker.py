@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar, overload
 
 from faults.allow import Allowlist
-from faults.injectors.base import FieldError, InjectError, number, only_keys
+from faults.injectors.base import FieldError, InjectError, TargetGone, number, only_keys
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -199,10 +199,12 @@ class Docker:
 
     def revert(self, saved: dict) -> None:
         client = self._client()
+        gone = []
         for entry in saved.get("containers", []):
             c = self._call(f"inspect {entry['name']}", client.containers.get, entry["id"], gone_ok=True)
             if c is None:
-                continue  # removed meanwhile: nothing left to undo
+                gone.append(entry["name"])  # removed meanwhile: nothing left to undo
+                continue
             restart = saved["action"] in ("kill", "stop", "restart")
             if c.status == "paused":
                 self._call("unpause", c.unpause)
@@ -221,6 +223,8 @@ class Docker:
                 self._call(
                     "connect", network.connect, c, aliases=entry.get("aliases") or None, ipv4_address=entry.get("ipv4")
                 )
+        if gone and len(gone) == len(saved.get("containers", [])):
+            raise TargetGone(f"no container {', '.join(gone)} any more")
 
     def read_back(self) -> dict:
         out = []

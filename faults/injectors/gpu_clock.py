@@ -21,7 +21,7 @@ from typing import ClassVar
 import httpx
 
 from faults.allow import Allowlist
-from faults.injectors.base import FieldError, InjectError, only_keys, word
+from faults.injectors.base import FieldError, InjectError, TargetGone, only_keys, word
 
 SANE_MHZ = (100, 10_000)  # any GPU's clocks lie within; the device's own range is probed before a run
 
@@ -88,11 +88,19 @@ class GpuClock:
         assert self.sim is not None, "only a sim target has a simulated device"
         try:
             r = self.http.request(method, self.sim.rstrip("/") + "/admin/device/clocks", json=json)
+        except httpx.ConnectError as e:  # nothing listens: a server that is gone holds no lock
+            raise TargetGone(f"simulated device at {self.sim} is gone ({e})") from None
         except httpx.TransportError as e:
             raise InjectError(f"simulated device at {self.sim} unreachable: {e}") from None
         if r.status_code != 200:
             raise InjectError(f"simulated device refused ({r.status_code}): {r.text[:200]}")
-        return r.json()
+        try:
+            clocks = r.json()
+        except ValueError:
+            clocks = None
+        if not isinstance(clocks, dict):
+            raise InjectError(f"simulated device at {self.sim} answered something other than its clocks")
+        return clocks
 
     def _handle(self) -> tuple[ModuleType, object]:
         """(pynvml, the device handle)."""
@@ -137,14 +145,16 @@ class GpuClock:
 
     def revert(self, saved: dict) -> None:
         if self.sim:
-            try:
-                if saved.get("locked"):
-                    self._sim("PUT", json={"graphics_mhz": saved["graphics_mhz"]})
-                else:
-                    self._sim("DELETE")
-            except InjectError:
-                if self.probe() is None:
-                    raise  # reachable but refusing: a real failure; a server that is gone holds no lock
+            locked = bool(saved.get("locked"))
+            now = self._sim("PUT", json={"graphics_mhz": saved["graphics_mhz"]}) if locked else self._sim("DELETE")
+            if (bool(now.get("locked")), now.get("graphics_mhz") if locked else None) != (
+                locked,
+                saved.get("graphics_mhz") if locked else None,
+            ):
+                raise InjectError(
+                    f"simulated device reads back {now.get('graphics_mhz')} MHz (locked: {now.get('locked')}) "
+                    f"after the revert, not {saved.get('graphics_mhz')} MHz (locked: {locked})"
+                )
             return
         nv, h = self._handle()
         try:

@@ -14,7 +14,7 @@ from pyroute2 import config as pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError
 
 from faults.allow import Allowlist
-from faults.injectors.base import InjectError, only_keys, word
+from faults.injectors.base import InjectError, TargetGone, only_keys, word
 
 # NetNS forks a helper that pyroute2 ends with SIGTERM: with our handler inherited, that copy of this
 # process would run the runner's revert and journal code; with the default handler it just exits.
@@ -87,12 +87,12 @@ class RootQdisc:
         if os.geteuid() != 0:
             raise InjectError(f"{self.kind} on {self.where}: needs root (CAP_NET_ADMIN)")
         if self.netns and self.netns not in netns.listnetns():
-            raise InjectError(f"{self.kind}: no network namespace {self.netns!r}")
+            raise TargetGone(f"{self.kind}: no network namespace {self.netns!r}")
         ipr = NetNS(self.netns) if self.netns else IPRoute()
         try:
             found = ipr.link_lookup(ifname=self.interface)
             if not found:
-                raise InjectError(f"{self.kind}: no interface {self.where}")
+                raise TargetGone(f"{self.kind}: no interface {self.where}")
             yield ipr, found[0]
         finally:
             ipr.close()

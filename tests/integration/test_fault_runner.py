@@ -263,3 +263,34 @@ def test_sigterm_during_a_hung_apply_ends_the_run_within_its_deadline_and_says_w
         assert [e["name"] for e in json.loads(journal.read_text())] == ["drop"]
     finally:
         stop(hung)
+
+
+def recover(journal, token: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "LLMCHAOS_ADMIN_TOKEN"}
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
+        cwd=ROOT,
+        env={**env, "LLMCHAOS_ADMIN_TOKEN": token} if token else env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_recover_says_reverted_only_once_the_clock_reads_back_as_before(tmp_path, targets):
+    server, p = targets
+    journal = tmp_path / "j.json"
+    proc = start(write_schedule(tmp_path, server, p, length="60s"), journal)
+    wait_active(server, p, proc)
+    proc.kill()
+    proc.wait(10)
+    refused = recover(journal, token=None)  # the admin API refuses without the token
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "could not revert gpu_clock slow-gpu" in refused.stdout
+    assert "reverted gpu_clock" not in refused.stdout
+    assert state(server, p) == (False, True)  # the proxy's fault went; the clock is still locked
+    assert [e["name"] for e in json.loads(journal.read_text())] == ["slow-gpu"]
+    r = recover(journal, token=TOKEN)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("reverted gpu_clock slow-gpu")
+    assert state(server, p) == (False, False)
+    assert json.loads(journal.read_text()) == []

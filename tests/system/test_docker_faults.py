@@ -296,3 +296,23 @@ def test_probe_says_what_this_host_can_inject():
     assert lines["sse"] == "yes"
     assert lines["docker"].startswith("no: no Docker daemon at DOCKER_HOST")
     assert lines["netem"] in ("yes", "no: this kernel has no sch_netem (try: modprobe sch_netem)")
+
+
+def test_a_leftover_whose_container_is_gone_is_dropped_and_said_so(daemon, tmp_path):
+    client, image = daemon
+    c = client.containers.run(image, ["sleep", "600"], detach=True, network_mode="none", labels=ALLOW)
+    try:
+        path = schedule(tmp_path, sock(client), c.name, "freeze|0s|60s|{action: pause}")
+        journal = tmp_path / "journal.json"
+        proc = faults("run", path, "--journal", str(journal))
+        wait_status(c, "paused")
+        proc.kill()
+        proc.communicate(timeout=30)
+    finally:
+        c.remove(force=True)
+    rec = faults("recover", "--journal", str(journal))
+    out, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, out + err
+    assert out.startswith("dropped docker freeze"), out  # it said "reverted": there was nothing to revert
+    assert "nothing left to revert" in out
+    assert json.loads(journal.read_text()) == []

@@ -168,3 +168,54 @@ def test_a_killed_runner_leaves_no_qdisc(pair, tmp_path, sig):
         assert r.stdout.startswith("reverted tbf slow-link"), r.stdout + r.stderr
     assert tbf.read_back()["kind"] != "tbf"
     assert json.loads(journal.read_text()) == []
+
+
+def run_until_applied(path, journal, tbf: Tbf) -> subprocess.Popen:
+    """`llmchaos faults run` until its tbf reads back, then SIGKILLed: the journal holds it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(journal)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10
+    while tbf.read_back()["kind"] != "tbf":
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.kill()
+    proc.communicate(timeout=10)
+    return proc
+
+
+def recover(journal) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("gone", ["netns", "interface"])
+def test_a_leftover_whose_target_is_gone_is_dropped_and_said_so(tmp_path, gone):
+    path, journal = tmp_path / "schedule.yaml", tmp_path / "journal.json"
+    with veth_pair() as (_, b, _, _):
+        path.write_text(
+            f"faults:\n  - {{name: slow-link, kind: tbf, target: {{netns: {b}, interface: veth0}}, "
+            f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n"
+        )
+        run_until_applied(path, journal, Tbf({"netns": b, "interface": "veth0"}))
+        if gone == "interface":
+            with NetNS(b) as ns:
+                ns.link("del", index=ns.link_lookup(ifname="veth0")[0])
+            r = recover(journal)
+    if gone == "netns":
+        r = recover(journal)  # the namespaces are gone now
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("dropped tbf slow-link"), r.stdout
+    assert "nothing left to revert" in r.stdout
+    assert json.loads(journal.read_text()) == []
+    again = recover(journal)
+    assert (again.returncode, again.stdout.strip()) == (0, "nothing to recover")
