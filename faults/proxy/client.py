@@ -136,21 +136,25 @@ class Client(asyncio.Protocol):
         target = path(req.url)
         close = not req.keep_alive
         if not target.startswith("/"):
-            self.transport.write(response(400, {"error": "the request target must be a path"}, close=close))
+            self.reply(req, response(400, {"error": "the request target must be a path"}, close=close))
         elif target == CONTROL:
-            self.transport.write(self.proxy.control(req.method, bytes(req.body), self.peer, close))
+            self.reply(req, self.proxy.control(req.method, bytes(req.body), self.peer, close))
         elif not is_loopback(self.peer) and (
             is_admin(target) or is_admin(self.proxy.target.base.decode("latin-1") + target)
         ):
-            self.transport.write(response(403, {"error": "the upstream's admin API is loopback-only"}, close=close))
+            self.reply(req, response(403, {"error": "the upstream's admin API is loopback-only"}, close=close))
         else:
             return await self.forward(req)
         return req.keep_alive
 
+    def reply(self, req: Request, answer: bytes) -> None:
+        """One of the proxy's own answers; to a HEAD, its head alone."""
+        self.transport.write(answer[: answer.index(b"\r\n\r\n") + 4] if req.method == b"HEAD" else answer)
+
     async def forward(self, req: Request) -> bool:
         shape = self.proxy.shape(req.header(LANG))
         if shape is not None and shape[0].error_ratio and shape[1].random() < shape[0].error_ratio:
-            self.transport.write(self.proxy.injected_error(shape[0], close=not req.keep_alive))
+            self.reply(req, self.proxy.injected_error(shape[0], close=not req.keep_alive))
             return req.keep_alive
         request = req.upstream_bytes(self.proxy.target.base, self.proxy.target.authority, self.peer)
         try:
@@ -159,7 +163,7 @@ class Client(asyncio.Protocol):
             except Stale:  # a pooled connection the upstream had closed: once more, on a new one
                 return await self.relay(req, shape, request, fresh=True)
         except UpstreamError as e:
-            self.transport.write(response(502, {"error": str(e)}, close=not req.keep_alive))
+            self.reply(req, response(502, {"error": str(e)}, close=not req.keep_alive))
             return req.keep_alive
 
     async def relay(self, req: Request, shape: Shape | None, request: bytes, fresh: bool) -> bool:

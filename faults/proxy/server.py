@@ -44,7 +44,7 @@ class Proxy:
         return response(fault.error_status, {"error": error}, {"retry-after": str(fault.retry_after)}, close)
 
     def control(self, method: bytes, body: bytes, peer: str, close: bool) -> bytes:
-        """`GET|PUT|DELETE /_llmchaos/fault`, from the loopback only."""
+        """`GET|PUT|DELETE /_llmchaos/fault` (and HEAD), from the loopback only."""
         if not is_loopback(peer):
             return response(403, {"error": "control API is loopback-only"}, close=close)
         if method == b"PUT":
@@ -59,7 +59,7 @@ class Proxy:
             self.fault, self.rng = fault, random.Random(fault.seed)
         elif method == b"DELETE":
             self.fault = None
-        elif method != b"GET":
+        elif method not in (b"GET", b"HEAD"):
             return response(405, {"error": f"use {CONTROL_METHODS}"}, {"allow": CONTROL_METHODS}, close)
         return response(
             200, {"active": self.fault is not None, "fault": asdict(self.fault) if self.fault else None}, close=close

@@ -145,3 +145,15 @@ def test_a_client_that_leaves_before_the_first_byte_cancels_the_upstream_request
         while running(server.url) != 0:
             assert time.monotonic() < deadline, "the upstream request outlived its client"
             time.sleep(0.05)
+
+
+def test_the_proxys_own_answer_to_a_head_has_no_body(proxied):
+    p, _ = proxied
+    with connect(p) as s:
+        reader = Reader(s)
+        s.sendall(request("HEAD", "/_llmchaos/fault") + request("GET", "/_llmchaos/fault"))
+        head, get = reader.answer("HEAD"), reader.answer("GET")
+    assert head is not None
+    assert (head.status, head.body) == (200, b"")
+    assert get is not None
+    assert (get.status, get.body) == (200, b'{"active": false, "fault": null}')
