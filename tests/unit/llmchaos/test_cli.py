@@ -26,6 +26,7 @@ def test_every_component_owns_its_subcommands():
         "proxy": "faults.cli",
         "faults": "faults.cli",
         "push-delete": "loadtests.cli",
+        "loadtest-help": "loadtests.cli",
         "report": "dashboards.cli",
     }
 
