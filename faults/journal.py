@@ -147,6 +147,11 @@ class Journal:
             self._write([*self._read(), entry])
         return entry["id"]
 
+    def update(self, entry_id: str, saved: dict) -> None:
+        """Replace what an entry's revert restores (once the fault is applied and read back)."""
+        with self._locked():
+            self._write([Entry(**{**e, "saved": saved}) if e["id"] == entry_id else e for e in self._read()])
+
     def remove(self, entry_id: str) -> None:
         with self._locked():
             self._write([e for e in self._read() if e["id"] != entry_id])

@@ -110,7 +110,7 @@ class Runner:
             log.error("%s: %s", w.name, rec.error)
             return
         _test_pause("before-apply")
-        if not self.stopping.is_set() and not self._apply_and_revert(injector, w, rec, saved):
+        if not self.stopping.is_set() and not self._apply_and_revert(injector, w, rec, saved, entry):
             return
         try:
             self.journal.remove(entry)
@@ -121,11 +121,14 @@ class Runner:
         if rec.actual_start is not None:
             rec.actual_end = time.time()
 
-    def _apply_and_revert(self, injector: Injector, w: Window, rec: FaultWindow, saved: dict) -> bool:
+    def _apply_and_revert(self, injector: Injector, w: Window, rec: FaultWindow, saved: dict, entry: str) -> bool:
         """Apply, hold until the window ends (or the run stops), revert; whether the revert worked."""
         try:
-            injector.apply(w.name, w.params, saved)
+            applied = injector.apply(w.name, w.params, saved)
             _test_pause("in-apply")
+            if applied:
+                saved = {**saved, **applied}
+                self.journal.update(entry, saved)
             rec.actual_start = time.time()
             self.active.add(w.name)
             self.stopping.wait(max(0.0, min(rec.planned_end, self._end) - time.time()))

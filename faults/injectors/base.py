@@ -50,8 +50,9 @@ class Injector(Protocol):
     def save(self, params: dict) -> dict:
         """The state `revert` restores (JSON), read before `apply` changes it."""
 
-    def apply(self, name: str, params: dict, saved: dict) -> None:
-        """Apply (replace semantics: applying twice leaves one fault)."""
+    def apply(self, name: str, params: dict, saved: dict) -> dict | None:
+        """Apply (replace semantics: applying twice leaves one fault). May return more for `saved`
+        (what the target read back with the fault on), which the runner journals and reverts with."""
 
     def revert(self, saved: dict) -> None:
         """Undo, and return only once the target reads back as restored; a fault that is already

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import random
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -113,43 +115,67 @@ class RootQdisc:
         return None
 
     def save(self, params: dict) -> dict:
-        return {}  # deleting our root qdisc gives the interface back its default
+        """A handle of this window's own (deleting our root qdisc gives the interface back its default)."""
+        return {"handle": random.randrange(0x1000, 0xF000) << 16}
 
-    def apply(self, name: str, params: dict, saved: dict) -> None:
+    def apply(self, name: str, params: dict, saved: dict) -> dict:
+        """Put the qdisc in place; returns `applied`, the root qdisc as read back (kind, handle and
+        every option), which revert needs to tell it from a qdisc someone put there since."""
         reason = self.probe()
         if reason:
             raise InjectError(reason)
+        handle = saved.get("handle", HANDLE)
         with self._ipr() as (ipr, index):
             try:
-                ipr.tc("replace", self.qdisc, index, HANDLE, **self.options(params))
+                ipr.tc("replace", self.qdisc, index, handle, **self.options(params))
             except NetlinkError as e:
                 if e.code == errno.ENOENT:
                     raise InjectError(missing_module(self.qdisc)) from None
                 raise InjectError(f"{self.kind} on {self.where}: {e}") from None
             self.mine = True
-            if self._root(ipr, index) != {"kind": self.qdisc, "handle": HANDLE}:
+            applied = self._identity(ipr, index)
+            if (applied["kind"], applied["handle"]) != (self.qdisc, handle):
                 raise InjectError(f"{self.kind} on {self.where}: applied but not read back")
+            return {"applied": applied}
 
     def revert(self, saved: dict) -> None:
-        """Delete the root qdisc if it is ours (this kind, handle 1:); anything else counts as gone."""
+        """Delete the root qdisc only if it is the one applied: as read back then (`applied`), else
+        of this kind with the handle saved; anything else (gone, or someone else's since) is left."""
         with self._ipr() as (ipr, index):
-            if self._root(ipr, index) == {"kind": self.qdisc, "handle": HANDLE}:
+            if self._ours(ipr, index, saved):
                 try:
                     ipr.tc("del", index=index, parent=ROOT)
                 except NetlinkError as e:
                     if e.code not in (errno.ENOENT, errno.EINVAL):  # removed meanwhile: already gone
                         raise InjectError(f"{self.kind} revert on {self.where}: {e}") from None
-            if self._root(ipr, index) == {"kind": self.qdisc, "handle": HANDLE}:
+            if self._ours(ipr, index, saved):
                 raise InjectError(f"{self.kind} on {self.where}: reverted but still read back")
         self.mine = False
 
+    def _ours(self, ipr: IPRoute, index: int, saved: dict) -> bool:
+        now = self._identity(ipr, index)
+        if "applied" in saved:
+            return now == saved["applied"]
+        return (now["kind"], now["handle"]) == (self.qdisc, saved.get("handle", HANDLE))
+
     def read_back(self) -> dict:
         with self._ipr() as (ipr, index):
-            return self._root(ipr, index)
+            root = self._identity(ipr, index)
+        return {"kind": None} if root["kind"] is None else {"kind": root["kind"], "handle": root["handle"]}
 
     @staticmethod
-    def _root(ipr: IPRoute, index: int) -> dict:
+    def _identity(ipr: IPRoute, index: int) -> dict:
+        """The root qdisc's kind, handle and options, as JSON reads them back from the journal."""
         roots = [q for q in ipr.get_qdiscs(index=index) if q["parent"] == ROOT]
         if not roots:
-            return {"kind": None}
-        return {"kind": roots[0].get_attr("TCA_KIND"), "handle": roots[0]["handle"]}
+            return {"kind": None, "handle": None, "options": None}
+        options = roots[0].get_attr("TCA_OPTIONS")
+        return json.loads(
+            json.dumps(
+                {
+                    "kind": roots[0].get_attr("TCA_KIND"),
+                    "handle": roots[0]["handle"],
+                    "options": options.dump() if options is not None else None,
+                }
+            )
+        )

@@ -219,3 +219,42 @@ def test_a_leftover_whose_target_is_gone_is_dropped_and_said_so(tmp_path, gone):
     assert json.loads(journal.read_text()) == []
     again = recover(journal)
     assert (again.returncode, again.stdout.strip()) == (0, "nothing to recover")
+
+
+def root_tbf_rate(ns: str) -> int | None:
+    """The rate (bytes/s) of the root tbf on veth0 in `ns`, None when its root is not a tbf."""
+    with NetNS(ns) as n:
+        roots = [q for q in n.get_qdiscs(index=n.link_lookup(ifname="veth0")[0]) if q["parent"] == 0xFFFFFFFF]
+        if not roots or roots[0].get_attr("TCA_KIND") != "tbf":
+            return None
+        return roots[0].get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")["rate"]
+
+
+def test_a_sweep_leaves_the_operators_own_qdisc_alone(tmp_path):
+    path, journal = tmp_path / "schedule.yaml", tmp_path / "journal.json"
+    with veth_pair() as (a, b, _, _):
+        path.write_text(
+            f"faults:\n  - {{name: slow-link, kind: tbf, target: {{netns: {b}, interface: veth0}}, "
+            f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n"
+        )
+        run_until_applied(path, journal, Tbf({"netns": b, "interface": "veth0"}))
+        subprocess.run(["tc", "-n", b, "qdisc", "del", "dev", "veth0", "root"], check=True)
+        subprocess.run(  # the operator's own shaping, with the handle we used to use
+            ["tc", "-n", b, "qdisc", "add", "dev", "veth0", "root", "handle", "1:", "tbf", "rate", "1mbit"]
+            + ["burst", "16384", "latency", "50ms"],
+            check=True,
+        )
+        other = tmp_path / "other.yaml"  # an unrelated run, which sweeps first
+        other.write_text(
+            f"faults:\n  - {{name: other-link, kind: tbf, target: {{netns: {a}, interface: veth0}}, "
+            f"at: 0s, duration: 100ms, params: {{rate: 8mbit}}}}\n"
+        )
+        r = subprocess.run(
+            [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(other), "--journal", str(journal)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, r.stderr
+        assert root_tbf_rate(b) == 125_000  # 1mbit: still the operator's (it was deleted)
+        assert json.loads(journal.read_text()) == []  # nothing of ours is left there to revert
