@@ -4,6 +4,7 @@ GPUs and containers. A schedule names targets; only these may be hit (reverting 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from dataclasses import dataclass
 
 CONTAINER_LABEL = "llmchaos.allow=true"  # a container opts in with this label unless others are allowed
@@ -17,13 +18,19 @@ class Allowlist:
     container_labels: frozenset[str] = frozenset({CONTAINER_LABEL})  # `key=value` or `key`
     host_network: bool = False  # let a fault hit the interface that carries the host's default route
 
-    def interface(self, netns: str | None, interface: str, default_route: set[str]) -> str | None:
-        """Why this interface may not be touched, or None."""
-        if netns is not None and self.netns and netns not in self.netns:
-            return f"network namespace {netns!r} is not in the allowlist (--allow-netns)"
-        if self.interfaces and interface not in self.interfaces:
+    def interface(
+        self, netns: str | None, interface: str, default_route: set[str], altnames: Collection[str] = ()
+    ) -> str | None:
+        """Why this interface may not be touched, or None. `netns` None is the host's namespace (the
+        runner's own), whose `default_route` interfaces need host_network; `interface` is the
+        interface's own name, matched together with its `altnames`."""
+        if self.netns and (netns is None or netns not in self.netns):
+            where = f"network namespace {netns!r}" if netns is not None else "the host's network namespace"
+            return f"{where} is not in the allowlist (--allow-netns)"
+        names = {interface, *altnames}
+        if self.interfaces and not names & self.interfaces:
             return f"interface {interface!r} is not in the allowlist (--allow-interface)"
-        if netns is None and interface in default_route and not self.host_network:
+        if names & default_route and not self.host_network:
             return f"{interface} (host) carries the host's default route; refused without --allow-host-network"
         return None
 

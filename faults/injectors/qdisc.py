@@ -99,14 +99,36 @@ class RootQdisc:
         finally:
             ipr.close()
 
-    def probe(self) -> str | None:
-        refused = self.allow.interface(self.netns, self.interface, set() if self.netns else default_route_interfaces())
-        if refused:
-            return refused
+    def _on_host(self) -> bool:
+        """Whether the target is in this process's own network namespace: no netns, or a name for it."""
+        if not self.netns:
+            return True
         try:
+            ns = os.stat(os.path.join(netns.NETNS_RUN_DIR, self.netns))
+        except OSError:
+            raise TargetGone(f"{self.kind}: no network namespace {self.netns!r}") from None
+        own = os.stat("/proc/self/ns/net")
+        return (ns.st_dev, ns.st_ino) == (own.st_dev, own.st_ino)
+
+    def _names(self) -> list[str]:
+        """The interface's own name, then its altnames (whichever of them the schedule used)."""
+        with self._ipr() as (ipr, index):
+            link = ipr.get_links(index)[0]
+        props = link.get_attr("IFLA_PROP_LIST")
+        return [link.get_attr("IFLA_IFNAME"), *(props.get_attrs("IFLA_ALT_IFNAME") if props else [])]
+
+    def probe(self) -> str | None:
+        try:
+            host = self._on_host()
+            names = self._names()
             root = self.read_back()
         except InjectError as e:
             return str(e)
+        refused = self.allow.interface(
+            None if host else self.netns, names[0], default_route_interfaces() if host else set(), names[1:]
+        )
+        if refused:
+            return refused
         if root["kind"] not in DEFAULT_ROOTS and not self.mine:
             return (
                 f"{self.where} already has a root {root['kind']} qdisc that this run did not add "

@@ -239,11 +239,8 @@ def test_a_sweep_leaves_the_operators_own_qdisc_alone(tmp_path):
         )
         run_until_applied(path, journal, Tbf({"netns": b, "interface": "veth0"}))
         subprocess.run(["tc", "-n", b, "qdisc", "del", "dev", "veth0", "root"], check=True)
-        subprocess.run(  # the operator's own shaping, with the handle we used to use
-            ["tc", "-n", b, "qdisc", "add", "dev", "veth0", "root", "handle", "1:", "tbf", "rate", "1mbit"]
-            + ["burst", "16384", "latency", "50ms"],
-            check=True,
-        )
+        operators = ["tbf", "rate", "1mbit", "burst", "16384", "latency", "50ms"]  # with the handle we used to use
+        subprocess.run(["tc", "-n", b, "qdisc", "add", "dev", "veth0", "root", "handle", "1:", *operators], check=True)
         other = tmp_path / "other.yaml"  # an unrelated run, which sweeps first
         other.write_text(
             f"faults:\n  - {{name: other-link, kind: tbf, target: {{netns: {a}, interface: veth0}}, "
@@ -258,3 +255,43 @@ def test_a_sweep_leaves_the_operators_own_qdisc_alone(tmp_path):
         assert r.returncode == 0, r.stderr
         assert root_tbf_rate(b) == 125_000  # 1mbit: still the operator's (it was deleted)
         assert json.loads(journal.read_text()) == []  # nothing of ours is left there to revert
+
+
+def probe_from(ns: str, tmp_path, target: str, *flags: str) -> subprocess.CompletedProcess:
+    """`llmchaos faults probe` of a tbf on `target`, run from inside `ns` (its own namespace is its host)."""
+    path = tmp_path / "probe.yaml"
+    path.write_text(
+        f"faults:\n  - {{name: slow, kind: tbf, target: {target}, at: 0s, duration: 1s, params: {{rate: 8mbit}}}}\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "probe", str(path), *flags],
+        cwd=ROOT,
+        preexec_fn=in_netns(ns),
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_default_route_interface_is_refused_by_any_name_it_goes_by(tmp_path):
+    with veth_pair() as (_, b, addr_a, _):
+        with NetNS(b) as n:
+            n.route("add", dst="default", gateway=addr_a)  # b's default route leaves through its veth0
+        subprocess.run(["ip", "-n", b, "link", "property", "add", "dev", "veth0", "altname", "uplink"], check=True)
+        for target in (
+            "{interface: uplink}",
+            f"{{netns: {b}, interface: veth0}}",
+            f"{{netns: {b}, interface: uplink}}",
+        ):
+            r = probe_from(b, tmp_path, target)
+            assert r.returncode == 1, (target, r.stdout, r.stderr)
+            assert "NO: veth0 (host) carries the host's default route" in r.stdout, target
+        allowed = probe_from(b, tmp_path, "{interface: uplink}", "--allow-host-network")
+        assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+
+
+def test_allow_netns_keeps_a_tbf_off_the_hosts_interfaces(tmp_path):
+    with veth_pair() as (a, b, _, _):
+        r = probe_from(b, tmp_path, "{interface: veth0}", "--allow-netns", a)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "NO: the host's network namespace is not in the allowlist (--allow-netns)" in r.stdout
+        assert probe_from(b, tmp_path, f"{{netns: {a}, interface: veth0}}", "--allow-netns", a).returncode == 0
