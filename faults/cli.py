@@ -110,6 +110,7 @@ def run_recover(args: argparse.Namespace) -> int:
 def run_probe(args: argparse.Namespace) -> int:
     from faults import schedule
     from faults.injectors import KINDS
+    from faults.injectors.base import FieldError
 
     if args.schedule is None:
         for kind, injector in KINDS.items():
@@ -120,7 +121,10 @@ def run_probe(args: argparse.Namespace) -> int:
     allowed = allow.from_args(args)
     bad = 0
     for spec in plan.faults:
-        reason = KINDS[spec.kind](spec.target, allowed).probe()
+        try:
+            reason = KINDS[spec.kind](spec.target, allowed).probe(spec.params)
+        except FieldError as e:
+            reason = str(e)
         bad += reason is not None
         print(f"{spec.name:16} {spec.kind:9} {'ok' if reason is None else 'NO: ' + reason}")
     return 1 if bad else 0

@@ -51,6 +51,8 @@ class FaultSpec:
     params: dict
     line: int
     target_line: int
+    params_line: int
+    index: int  # its place in the schedule's list: faults[index]
 
     @property
     def target_key(self) -> str:
@@ -148,15 +150,18 @@ def load(path: str, kinds: dict[str, type[Injector]]) -> Schedule:
     if "faults" not in top or not isinstance(top["faults"][1], yaml.SequenceNode):
         raise r.fail(top["faults"][1] if "faults" in top else root, "faults", "must be a list of faults")
     specs: list[FaultSpec] = []
+    names: set[str] = set()
     for i, node in enumerate(top["faults"][1].value):
-        specs.append(_fault(r, node, f"faults[{i}]", kinds, {s.name for s in specs}))
+        specs.append(_fault(r, node, i, kinds, names))
+        names.add(specs[-1].name)
     schedule = Schedule(seed, specs)
     _check_overlaps(schedule, path)
     return schedule
 
 
-def _fault(r: _Reader, node: yaml.Node, where: str, kinds: dict[str, type[Injector]], taken: set[str]) -> FaultSpec:
-    """One fault entry, validated (`taken`: the names before it)."""
+def _fault(r: _Reader, node: yaml.Node, index: int, kinds: dict[str, type[Injector]], taken: set[str]) -> FaultSpec:
+    """The fault entry faults[index], validated (`taken`: the names before it)."""
+    where = f"faults[{index}]"
     if not isinstance(node, yaml.MappingNode):
         raise r.fail(node, where, "must be a mapping")
     items = r.mapping(node, where)
@@ -199,26 +204,35 @@ def _fault(r: _Reader, node: yaml.Node, where: str, kinds: dict[str, type[Inject
         at_node = items[bad.split(".")[0]][1] if bad.split(".")[0] in items else node
         raise r.fail(at_node, f"{where}.{bad}", str(e)) from None
     return FaultSpec(
-        spec_name, kind, target, at, length, every, params, yamlfile.line(node), yamlfile.line(items["target"][1])
+        spec_name,
+        kind,
+        target,
+        at,
+        length,
+        every,
+        params,
+        yamlfile.line(node),
+        yamlfile.line(items["target"][1]),
+        yamlfile.line(items["params"][1] if "params" in items else node),
+        index,
     )
 
 
 def _check_overlaps(schedule: Schedule, path: str) -> None:
     """Refuse two faults of one kind on one target whose windows ever overlap, naming the one whose
     window starts later: one-off windows by a sweep in start order, a repeating fault against each other."""
-    index = {id(f): i for i, f in enumerate(schedule.faults)}
 
     def refuse(later: FaultSpec, earlier: FaultSpec, start_us: int) -> UsageError:
         return UsageError(
             f"overlaps {earlier.name!r} ({later.kind} on the same target) at {start_us / 1e6:g}s",
             file=path,
             line=later.line,
-            field=f"faults[{index[id(later)]}]",
+            field=f"faults[{later.index}]",
         )
 
     for group in schedule.by_target().values():
         trains = sorted(
-            ((Train.of(f.at, f.duration, f.every), index[id(f)], f) for f in group), key=lambda t: (t[0].at, t[1])
+            ((Train.of(f.at, f.duration, f.every), f.index, f) for f in group), key=lambda t: (t[0].at, t[1])
         )
         last: tuple[Train, int, FaultSpec] | None = None  # the one-off window that ends last so far
         for t in trains:

@@ -4,11 +4,13 @@ load and validate it, sweep leftovers and probe every target, run it from a star
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
 from faults.allow import Allowlist
 from faults.injectors import KINDS
+from faults.injectors.base import FieldError
 from faults.journal import DEFAULT, Journal
 from faults.recover import recover
 from faults.runner import LEFT, Runner
@@ -27,14 +29,25 @@ def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -
     for line in recover(journal, skip_live=True):
         log.warning("swept a leftover fault: %s", line)
     for (kind, _), specs in schedule.by_target().items():
-        reason = KINDS[kind](specs[0].target, allow).probe()
-        if reason:
-            raise UsageError(
-                f"cannot inject {kind}: {reason}",
-                file=path,
-                line=specs[0].target_line,
-                field=f"faults[{schedule.faults.index(specs[0])}].target",
-            )
+        injector = KINDS[kind](specs[0].target, allow)
+        probed: set[str] = set()
+        for spec in specs:  # each target once per set of params
+            if json.dumps(spec.params, sort_keys=True) in probed:
+                continue
+            probed.add(json.dumps(spec.params, sort_keys=True))
+            try:
+                reason = injector.probe(spec.params)
+            except FieldError as e:
+                raise UsageError(
+                    str(e), file=path, line=spec.params_line, field=f"faults[{spec.index}].{e.field}"
+                ) from None
+            if reason:
+                raise UsageError(
+                    f"cannot inject {kind}: {reason}",
+                    file=path,
+                    line=spec.target_line,
+                    field=f"faults[{spec.index}].target",
+                )
 
 
 class FaultSession:

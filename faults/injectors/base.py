@@ -44,8 +44,9 @@ class Injector(Protocol):
 
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None: ...
 
-    def probe(self) -> str | None:
-        """None when this target can take the fault (reachable, allowed), else why not, in one line."""
+    def probe(self, params: dict | None = None) -> str | None:
+        """None when this target can take the fault (reachable, allowed), else why not, in one line;
+        with `params`, FieldError when this target cannot take those (a clock outside its range)."""
 
     def save(self, params: dict) -> dict:
         """The state `revert` restores (JSON), read before `apply` changes it."""

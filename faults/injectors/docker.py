@@ -143,7 +143,7 @@ class Docker:
                 raise InjectError(refused)
         return found
 
-    def probe(self) -> str | None:
+    def probe(self, params: dict | None = None) -> str | None:
         try:
             self._matching()
         except InjectError as e:

@@ -33,6 +33,15 @@ def _sane_mhz(params: dict, key: str) -> None:
         raise FieldError(f"params.{key}", f"must be a clock in MHz, from {lo} to {hi}; got {mhz!r}")
 
 
+def _within(key: str, mhz: float, lo: object, hi: object) -> None:
+    """FieldError unless `mhz` lies in [lo, hi] (a bound the device did not report is not checked)."""
+    lo_ok = not isinstance(lo, (int, float)) or mhz >= lo
+    hi_ok = not isinstance(hi, (int, float)) or mhz <= hi
+    if not (lo_ok and hi_ok):
+        shown = " to ".join(f"{b:g}" if isinstance(b, (int, float)) else "?" for b in (lo, hi))
+        raise FieldError(f"params.{key}", f"{mhz:g} MHz is outside this device's range ({shown} MHz)")
+
+
 def _nvml() -> ModuleType:
     """The pynvml module with NVML initialised, or InjectError."""
     try:
@@ -110,17 +119,20 @@ class GpuClock:
         except nv.NVMLError as e:
             raise InjectError(f"GPU {self.target['gpu']}: {e}") from None
 
-    def probe(self) -> str | None:
+    def probe(self, params: dict | None = None) -> str | None:
+        """Also FieldError when a clock in `params` lies outside the range this device reports."""
         if not self.sim:
             refused = self.allow.gpu(self.target["gpu"])
             if refused:
                 return refused
         try:
-            self.read_back()
+            clocks = self.read_back()
         except InjectError as e:
             return str(e)
         if not self.sim and os.geteuid() != 0:
             return f"GPU {self.target['gpu']}: locking clocks needs root"
+        for key, mhz in (params or {}).items():
+            _within(key, mhz, clocks.get(f"min_{key}"), clocks.get(f"max_{key}"))
         return None
 
     def save(self, params: dict) -> dict:
@@ -173,13 +185,21 @@ class GpuClock:
             return self._sim("GET")
         nv, h = self._handle()
         try:
-            return {
+            clocks = {
                 "graphics_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
                 "max_graphics_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_GRAPHICS),
                 "memory_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
             }
         except nv.NVMLError as e:
             raise InjectError(f"GPU {self.target['gpu']}: {e}") from None
+        try:  # the supported clocks, where this GPU lists them
+            memory = nv.nvmlDeviceGetSupportedMemoryClocks(h)
+            graphics = [c for m in memory for c in nv.nvmlDeviceGetSupportedGraphicsClocks(h, m)]
+        except nv.NVMLError:
+            return clocks
+        if memory and graphics:
+            clocks |= {"min_graphics_mhz": min(graphics), "min_memory_mhz": min(memory), "max_memory_mhz": max(memory)}
+        return clocks
 
     def _smi(self, flag: str, nvml_error: Exception) -> None:
         smi = shutil.which("nvidia-smi")

@@ -117,7 +117,7 @@ class RootQdisc:
         props = link.get_attr("IFLA_PROP_LIST")
         return [link.get_attr("IFLA_IFNAME"), *(props.get_attrs("IFLA_ALT_IFNAME") if props else [])]
 
-    def probe(self) -> str | None:
+    def probe(self, params: dict | None = None) -> str | None:
         try:
             host = self._on_host()
             names = self._names()

@@ -42,7 +42,7 @@ class SSE:
             raise InjectError(f"proxy refused ({r.status_code}): {r.text[:200]}")
         return r.json()
 
-    def probe(self) -> str | None:
+    def probe(self, params: dict | None = None) -> str | None:
         try:
             self._call("GET")
         except InjectError as e:

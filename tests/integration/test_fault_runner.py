@@ -294,3 +294,28 @@ def test_recover_says_reverted_only_once_the_clock_reads_back_as_before(tmp_path
     assert r.stdout.startswith("reverted gpu_clock slow-gpu")
     assert state(server, p) == (False, False)
     assert json.loads(journal.read_text()) == []
+
+
+def test_a_clock_outside_the_devices_range_is_refused_before_the_run(tmp_path, targets):
+    server, p = targets
+    path, journal = tmp_path / "fast.yaml", tmp_path / "j.json"
+    path.write_text(
+        f"faults:\n  - name: overclock\n    kind: gpu_clock\n    target: {{sim: '{server}'}}\n    at: 0s\n"
+        "    duration: 1s\n    params: {graphics_mhz: 5000}\n"  # within any GPU's sane range, above this device's
+    )
+    run = start(str(path), journal)
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{path}:7: faults[0].params.graphics_mhz: 5000 MHz is outside this device's range" in err
+    assert not journal.exists()
+    assert state(server, p) == (False, False)
+    probe = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "probe", str(path)],
+        cwd=ROOT,
+        env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN},
+        capture_output=True,
+        text=True,
+    )
+    assert probe.returncode == 1, probe.stdout + probe.stderr
+    assert "NO: 5000 MHz is outside this device's range" in probe.stdout
