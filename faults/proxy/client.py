@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from faults.proxy.server import Proxy
 
 PIPELINE_MAX = 16  # requests queued before reading pauses
+LINGER_S = 2.0  # after the last answer, how long what the client still sends is read and dropped
 LANG = LANG_HEADER.encode()
 
 
@@ -69,13 +70,12 @@ class Client(asyncio.Protocol):
             self.refuse(e)
 
     def refuse(self, why: Exception) -> None:
-        self.refused = True
+        self.refused = True  # nothing more is parsed: what comes is read and dropped
         if isinstance(why, HeadTooLarge):
             why = Refusal(431, f"request {why}")
         elif not isinstance(why, Refusal):
             why = Refusal(400, f"bad request: {why}")
         self.queue.append(why)
-        self.transport.pause_reading()
         self.kick()
 
     def eof_received(self) -> bool:
@@ -125,11 +125,22 @@ class Client(asyncio.Protocol):
                 self.transport.resume_reading()
             if isinstance(item, Refusal):
                 self.transport.write(response(item.status, {"error": str(item)}, close=True))
-                self.transport.close()
+                self.linger()
                 return
             if not await self.answer(item):
-                self.transport.close()
+                self.linger()
                 return
+
+    def linger(self) -> None:
+        """Close once the answers so far are out: the sending side now, then whatever the client still
+        sends is read and dropped for up to LINGER_S (closing on unread bytes makes the kernel reset the
+        connection, and the client may lose those answers)."""
+        self.refused = True
+        if self.transport.is_closing():
+            return
+        self.transport.resume_reading()
+        self.transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_S, self.transport.close)
 
     async def answer(self, req: Request) -> bool:
         """Answer one request; whether the connection carries on."""

@@ -157,3 +157,17 @@ def test_the_proxys_own_answer_to_a_head_has_no_body(proxied):
     assert (head.status, head.body) == (200, b"")
     assert get is not None
     assert (get.status, get.body) == (200, b'{"active": false, "fault": null}')
+
+
+def test_answers_before_a_refusal_survive_what_the_client_sent_after_it(proxied):
+    p, _ = proxied
+    with connect(p) as s:  # the proxy stops parsing at the bad request; the rest stays unread
+        s.sendall(request("GET", "/echo/length") + b"GARBAGE " + b"x" * 200_000)
+        time.sleep(0.3)  # the proxy has answered both and closed by now
+        reader = Reader(s)
+        good, refused = reader.answer("GET"), reader.answer("GET")
+        assert reader.closed()
+    assert good is not None
+    assert good.status == 200
+    assert refused is not None
+    assert refused.status == 400
