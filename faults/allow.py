@@ -4,8 +4,11 @@ GPUs and containers. A schedule names targets; only these may be hit (reverting 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
+
+from llmchaos.errors import UsageError
 
 CONTAINER_LABEL = "llmchaos.allow=true"  # a container opts in with this label unless others are allowed
 
@@ -87,7 +90,25 @@ def add_arguments(group: argparse._ActionsContainer) -> None:
     )
 
 
+def _checked(values: list, option: str, ok: Callable[[Any], bool], what: str) -> list:
+    for v in values:
+        if not ok(v):
+            raise UsageError(f"expected {what}, got {v!r}", field=option)
+    return values
+
+
+def is_name(v: object) -> bool:
+    """Whether `v` can name an interface, a network namespace or a label key: one printable word
+    without '/' (an interface's altname may be up to 127 characters)."""
+    return isinstance(v, str) and 0 < len(v) < 128 and v.isprintable() and v.split() == [v] and "/" not in v
+
+
 def from_args(ns: argparse.Namespace) -> Allowlist:
+    """The allowlist the options give (UsageError naming the option for an entry that cannot match)."""
+    _checked(ns.allow_interface, "--allow-interface", is_name, "an interface name")
+    _checked(ns.allow_netns, "--allow-netns", is_name, "a network namespace's name")
+    _checked(ns.allow_gpu, "--allow-gpu", lambda v: v >= 0, "a GPU index")
+    _checked(ns.allow_label, "--allow-label", lambda v: is_name(v.partition("=")[0]), "KEY or KEY=VALUE")
     return Allowlist(
         frozenset(ns.allow_interface),
         frozenset(ns.allow_netns),

@@ -125,6 +125,9 @@ class Schedule:
 class _Reader(yamlfile.Reader):
     """Reads one schedule file's nodes, every error naming its file, line and field."""
 
+    def fail(self, node: yaml.Node, field: str, message: str) -> UsageError:
+        return super().fail(node, field or "schedule", message)  # the top level is a field too
+
     def seconds(self, node: yaml.Node, where: str) -> float:
         s = duration(self.value(node, where), where, self.path, yamlfile.line(node))
         if not math.isfinite(s):

@@ -7,7 +7,7 @@ import re
 from collections.abc import Set
 from typing import ClassVar, Protocol
 
-from faults.allow import Allowlist
+from faults.allow import Allowlist, is_name
 
 
 class FieldError(ValueError):
@@ -109,6 +109,6 @@ def rate(params: dict, key: str) -> str:
 def word(target: dict, key: str, what: str) -> str:
     """A name such as an interface or a network namespace: a string without '/' or spaces."""
     value = target[key]
-    if not isinstance(value, str) or not 0 < len(value) < 128 or value in (".", "..") or re.search(r"[/\s]", value):
+    if not is_name(value) or value in (".", ".."):
         raise FieldError(f"target.{key}", f"must be {what} (a name without '/' or spaces), got {value!r}")
     return value

@@ -1,4 +1,11 @@
-from faults.allow import Allowlist
+import argparse
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from faults.allow import Allowlist, add_arguments, from_args
+from llmchaos.errors import UsageError
 
 
 def test_allowlist():
@@ -43,3 +50,72 @@ def test_an_interface_is_known_by_every_name_it_has():
     by_altname = Allowlist(interfaces=frozenset({"uplink"}))
     assert by_altname.interface("lt", "veth0", set(), altnames=["uplink"]) is None
     assert by_altname.interface("lt", "veth0", set()) == "interface 'veth0' is not in the allowlist (--allow-interface)"
+
+
+def options(**given: list) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    ns = parser.parse_args([])
+    for key, value in given.items():
+        setattr(ns, key, value)
+    return ns
+
+
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [
+        ({"allow_interface": [""]}, "--allow-interface"),
+        ({"allow_netns": ["a/b"]}, "--allow-netns"),
+        ({"allow_gpu": [-1]}, "--allow-gpu"),
+        ({"allow_label": ["=x"]}, "--allow-label"),
+        ({"allow_label": ["a b"]}, "--allow-label"),
+    ],
+)
+def test_a_bad_allowlist_entry_is_a_usage_error_naming_its_option(given, field):
+    with pytest.raises(UsageError) as e:
+        from_args(options(**given))
+    assert e.value.field == field
+
+
+NAMES = st.text(st.characters(codec="utf-8"), max_size=10)
+WORDS = st.text(st.characters(codec="utf-8", exclude_categories=("Z", "C")), min_size=1, max_size=10)  # as validated
+
+
+@pytest.mark.fuzz
+@given(
+    st.lists(NAMES, max_size=3),
+    st.lists(NAMES, max_size=3),
+    st.lists(st.integers(), max_size=3),
+    st.lists(NAMES, max_size=3),
+    st.booleans(),
+    st.none() | WORDS,
+    WORDS,
+    st.sets(WORDS, max_size=3),
+    st.lists(WORDS, max_size=2),
+    st.integers(),
+    st.dictionaries(NAMES, NAMES, max_size=3),
+)
+@example(["eth0"], [], [], ["llmchaos.allow=true"], False, None, "eth0", {"eth0"}, ["uplink"], 0, {"": ""})
+def test_fuzz_allowlists(
+    interfaces, namespaces, gpus, labels, host, netns, iface, default, alts, gpu, container_labels
+):
+    given = options(
+        allow_interface=interfaces, allow_netns=namespaces, allow_gpu=gpus, allow_label=labels, allow_host_network=host
+    )
+    try:
+        allowed = from_args(given)
+    except UsageError as e:
+        refused = e
+    else:
+        refused = None
+    if refused is not None:
+        assert refused.field in ("--allow-interface", "--allow-netns", "--allow-gpu", "--allow-label"), refused
+        return
+    for answer in (
+        allowed.interface(netns, iface, default, alts),
+        allowed.gpu(gpu),
+        allowed.container(iface, container_labels),
+    ):
+        assert answer is None or (isinstance(answer, str) and "\n" not in answer)
+    if allowed.netns and netns is None:
+        assert allowed.interface(netns, iface, default, alts) is not None  # the host is not an allowed namespace

@@ -1,8 +1,15 @@
 import itertools
 import tracemalloc
+from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import example, given
+from hypothesis import strategies as st
 
+from faults import schedule
+from faults.injectors import KINDS
+from llmchaos.errors import UsageError
 from tests.unit.faults.schedules import GOOD, assert_rejected, load
 
 
@@ -124,3 +131,147 @@ def test_phase_names_the_windows_a_time_falls_in(tmp_path):
         ["drop"],
         [],
     ]
+
+
+# -- fuzz: any document, any value in any field: a Schedule, or a UsageError naming file, line and field --
+
+TARGETS = {
+    "sse": {"proxy": "127.0.0.1:9100"},
+    "gpu_clock": {"sim": "http://127.0.0.1:8000", "token_env": "TOKEN"},
+    "netem": {"netns": "lt", "interface": "veth0"},
+    "tbf": {"netns": "lt", "interface": "veth0"},
+    "docker": {"container": "backend", "host": "unix:///run/docker.sock"},
+}
+PARAMS = {
+    "sse": {"drop_ratio": 0.1, "first_event_delay": 0.2},
+    "gpu_clock": {"graphics_mhz": 660},
+    "netem": {"delay": "100ms", "jitter": "30ms", "loss": "0.5%"},
+    "tbf": {"rate": "8mbit", "burst": 16384, "latency": "50ms"},
+    "docker": {"action": "cpu", "cpus": 0.5},
+}
+KEYS = sorted({k for t in TARGETS.values() for k in t} | {k for p in PARAMS.values() for k in p} | {"signal", "action"})
+TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | TEXT | st.sampled_from(["1s", "10ms", "2m", "1h"])
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT | st.integers(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@pytest.fixture(scope="module")
+def fuzz_file(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuzz") / "s.yaml"
+
+
+def loads_or_says_where(path: Path, text: str) -> schedule.Schedule | None:
+    """Load `text`: a Schedule whose windows are produced lazily, or a UsageError naming the file and a
+    line (and, once the YAML parses, a field); never another exception, never an unbounded expansion."""
+    path.write_text(text, encoding="utf-8")
+    tracemalloc.start()
+    try:
+        s: schedule.Schedule | UsageError = schedule.load(str(path), KINDS)
+    except UsageError as e:
+        s = e
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < 20_000_000, peak
+    if isinstance(s, UsageError):
+        assert s.file == str(path), s
+        assert s.line is not None, s
+        assert s.field or not yaml_document(text), s
+        return None
+    horizon = schedule.HORIZON_S
+    assert s.count(horizon) >= 0
+    assert len(list(itertools.islice(s.windows(horizon), 50))) <= 50
+    assert s.active(horizon / 2, horizon) == sorted(s.active(horizon / 2, horizon))
+    return s
+
+
+def yaml_document(text: str) -> bool:
+    try:
+        return yaml.compose(text) is not None
+    except yaml.YAMLError:
+        return False
+
+
+@pytest.mark.fuzz
+@given(st.text(st.characters(codec="utf-8"), max_size=200))
+@example("faults: [{name: a, kind: sse, target: {proxy: x}, at: 0s, duration: 1s, params: {}}]")
+@example("faults:\n- ? [name]\n  : a\n")
+@example("faults: [" * 50)
+def test_fuzz_any_text(fuzz_file, text):
+    loads_or_says_where(fuzz_file, text)
+
+
+@pytest.mark.fuzz
+@given(VALUES)
+def test_fuzz_any_document(fuzz_file, doc):
+    loads_or_says_where(fuzz_file, yaml.safe_dump(doc))
+
+
+def fault(kind: str) -> dict:
+    return {
+        "name": f"{kind}-fault",
+        "kind": kind,
+        "target": dict(TARGETS[kind]),
+        "at": "1s",
+        "duration": "1s",
+        "every": "10s",
+        "params": dict(PARAMS[kind]),
+    }
+
+
+@pytest.mark.fuzz
+@given(
+    st.sampled_from(sorted(TARGETS)),
+    st.sampled_from(["seed", "faults", "fault", "name", "kind", "target", "at", "duration", "every", "params"])
+    | st.sampled_from(["target.", "params.", "new."]).flatmap(lambda p: (TEXT | st.sampled_from(KEYS)).map(p.__add__)),
+    VALUES,
+)
+@example("tbf", "target.interface", 12345)
+@example("tbf", "duration", float("inf"))
+@example("tbf", "at", float("nan"))
+@example("gpu_clock", "params.graphics_mhz", 1e-300)
+@example("docker", "params.signal", [[1] * 3] * 3)
+@example("tbf", "params.burst", float("inf"))
+def test_fuzz_any_value_in_any_field(fuzz_file, kind, where, value):
+    doc: dict = {"seed": 1, "faults": [fault(kind), {**fault(kind), "name": "other", "at": "5s"}]}
+    first = doc["faults"][0]
+    if where in ("seed", "faults"):
+        doc[where] = value
+    elif where == "fault":
+        doc["faults"][0] = value
+    elif "." in where:
+        part, key = where.split(".", 1)
+        first.setdefault(part, {})[key] = value
+    else:
+        first[where] = value
+    s = loads_or_says_where(fuzz_file, yaml.safe_dump(doc))
+    if s is not None and where not in ("faults", "fault"):
+        assert [f.name for f in s.faults] == [first["name"], "other"]
+
+
+TIMES = st.floats(0, 400 * 24 * 3600) | st.integers(-5, 10**6) | st.sampled_from(["10ms", "1s", "90m", "1us", ".inf"])
+
+
+@pytest.mark.fuzz
+@given(st.lists(st.tuples(TIMES, TIMES, st.none() | TIMES), min_size=1, max_size=4))
+@example([(0, 0.005, 0.01), (0.007, 0.002, 0.02)])
+@example([(0, 0.001, 1000.0), (1.0, 0.001, 1001.0)])
+def test_fuzz_windows_on_one_target(fuzz_file, trains):
+    faults = [
+        {
+            **fault("tbf"),
+            "name": f"f{i}",
+            "at": at,
+            "duration": length,
+            **({"every": every} if every is not None else {}),
+        }
+        for i, (at, length, every) in enumerate(trains)
+    ]
+    for f in faults:
+        if f.get("every") is None:
+            f.pop("every")
+    loads_or_says_where(fuzz_file, yaml.safe_dump({"faults": faults}))
