@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from llmchaos.cli import Subparsers, non_negative, positive
 from llmchaos.errors import UsageError
@@ -14,8 +15,8 @@ def _weights(text: str) -> dict[str, float]:
         weights = {k.strip(): float(v) for k, v in pairs}
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected lang=weight,... got {text!r}") from None
-    if any(w <= 0 for w in weights.values()):
-        raise argparse.ArgumentTypeError("weights must be positive")
+    if not all(0 < w < math.inf for w in weights.values()):  # nan fails this too
+        raise argparse.ArgumentTypeError("weights must be positive and finite")
     return weights
 
 
@@ -83,14 +84,38 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
+FLOATS = (
+    "watermark",
+    "fast_weight",
+    "bulk_weight",
+    "bulk_min_slice",
+    "sim_time_scale",
+    "sim_jitter",
+    "pacer_rate",
+    "pacer_max_gap",
+    "startup_delay",
+    "drain_timeout",
+    "header_timeout",
+)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """What the flags' own types let through: a port out of range, nan or inf (`> 0` holds for inf, and
+    no comparison fails for nan)."""
+    if not 1 <= args.port <= 65535:
+        raise UsageError(f"must be in 1..65535, got {args.port}", field="--port")
+    for name in FLOATS:
+        if not math.isfinite(value := getattr(args, name)):
+            raise UsageError(f"must be a finite number, got {value}", field="--" + name.replace("_", "-"))
+
+
 def run(args: argparse.Namespace) -> None:
     from llmchaos import languages
     from reference_server.config import EngineConfig, ServerOptions
     from reference_server.executors import ExecutorOptions, create
     from reference_server.server import serve
 
-    if not 1 <= args.port <= 65535:
-        raise UsageError(f"must be in 1..65535, got {args.port}", field="--port")
+    _check_numbers(args)
     for tag in args.lang_weights:
         languages.get(tag)
     if args.block_size * args.num_blocks < args.max_model_len:

@@ -17,3 +17,16 @@ def test_a_port_outside_1_65535_is_one_line_and_exit_2(port):
     assert proc.stderr.startswith("llmchaos: error: --port: "), proc.stderr
     assert "1..65535" in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--header-timeout", "nan"), ("--sim-time-scale", "inf"), ("--pacer-max-gap", "inf"), ("--drain-timeout", "nan")],
+)
+def test_a_number_that_is_not_finite_is_one_line_and_exit_2(flag, value):
+    """nan passed every `> 0` check and reached the timers (a header timeout of nan, a step of inf)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "serve", flag, value], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"llmchaos: error: {flag}: must be a finite number, got {value}\n"
