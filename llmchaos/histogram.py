@@ -8,6 +8,7 @@ workers' histograms equals one histogram of all their values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -47,20 +48,21 @@ class Histogram:
         """Record a value in the metric's unit (seconds or tokens); sub-unit values count as 1."""
         self.record_many((value,))
 
-    def record_many(self, values: Iterable[float]) -> None:
-        """Record values; hdrh's own record_value costs ~4.5 us each, this index arithmetic (the same
-        as hdrh's, with int.bit_length) ~0.6 us, which matters when a request ends with 1,000 ITLs."""
+    def record_many(self, values: Iterable[float], times: Iterable[int] | None = None) -> None:
+        """Record values (each `times` over, else once); hdrh's own record_value costs ~4.5 us each,
+        this index arithmetic (the same as hdrh's, with int.bit_length) ~0.6 us, which matters when
+        a request ends with 1,000 ITLs."""
         h, scale = self.hdr, self.scale
         counts, mask, unit = h.counts, h.sub_bucket_mask, h.unit_magnitude
         half_mag, half = h.sub_bucket_half_count_magnitude, h.sub_bucket_half_count
         lo, hi, n, total = h.min_value, h.max_value, 0, 0.0
-        for value in values:
+        for value, k in zip(values, repeat(1) if times is None else times, strict=False):  # repeat is endless
             v = min(max(1, round(value * scale)), HIGHEST)
             bucket = (v | mask).bit_length() - unit - half_mag - 1
-            counts[((bucket + 1) << half_mag) + (v >> (bucket + unit)) - half] += 1
+            counts[((bucket + 1) << half_mag) + (v >> (bucket + unit)) - half] += k
             lo, hi = (v if v < lo else lo), (v if v > hi else hi)
-            n += 1
-            total += value
+            n += k
+            total += value * k
         h.total_count += n
         h.min_value, h.max_value = lo, hi
         self.sum += total
@@ -115,11 +117,11 @@ class HistogramSet:
     def record(self, key: Key, value: float) -> None:
         self.record_many(key, (value,))
 
-    def record_many(self, key: Key, values: Iterable[float]) -> None:
+    def record_many(self, key: Key, values: Iterable[float], times: Iterable[int] | None = None) -> None:
         h = self._h.get(key)
         if h is None:
             h = self._h[key] = Histogram(key.metric)
-        h.record_many(values)
+        h.record_many(values, times)
 
     def get(self, key: Key) -> Histogram | None:
         return self._h.get(key)

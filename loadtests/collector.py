@@ -29,6 +29,8 @@ class Collector:
         for metric, values in rec.samples().items():
             if values:
                 self.hist.record_many(Key(*base, metric), values)
+        if rec.outcome == "ok" and rec.gaps:
+            self.hist.record_many(Key(*base, "itl"), *rec.itl_spread())
         self.outcomes[(*base, rec.outcome)] += 1
         if rec.at_stop:
             self.slo_counts[(*base, "at_stop")] += 1

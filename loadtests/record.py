@@ -106,13 +106,16 @@ class RequestRecord:
         self.count_tokens()
         return shares(total, self.own_each or [1] * n)
 
+    def itl_spread(self) -> tuple[list[float], list[int]]:
+        """Each inter-chunk gap spread over the tokens of the chunk it delivered, and that count: the
+        ITL samples, each value that many times (recorded so: one event may carry a million)."""
+        per = self.tokens_per_chunk()[1:]
+        return [gap / k for gap, k in zip(self.gaps, per, strict=True)], per
+
     def itl(self) -> list[float]:
-        """Each inter-chunk gap spread over the tokens of the chunk it delivered: as many samples as
-        output tokens after the first event's."""
-        out: list[float] = []
-        for gap, k in zip(self.gaps, self.tokens_per_chunk()[1:], strict=True):
-            out.extend([gap / k] * k)
-        return out
+        """The ITL samples one by one: as many as output tokens after the first event's."""
+        values, times = self.itl_spread()
+        return [v for v, k in zip(values, times, strict=True) for _ in range(k)]
 
     def tpot(self) -> float | None:
         n = self.output_tokens
@@ -133,7 +136,8 @@ class RequestRecord:
         )
 
     def samples(self) -> dict[str, list[float]]:
-        """Values this request adds to each metric's histogram (latencies only when it succeeded)."""
+        """Values this request adds to each metric's histogram (latencies only when it succeeded),
+        but ITL's: `itl_spread`."""
         out: dict[str, list[float]] = {}
         if self.open_loop:
             out["schedule_lag"] = [max(0.0, self.schedule_lag)]
@@ -142,7 +146,6 @@ class RequestRecord:
         out["ttft"] = [self.ttft] if self.ttft is not None else []
         out["e2e"] = [self.e2e] if self.e2e is not None else []
         out["inter_chunk"] = list(self.gaps)
-        out["itl"] = self.itl()
         out["output_tokens"] = [self.output_tokens]
         if (tpot := self.tpot()) is not None:
             out["tpot"] = [tpot]
