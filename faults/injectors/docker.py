@@ -74,7 +74,7 @@ class Docker:
             if not isinstance(value, str) or not value:
                 raise FieldError(f"target.{key}", "must be a non-empty string")
         action = params.get("action")
-        if action not in OPTIONAL:
+        if not isinstance(action, str) or action not in OPTIONAL:
             raise FieldError("params.action", f"expected one of {', '.join(OPTIONAL)}, got {action!r}")
         required = {"action"} | REQUIRED.get(action, set())
         only_keys("params", params, required | OPTIONAL[action], required)

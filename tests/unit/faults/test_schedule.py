@@ -236,6 +236,7 @@ def fault(kind: str) -> dict:
 @example("gpu_clock", "params.graphics_mhz", 1e-300)
 @example("docker", "params.signal", [[1] * 3] * 3)
 @example("tbf", "params.burst", float("inf"))
+@example("docker", "params.action", [])  # found: an unhashable action was a TypeError
 def test_fuzz_any_value_in_any_field(fuzz_file, kind, where, value):
     doc: dict = {"seed": 1, "faults": [fault(kind), {**fault(kind), "name": "other", "at": "5s"}]}
     first = doc["faults"][0]
