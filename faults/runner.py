@@ -36,8 +36,8 @@ def _test_pause(stage: str) -> None:
     stops itself (SIGSTOP) when a window reaches `stage`, so a test can kill it exactly there.
     before-journal: due, nothing written; before-apply: in the journal, not applied; in-apply: the
     target changed, the runner not yet told; in-revert: the target restored, still in the journal."""
-    if os.environ.get(TEST_PAUSE_ENV) == stage:
-        os.kill(os.getpid(), signal.SIGSTOP)
+    if os.environ.get(TEST_PAUSE_ENV) == stage:  # this thread's own SIGSTOP: it stops before going on
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 class Runner:
