@@ -11,20 +11,21 @@ import time
 import httpx
 import pytest
 
-from tests.integration.loadtest_helpers import LOCUST, locust, only_run
+from tests.integration.loadtest_helpers import LOCUST, distributed, locust, only_run
 from tests.procs import ROOT, serve
 from tests.servers import scripted
 
 pytestmark = pytest.mark.integration
 
 
-def test_requests_cut_by_the_end_of_the_test_are_counted_apart(tmp_path):
+@pytest.mark.parametrize("mode", ["one process", "master and two workers"])
+def test_requests_cut_by_the_end_of_the_test_are_counted_apart(tmp_path, mode):
     """Every user is mid-stream when -t ends: those requests are cancelled at stop, reported apart
     and out of the denominators, so a clean run is 100 % ok and meets a generous SLO."""
     slo = tmp_path / "slo.yaml"
     slo.write_text("en:\n  ttft_p99_ms: 60000\n  itl_p99_ms: 60000\n")
     with scripted.running(4, "--itl-ms", "40", "60") as url:  # requests of 3 s, the second round cut
-        proc = locust(
+        proc = (locust if mode == "one process" else distributed)(
             "--host",
             url,
             "--results-dir",
