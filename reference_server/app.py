@@ -122,6 +122,7 @@ class Admin:
         return JSONResponse(
             {
                 "graphics_mhz": d.clock_mhz,
+                "min_graphics_mhz": d.min_clock_mhz,
                 "max_graphics_mhz": d.max_clock_mhz,
                 "locked": d.locked_mhz is not None,
                 "slowdown": d.slowdown,

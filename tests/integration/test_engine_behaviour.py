@@ -470,13 +470,25 @@ def _gap(s: Server, n: int = 40) -> float:
 def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> None:
     s, url = real_time, real_time.url + "/admin/device/clocks"
     state = httpx.get(url, headers=ADMIN).json()
-    assert state == {"graphics_mhz": 1980.0, "max_graphics_mhz": 1980.0, "locked": False, "slowdown": 1.0}
+    assert state == {
+        "graphics_mhz": 1980.0,
+        "min_graphics_mhz": 210.0,  # the range a clock must lie in (faults read it to check a schedule)
+        "max_graphics_mhz": 1980.0,
+        "locked": False,
+        "slowdown": 1.0,
+    }
 
     base = _gap(s)
     r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 990})
     try:
         assert r.status_code == 200
-        assert r.json() == {"graphics_mhz": 990.0, "max_graphics_mhz": 1980.0, "locked": True, "slowdown": 2.0}
+        assert r.json() == {
+            "graphics_mhz": 990.0,
+            "min_graphics_mhz": 210.0,
+            "max_graphics_mhz": 1980.0,
+            "locked": True,
+            "slowdown": 2.0,
+        }
         assert httpx.get(url, headers=ADMIN).json()["locked"] is True
         slow = _gap(s)
     finally:
