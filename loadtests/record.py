@@ -58,7 +58,7 @@ class RequestRecord:
     at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
-    counted: bool = False
+    counted: bool = field(default=False, repr=False)  # count_tokens has run
 
     @property
     def schedule_lag(self) -> float:
@@ -108,14 +108,10 @@ class RequestRecord:
 
     def itl_spread(self) -> tuple[list[float], list[int]]:
         """Each inter-chunk gap spread over the tokens of the chunk it delivered, and that count: the
-        ITL samples, each value that many times (recorded so: one event may carry a million)."""
+        ITL samples, each value that many times (recorded so: one event may carry a million); as
+        many as output tokens after the first event's."""
         per = self.tokens_per_chunk()[1:]
         return [gap / k for gap, k in zip(self.gaps, per, strict=True)], per
-
-    def itl(self) -> list[float]:
-        """The ITL samples one by one: as many as output tokens after the first event's."""
-        values, times = self.itl_spread()
-        return [v for v, k in zip(values, times, strict=True) for _ in range(k)]
 
     def tpot(self) -> float | None:
         n = self.output_tokens

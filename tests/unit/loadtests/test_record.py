@@ -25,13 +25,14 @@ def rec(**kw) -> RequestRecord:
 
 def test_one_token_per_chunk_gives_gaps_as_itl():
     r = rec()
-    assert r.itl() == [0.1, 0.2]
+    assert r.itl_spread() == ([0.1, 0.2], [1, 1])
     assert r.tpot() == pytest.approx((0.4 - 0.1) / 2)
 
 
 def test_merged_chunks_spread_their_gap_over_their_tokens():
     r = rec(chunks=[" a", " b c d e"], gaps=[0.4], usage_tokens=5)
-    assert r.itl() == pytest.approx([0.1] * 4)  # a gap that delivered 4 tokens is 4 ITL samples
+    values, times = r.itl_spread()
+    assert (values, times) == (pytest.approx([0.1]), [4])  # a gap that delivered 4 tokens is 4 ITL samples
     assert r.tpot() == pytest.approx(0.3 / 4)
 
 
@@ -71,8 +72,9 @@ def test_per_chunk_tokens_sum_exactly_to_the_usage_and_itl_has_one_sample_per_to
     per = r.tokens_per_chunk()
     assert all(isinstance(k, int) and k >= 1 for k in per), per
     assert sum(per) == usage
-    assert len(r.itl()) == usage - per[0]
-    assert sum(r.itl()) == pytest.approx(sum(r.gaps))
+    values, times = r.itl_spread()
+    assert sum(times) == usage - per[0]
+    assert sum(v * k for v, k in zip(values, times, strict=True)) == pytest.approx(sum(r.gaps))
     assert r.line(tokenizer.count(r.text)).tokens_from == "usage"
 
 
@@ -93,7 +95,7 @@ def test_without_usage_our_count_is_used_and_said():
 def test_fewer_tokens_than_chunks_is_one_per_chunk():
     r = rec(chunks=[" a", " b", " c"], gaps=[0.1, 0.2], usage_tokens=2)
     assert r.tokens_per_chunk() == [1, 1, 1]
-    assert r.itl() == [0.1, 0.2]
+    assert r.itl_spread() == ([0.1, 0.2], [1, 1])
 
 
 def test_a_huge_text_is_counted_off_the_event_loop():
@@ -128,4 +130,4 @@ def test_any_chunks_share_out_the_usage_exactly(chunks, extra):
     per = r.tokens_per_chunk()
     assert min(per) >= 1
     assert sum(per) == usage
-    assert len(r.itl()) == usage - per[0]
+    assert sum(r.itl_spread()[1]) == usage - per[0]
