@@ -102,6 +102,17 @@ def test_sigterm_reverts_within_a_second(tmp_path, targets):
     proc.wait(10)
 
 
+def recover(journal, token: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "LLMCHAOS_ADMIN_TOKEN"}
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
+        cwd=ROOT,
+        env={**env, "LLMCHAOS_ADMIN_TOKEN": token} if token else env,
+        capture_output=True,
+        text=True,
+    )
+
+
 def test_sigkill_leaves_the_journal_and_recover_cleans_up(tmp_path, targets):
     server, p = targets
     journal = tmp_path / "j.json"
@@ -111,13 +122,7 @@ def test_sigkill_leaves_the_journal_and_recover_cleans_up(tmp_path, targets):
     proc.wait(10)
     assert state(server, p) == (True, True)
     assert len(json.loads(journal.read_text())) == 2
-    r = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
-        cwd=ROOT,
-        env={**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN},
-        capture_output=True,
-        text=True,
-    )
+    r = recover(journal, token=TOKEN)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("reverted") == 2
     assert state(server, p) == (False, False)
@@ -263,17 +268,6 @@ def test_sigterm_during_a_hung_apply_ends_the_run_within_its_deadline_and_says_w
         assert [e["name"] for e in json.loads(journal.read_text())] == ["drop"]
     finally:
         stop(hung)
-
-
-def recover(journal, token: str | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "LLMCHAOS_ADMIN_TOKEN"}
-    return subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(journal)],
-        cwd=ROOT,
-        env={**env, "LLMCHAOS_ADMIN_TOKEN": token} if token else env,
-        capture_output=True,
-        text=True,
-    )
 
 
 def test_recover_says_reverted_only_once_the_clock_reads_back_as_before(tmp_path, targets):

@@ -10,10 +10,12 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+from docker.models.containers import Container
 
 IMAGE = "llmchaos-test/busybox:1"
 DOCKERFILE = """FROM scratch
@@ -102,6 +104,19 @@ def build_image(client: docker.DockerClient) -> str:
         (Path(ctx) / "Dockerfile").write_text(DOCKERFILE)
         client.images.build(path=ctx, tag=IMAGE, rm=True)
     return IMAGE
+
+
+def sleeper(client: docker.DockerClient, prefix: str, labels: dict[str, str] = ALLOW, **options: object) -> Container:
+    """A container of the test image that only sleeps, off any network, named `prefix-<random>`."""
+    return client.containers.run(
+        IMAGE,
+        ["sleep", "600"],
+        detach=True,
+        network_mode="none",
+        labels=labels,
+        name=f"{prefix}-{uuid.uuid4().hex[:6]}",
+        **options,
+    )
 
 
 def sock(client: docker.DockerClient) -> str:

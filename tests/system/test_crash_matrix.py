@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from faults.injectors.tbf import Tbf
 from faults.runner import STAGES, TEST_PAUSE_ENV
 from tests.integration.test_sse_proxy import FAULT, proxy
 from tests.procs import ROOT, serve
-from tests.system.dockerd import ALLOW, sock
+from tests.system.dockerd import sleeper, sock
 from tests.system.netns import veth_pair
 
 TOKEN = "crash-matrix-token"
@@ -71,17 +70,8 @@ def tbf_target() -> Iterator[Target]:
 
 @pytest.fixture(scope="module")
 def docker_target(daemon) -> Iterator[Target]:
-    client, image = daemon
-    c = client.containers.run(
-        image,
-        ["sleep", "600"],
-        detach=True,
-        network_mode="none",
-        labels=ALLOW,
-        name=f"llmc-crash-{uuid.uuid4().hex[:6]}",
-        cpu_period=100_000,
-        cpu_quota=CPU_QUOTA,
-    )
+    client, _ = daemon
+    c = sleeper(client, "llmc-crash", cpu_period=100_000, cpu_quota=CPU_QUOTA)
 
     def state() -> object:
         c.reload()

@@ -22,7 +22,7 @@ import pytest
 
 from faults.injectors.docker import Docker
 from tests.procs import ROOT
-from tests.system.dockerd import ALLOW, sock
+from tests.system.dockerd import ALLOW, sleeper, sock
 
 TICKER = "while :; do n=0; while [ $n -lt 1000 ]; do n=$((n+1)); done; echo x >> /out/ticks; done"
 
@@ -157,9 +157,9 @@ def wait_status(c, want: str, timeout: float = 10.0) -> float:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_path, sig):
-    client, image = daemon
+    client, _ = daemon
     c, _ = ticker
-    other = client.containers.run(image, ["sleep", "600"], detach=True, network_mode="none", labels=ALLOW)
+    other = sleeper(client, "llmc-other")
     try:
         path = tmp_path / "schedule.yaml"
         path.write_text(f"""faults:
@@ -250,15 +250,8 @@ def wait_reachable(ip: str, want: bool, timeout: float = 5.0) -> None:
 
 
 def test_only_allowed_containers_are_hit(daemon, tmp_path):
-    client, image = daemon
-    c = client.containers.run(
-        image,
-        ["sleep", "600"],
-        detach=True,
-        network_mode="none",
-        labels={"role": "backend"},
-        name=f"llmc-plain-{uuid.uuid4().hex[:6]}",
-    )
+    client, _ = daemon
+    c = sleeper(client, "llmc-plain", labels={"role": "backend"})
     try:
         path = schedule(tmp_path, sock(client), c.name, "freeze|0s|1s|{action: pause}")
         journal = tmp_path / "journal.json"
@@ -299,8 +292,8 @@ def test_probe_says_what_this_host_can_inject():
 
 
 def test_a_leftover_whose_container_is_gone_is_dropped_and_said_so(daemon, tmp_path):
-    client, image = daemon
-    c = client.containers.run(image, ["sleep", "600"], detach=True, network_mode="none", labels=ALLOW)
+    client, _ = daemon
+    c = sleeper(client, "llmc-gone")
     try:
         path = schedule(tmp_path, sock(client), c.name, "freeze|0s|60s|{action: pause}")
         journal = tmp_path / "journal.json"

@@ -132,46 +132,8 @@ def test_missing_namespace_interface_and_the_default_route_are_refused():
         assert "default route" not in (Tbf({"interface": iface}, Allowlist(host_network=True)).probe() or "")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_a_killed_runner_leaves_no_qdisc(pair, tmp_path, sig):
-    _, b, _ = pair
-    tbf = Tbf({"netns": b, "interface": "veth0"})
-    path, journal = tmp_path / "schedule.yaml", tmp_path / "journal.json"
-    path.write_text(
-        f"faults:\n  - {{name: slow-link, kind: tbf, target: {{netns: {b}, interface: veth0}}, "
-        f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n"
-    )
-    cli = [sys.executable, "-m", "llmchaos.cli", "faults"]
-    proc = subprocess.Popen(
-        [*cli, "run", str(path), "--journal", str(journal)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 10
-    while tbf.read_back()["kind"] != "tbf":
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.02)
-    sent = time.monotonic()
-    proc.send_signal(sig)
-    if sig == signal.SIGTERM:
-        while tbf.read_back()["kind"] == "tbf":
-            assert time.monotonic() - sent < 1.0, "not reverted within 1 s of SIGTERM"
-            time.sleep(0.01)
-    proc.communicate(timeout=10)
-    if sig == signal.SIGKILL:
-        assert tbf.read_back()["kind"] == "tbf"  # nothing ran to undo it ...
-        r = subprocess.run([*cli, "recover", "--journal", str(journal)], cwd=ROOT, capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert r.stdout.startswith("reverted tbf slow-link"), r.stdout + r.stderr
-    assert tbf.read_back()["kind"] != "tbf"
-    assert json.loads(journal.read_text()) == []
-
-
 def run_until_applied(path, journal, tbf: Tbf) -> subprocess.Popen:
-    """`llmchaos faults run` until its tbf reads back, then SIGKILLed: the journal holds it."""
+    """`llmchaos faults run`, once its tbf reads back."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(journal)],
         cwd=ROOT,
@@ -184,9 +146,14 @@ def run_until_applied(path, journal, tbf: Tbf) -> subprocess.Popen:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
+    return proc
+
+
+def killed_once_applied(path, journal, tbf: Tbf) -> None:
+    """`llmchaos faults run` SIGKILLed once its tbf reads back: the journal holds it."""
+    proc = run_until_applied(path, journal, tbf)
     proc.kill()
     proc.communicate(timeout=10)
-    return proc
 
 
 def recover(journal) -> subprocess.CompletedProcess:
@@ -198,6 +165,32 @@ def recover(journal) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_runner_leaves_no_qdisc(pair, tmp_path, sig):
+    _, b, _ = pair
+    tbf = Tbf({"netns": b, "interface": "veth0"})
+    path, journal = tmp_path / "schedule.yaml", tmp_path / "journal.json"
+    path.write_text(
+        f"faults:\n  - {{name: slow-link, kind: tbf, target: {{netns: {b}, interface: veth0}}, "
+        f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n"
+    )
+    proc = run_until_applied(path, journal, tbf)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    if sig == signal.SIGTERM:
+        while tbf.read_back()["kind"] == "tbf":
+            assert time.monotonic() - sent < 1.0, "not reverted within 1 s of SIGTERM"
+            time.sleep(0.01)
+    proc.communicate(timeout=10)
+    if sig == signal.SIGKILL:
+        assert tbf.read_back()["kind"] == "tbf"  # nothing ran to undo it ...
+        r = recover(journal)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.startswith("reverted tbf slow-link"), r.stdout + r.stderr
+    assert tbf.read_back()["kind"] != "tbf"
+    assert json.loads(journal.read_text()) == []
+
+
 @pytest.mark.parametrize("gone", ["netns", "interface"])
 def test_a_leftover_whose_target_is_gone_is_dropped_and_said_so(tmp_path, gone):
     path, journal = tmp_path / "schedule.yaml", tmp_path / "journal.json"
@@ -206,7 +199,7 @@ def test_a_leftover_whose_target_is_gone_is_dropped_and_said_so(tmp_path, gone):
             f"faults:\n  - {{name: slow-link, kind: tbf, target: {{netns: {b}, interface: veth0}}, "
             f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n"
         )
-        run_until_applied(path, journal, Tbf({"netns": b, "interface": "veth0"}))
+        killed_once_applied(path, journal, Tbf({"netns": b, "interface": "veth0"}))
         if gone == "interface":
             with NetNS(b) as ns:
                 ns.link("del", index=ns.link_lookup(ifname="veth0")[0])
@@ -237,7 +230,7 @@ def test_a_sweep_leaves_the_operators_own_qdisc_alone(tmp_path):
             f"faults:\n  - {{name: slow-link, kind: tbf, target: {{netns: {b}, interface: veth0}}, "
             f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n"
         )
-        run_until_applied(path, journal, Tbf({"netns": b, "interface": "veth0"}))
+        killed_once_applied(path, journal, Tbf({"netns": b, "interface": "veth0"}))
         subprocess.run(["tc", "-n", b, "qdisc", "del", "dev", "veth0", "root"], check=True)
         operators = ["tbf", "rate", "1mbit", "burst", "16384", "latency", "50ms"]  # with the handle we used to use
         subprocess.run(["tc", "-n", b, "qdisc", "add", "dev", "veth0", "root", "handle", "1:", *operators], check=True)
