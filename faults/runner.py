@@ -4,9 +4,9 @@ every way out (normal end, an exception, SIGINT/SIGTERM), and never a fault left
 One thread per (kind, target), whose windows never overlap: it takes them one after another from a
 lazy merge of its faults' windows, so thousands of windows cost no more threads or memory than a
 few. A window that falls due while the previous one's revert is still running starts late (and is
-recorded so), never skipped. Each window: save what the revert restores, write the journal, apply,
-wait, revert, remove the journal entry; `stop` waits for those reverts up to its deadline and records
-any window still being applied or reverted then as left in the journal.
+recorded so), never skipped. Each window: save what the revert restores and write the journal just
+before it is due, apply, wait, revert, remove the journal entry; `stop` waits for those reverts up to
+its deadline and records any window still being applied or reverted then as left in the journal.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ log = logging.getLogger("llmchaos.faults")
 TEST_PAUSE_ENV = "LLMCHAOS_FAULTS_TEST_PAUSE"
 STAGES = ("before-journal", "before-apply", "in-apply", "in-revert")
 LEFT = "left in the journal (llmchaos faults recover reverts it)"
+PREPARE_LEAD_S = 0.05  # a window's state is saved and journaled this long before it is due, so it applies on time
 
 
 def _test_pause(stage: str) -> None:
@@ -87,7 +88,7 @@ class Runner:
                 planned_start=t0 + w.start,
                 planned_end=t0 + w.end,
             )
-            stopped = self.stopping.wait(max(0.0, rec.planned_start - time.time()))
+            stopped = self.stopping.wait(max(0.0, rec.planned_start - PREPARE_LEAD_S - time.time()))
             if stopped and rec.planned_start > self._stopped_at:
                 return
             self.timeline.append(rec)
@@ -110,6 +111,7 @@ class Runner:
             log.error("%s: %s", w.name, rec.error)
             return
         _test_pause("before-apply")
+        self.stopping.wait(max(0.0, rec.planned_start - time.time()))
         if not self.stopping.is_set() and not self._apply_and_revert(injector, w, rec, saved, entry):
             return
         try:
