@@ -22,6 +22,7 @@ from faults.injectors import KINDS
 from faults.injectors.base import InjectError, Injector, TargetGone
 from faults.journal import Journal
 from faults.schedule import FaultSpec, Schedule, Window
+from llmchaos.errors import UsageError
 from llmchaos.run import FaultWindow
 
 log = logging.getLogger("llmchaos.faults")
@@ -106,7 +107,7 @@ class Runner:
         try:
             saved = injector.save(w.params)
             entry = self.journal.add(w.name, w.kind, w.target, w.params, saved)
-        except (InjectError, OSError) as e:
+        except (InjectError, OSError, UsageError) as e:  # UsageError: the journal was found damaged
             rec.error = f"not applied: {e}"
             log.error("%s: %s", w.name, rec.error)
             return
@@ -116,7 +117,7 @@ class Runner:
             return
         try:
             self.journal.remove(entry)
-        except OSError as e:
+        except (OSError, UsageError) as e:
             rec.error = f"reverted, but the journal could not be updated: {e}"
             log.error("%s: %s", w.name, rec.error)
             return

@@ -313,3 +313,18 @@ def test_a_clock_outside_the_devices_range_is_refused_before_the_run(tmp_path, t
     )
     assert probe.returncode == 1, probe.stdout + probe.stderr
     assert "NO: 5000 MHz is outside this device's range" in probe.stdout
+
+
+def test_a_journal_damaged_during_the_run_still_leaves_every_fault_reverted(tmp_path, targets):
+    server, p = targets
+    journal = tmp_path / "j.json"
+    proc = start(write_schedule(tmp_path, server, p, length="60s"), journal)
+    wait_active(server, p, proc)
+    journal.write_text('[{"id": ')  # someone truncated it
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    assert "reverted, but the journal could not be updated" in err
+    assert state(server, p) == (False, False)
+    assert len(list(tmp_path.glob("j.json.damaged-*"))) == 1
