@@ -328,3 +328,17 @@ def test_a_journal_damaged_during_the_run_still_leaves_every_fault_reverted(tmp_
     assert "reverted, but the journal could not be updated" in err
     assert state(server, p) == (False, False)
     assert len(list(tmp_path.glob("j.json.damaged-*"))) == 1
+
+
+def test_a_clock_the_device_refuses_is_never_a_silent_success(tmp_path, targets):
+    server, p = targets
+    path, journal = tmp_path / "slow.yaml", tmp_path / "j.json"
+    path.write_text(  # sane for a GPU, below the simulated device's minimum (210 MHz), which it may not report
+        f"faults:\n  - {{name: crawl, kind: gpu_clock, target: {{sim: '{server}'}}, at: 0s, duration: 300ms, "
+        "params: {graphics_mhz: 150}}\n"
+    )
+    run = start(str(path), journal)
+    _, err = run.communicate(timeout=30)
+    assert run.returncode in (1, 2), err  # refused before the run (2) or a failed window (1)
+    assert "crawl" in err or "graphics_mhz" in err, err
+    assert state(server, p) == (False, False)
