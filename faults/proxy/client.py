@@ -168,6 +168,7 @@ class Client(asyncio.Protocol):
             self.reply(req, self.proxy.injected_error(shape[0], close=not req.keep_alive))
             return req.keep_alive
         request = req.upstream_bytes(self.proxy.target.base, self.proxy.target.authority, self.peer)
+        req.body.clear()  # it lives on in `request` alone: one copy, gone when this request is answered
         try:
             try:
                 return await self.relay(req, shape, request, fresh=False)
@@ -209,3 +210,7 @@ class Client(asyncio.Protocol):
             self.exchange.close()  # cancel the request upstream now
         if self.worker is not None:
             self.worker.cancel()
+        # The parser and this protocol refer to each other, so only a full collection (rare: see
+        # gc.freeze in server.py) would free them; let go of the requests' bodies now.
+        self.req = Request()
+        self.queue.clear()

@@ -57,6 +57,10 @@ class Exchange:
         except BaseException:
             self.close()
             raise
+        finally:
+            # The upstream connection and this exchange refer to each other: detach, so the request
+            # (its body may be megabytes) goes now, not at the next full collection.
+            self.upstream.exchange = None
         return reusable and not self.cut and not self.upstream.lost
 
     def close(self) -> None:
