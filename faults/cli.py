@@ -19,10 +19,18 @@ END_S = 10.0  # at the end, the last reverts get this long
 
 
 def register(sub: Subparsers) -> None:
+    from faults.proxy.wire import HEAD_TIMEOUT_S
+
     p = sub.add_parser("proxy", help="run the SSE chaos proxy in front of an upstream")
     p.add_argument("--listen", default="127.0.0.1:9100", help="HOST:PORT or [IPv6]:PORT")
     p.add_argument("--upstream", required=True, help="base URL of the server to forward to")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--header-timeout",
+        type=positive(float),
+        default=HEAD_TIMEOUT_S,
+        help="seconds a request head may take from its first byte before 408 and close (slowloris)",
+    )
     p.set_defaults(func=run_proxy)
 
     p = sub.add_parser("faults", help="run, probe or recover fault schedules")
@@ -52,7 +60,9 @@ def register(sub: Subparsers) -> None:
 def run_proxy(args: argparse.Namespace) -> None:
     from faults import proxy
 
-    proxy.serve(args.listen, args.upstream, args.seed)  # a bad address: UsageError, before it listens
+    proxy.serve(
+        args.listen, args.upstream, args.seed, args.header_timeout
+    )  # a bad address: UsageError, before it listens
 
 
 def _iso(t: float) -> str:

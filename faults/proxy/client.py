@@ -43,6 +43,7 @@ class Client(asyncio.Protocol):
         self.exchange: Exchange | None = None
         self.req = Request()
         self.in_head = self.refused = self.paused = self.writing_paused = False
+        self.head_timer: asyncio.TimerHandle | None = None
         self.head = 0  # bytes of the request head: its url and whole headers
         self.fed = 0  # bytes read while its head was unfinished, after the read it began in
 
@@ -83,6 +84,15 @@ class Client(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self.req, self.in_head, self.head, self.fed = Request(), True, 0, 0
+        # Slowloris: a head must be whole within the header timeout of its first byte (an idle
+        # keep-alive connection, between requests, is not timed).
+        self.head_timer = asyncio.get_running_loop().call_later(
+            self.proxy.header_timeout, self.head_too_slow, self.parser
+        )
+
+    def head_too_slow(self, parser: httptools.HttpRequestParser) -> None:
+        if self.in_head and parser is self.parser and not self.refused:
+            self.refuse(Refusal(408, f"request head not complete within {self.proxy.header_timeout:g} s"))
 
     def on_url(self, url: bytes) -> None:
         self.req.url += url
@@ -94,6 +104,8 @@ class Client(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.in_head = False
+        if self.head_timer is not None:
+            self.head_timer.cancel()
         if self.parser.get_method() == b"CONNECT":
             raise Refusal(405, "the proxy does not tunnel (CONNECT)")
 
@@ -206,6 +218,8 @@ class Client(asyncio.Protocol):
             self.exchange.upstream.hold("client", False)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
         if self.exchange is not None:
             self.exchange.close()  # cancel the request upstream now
         if self.worker is not None:

@@ -17,9 +17,8 @@ import httptools
 from faults.proxy.fault import SSEFault
 from faults.proxy.misbehave import Misbehave
 from faults.proxy.upstream import Stale, Upstream, UpstreamError
-from faults.proxy.wire import END, HOP_BY_HOP, MAX_HEAD, HeadTooLarge, Request, chunk, grown
+from faults.proxy.wire import END, HEAD_TIMEOUT_S, HOP_BY_HOP, MAX_HEAD, HeadTooLarge, Request, chunk, grown
 
-HEAD_TIMEOUT_S = 10.0  # from an answer's first byte to the end of its headers
 Shape = tuple[SSEFault, random.Random]  # the fault on a request, and the random numbers it draws
 PHRASES = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 

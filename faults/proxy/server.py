@@ -17,7 +17,7 @@ from faults.proxy.client import Client
 from faults.proxy.exchange import Shape
 from faults.proxy.fault import SSEFault
 from faults.proxy.upstream import Pool
-from faults.proxy.wire import response
+from faults.proxy.wire import HEAD_TIMEOUT_S, response
 from llmchaos.errors import UsageError
 from llmchaos.net import is_loopback
 
@@ -25,8 +25,8 @@ CONTROL_METHODS = "GET, PUT, DELETE"
 
 
 class Proxy:
-    def __init__(self, target: Target, seed: int = 0) -> None:
-        self.target, self.pool = target, Pool(target)
+    def __init__(self, target: Target, seed: int = 0, header_timeout: float = HEAD_TIMEOUT_S) -> None:
+        self.target, self.pool, self.header_timeout = target, Pool(target), header_timeout
         self.fault: SSEFault | None = None
         self.rng = random.Random(seed)
 
@@ -66,8 +66,8 @@ class Proxy:
         )
 
 
-async def main(listen: tuple[str, int], target: Target, seed: int = 0) -> None:
-    proxy, loop, stop = Proxy(target, seed), asyncio.get_running_loop(), asyncio.Event()
+async def main(listen: tuple[str, int], target: Target, seed: int, header_timeout: float) -> None:
+    proxy, loop, stop = Proxy(target, seed, header_timeout), asyncio.get_running_loop(), asyncio.Event()
     try:
         server = await loop.create_server(lambda: Client(proxy), *listen)
     except OSError as e:
@@ -80,6 +80,6 @@ async def main(listen: tuple[str, int], target: Target, seed: int = 0) -> None:
     server.close()
 
 
-def serve(listen: str, upstream: str, seed: int = 0) -> None:
+def serve(listen: str, upstream: str, seed: int = 0, header_timeout: float = HEAD_TIMEOUT_S) -> None:
     """Run the proxy until SIGINT or SIGTERM; a bad address is a UsageError before anything starts."""
-    uvloop.run(main(listen_address(listen), upstream_target(upstream), seed))
+    uvloop.run(main(listen_address(listen), upstream_target(upstream), seed, header_timeout))

@@ -29,6 +29,7 @@ HOP_BY_HOP = frozenset(
 FORWARDING = frozenset({b"forwarded", b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto", b"x-real-ip"})
 END = b"0\r\n\r\n"
 MAX_HEAD = 64 * 1024  # bytes of a request's or an answer's head
+HEAD_TIMEOUT_S = 10.0  # seconds from a head's first byte to its end (a request's: --header-timeout)
 MAX_BODY = 64 * 1024 * 1024  # bytes of a request's body
 
 

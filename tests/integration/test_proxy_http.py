@@ -115,6 +115,37 @@ def test_an_upstream_with_endless_headers_is_a_502_in_bounded_memory(proxied):
     assert ps.memory_info().rss - before < 20_000_000
 
 
+def test_a_request_head_trickled_past_the_header_timeout_is_cut_off(upstream):
+    """Slowloris: heads sent a byte at a time are answered 408 and closed once the header timeout
+    passes from their first byte, while other clients are served and an idle keep-alive connection,
+    between requests, is left alone."""
+    with proxy_process(upstream.url, "--header-timeout", "1") as (p, _):
+        idle = connect(p)
+        idle.sendall(request("POST", "/echo/length", b"before"))
+        assert Reader(idle).answer("POST") is not None
+        slow = [connect(p) for _ in range(20)]
+        started = time.monotonic()
+        head = request("POST", "/echo/length", b"x")
+        for i in range(len(head)):
+            for s in slow:
+                s.sendall(head[i : i + 1])
+            time.sleep(0.1)
+            if time.monotonic() - started > 3:
+                break
+        with httpx.Client(base_url=p, timeout=5) as c:
+            assert c.post("/echo/length", content=b"meanwhile").status_code == 200
+        for s in slow:
+            answer = Reader(s).answer("POST")
+            assert answer is not None
+            assert answer.status == 408
+            s.close()
+        idle.sendall(request("POST", "/echo/length", b"after"))  # idle for over 3 s between its requests
+        answer = Reader(idle).answer("POST")
+        idle.close()
+        assert answer is not None
+        assert answer.headers["x-echo"] == echo_line("POST", "/echo/length", b"after")
+
+
 def test_large_request_bodies_leave_the_proxy_as_they_came(proxied):
     """Each relayed body is let go once answered: 20 bodies of 8 MB grew the proxy by about 200 MB
     (one held per finished exchange until a full collection, which gc.freeze makes rare)."""

@@ -19,11 +19,22 @@ FAULT = "/_llmchaos/fault"
 
 
 @contextlib.contextmanager
-def proxy_process(upstream: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`llmchaos proxy` in front of `upstream` on a free loopback port: (its URL, its process)."""
+def proxy_process(upstream: str, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`llmchaos proxy` in front of `upstream` on a free loopback port (plus `extra` flags): (its URL,
+    its process)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llmchaos.cli", "proxy", "--listen", f"127.0.0.1:{port}", "--upstream", upstream],
+        [
+            sys.executable,
+            "-m",
+            "llmchaos.cli",
+            "proxy",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--upstream",
+            upstream,
+            *extra,
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
