@@ -8,6 +8,7 @@ A component registers its subcommands under the entry-point group `llmchaos.comm
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `llmchaos ... | head` closed our stdout: Python's documented way out
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
