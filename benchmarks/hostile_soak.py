@@ -9,7 +9,9 @@ the machine's drift out of the comparison. Server and proxy memory is sampled th
 
 Targets: the normal streams' TTFT p99 in the hostile blocks within 1.5x of the blocks alone, no
 normal stream failed, and memory flat: each process's lowest RSS in the last hostile block within
-max(1.2x, +16 MiB) of its lowest in the first (the lowest, so a 10 MB body in flight is no growth).
+max(1.2x, +32 MiB) of its lowest in the first. The lowest, so a 10 MB body in flight is no growth;
+32 MiB, because glibc keeps freed large buffers in the heap once its mmap threshold has risen (two
+bodies' worth at most), while a leak of the bodies grows by 10 MB each (12 per run).
 Run from the repo root: python -m benchmarks.hostile_soak
 """
 
@@ -280,7 +282,7 @@ def main() -> int:
     flat = True
     for name, (first_block, last_block) in memory.items():
         first, last = min(first_block), min(last_block)
-        ok = last <= max(first * 1.2, first + 16 * MIB)
+        ok = last <= max(first * 1.2, first + 32 * MIB)
         flat &= ok
         print(
             f"{name} RSS, first to last hostile block: {first / MIB:6.1f} -> {last / MIB:6.1f} MiB "
