@@ -48,9 +48,19 @@ def train(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
     return tok
 
 
+_serving = PATH  # what load() gives: the shipped tokenizer, or a local model's own (`use`)
+
+
+def use(path: Path) -> None:
+    """Make `path` (a SentencePiece-style tokenizer.json with `</s>`) this process's tokenizer."""
+    global _serving
+    _serving = path
+    load.cache_clear()
+
+
 @cache
-def load(path: Path = PATH) -> Tokenizer:
-    return Tokenizer.from_file(str(path))
+def load(path: Path | None = None) -> Tokenizer:
+    return Tokenizer.from_file(str(path or _serving))
 
 
 def encode(text: str) -> list[int]:

@@ -25,6 +25,7 @@ from reference_server.api.openai import OpenAIAPI, Strict
 from reference_server.body_limit import BodyLimit
 from reference_server.config import ServerOptions
 from reference_server.engine import Engine
+from reference_server.gpu_telemetry import GpuTelemetry
 
 if TYPE_CHECKING:
     from reference_server.executors.sim import SimDevice
@@ -152,8 +153,12 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Admin(engine, opts),
     )
 
+    telemetry = GpuTelemetry.of(engine.executor)
+    engine.metrics.registry.register(telemetry)
+
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        body = generate_latest(engine.metrics.registry) + telemetry.comment()
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def warm_up() -> None:
         await asyncio.sleep(startup_delay_s)  # the sim's model-load time; 503 meanwhile

@@ -26,6 +26,15 @@ def register(sub: Subparsers) -> None:
 
     p = sub.add_parser("serve", help="run the reference streaming LLM server")
     p.add_argument("--engine", default="sim", help=f"executor: {', '.join(ENGINES)} (sim: calibrated cost model)")
+    p.add_argument(
+        "--device", choices=["auto", "cuda", "cpu"], default="auto", help="torch: auto is CUDA when there is one"
+    )
+    p.add_argument(
+        "--model",
+        default="tiny",
+        help="torch: tiny or small (Llama shapes, seeded random weights) or a local model directory "
+        "(safetensors and tokenizer.json)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--model-name", default="llmchaos-sim-8b")
@@ -124,7 +133,18 @@ def run(args: argparse.Namespace) -> None:
             f"--max-model-len ({args.max_model_len})",
             field="--num-blocks",
         )
-    executor = create(ExecutorOptions(args.engine, args.seed, args.sim_time_scale, args.sim_jitter))
+    executor = create(
+        ExecutorOptions(
+            args.engine,
+            args.seed,
+            args.sim_time_scale,
+            args.sim_jitter,
+            device=args.device,
+            model=args.model,
+            num_blocks=args.num_blocks,
+            block_size=args.block_size,
+        )
+    )
     cfg = EngineConfig(
         model_name=args.model_name,
         max_model_len=args.max_model_len,

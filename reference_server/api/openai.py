@@ -146,6 +146,7 @@ class OpenAIAPI:
                         "owned_by": "llmchaos",
                         "root": name,
                         "max_model_len": self.engine.cfg.max_model_len,
+                        **getattr(self.engine.executor, "model_card", {}),  # what the torch executor runs
                     }
                 ],
             }

@@ -34,6 +34,10 @@ class ExecutorOptions:
     seed: int = 0
     sim_time_scale: float = 1.0  # sim: multiply the cost model (0: every step is free)
     sim_jitter: float = 0.03  # sim: sigma of the seeded log-normal step-time factor
+    device: str = "auto"  # torch: auto | cuda | cpu
+    model: str = "tiny"  # torch: tiny | small (seeded random weights) | a local model directory
+    num_blocks: int = 8192  # torch: the KV pool's blocks, as many as the block manager's
+    block_size: int = 16
 
 
 def _sim(options: ExecutorOptions) -> Executor:
@@ -42,7 +46,14 @@ def _sim(options: ExecutorOptions) -> Executor:
     return sim.create(options)
 
 
-ENGINES: dict[str, Callable[[ExecutorOptions], Executor]] = {"sim": _sim}  # each imports its backend when called
+def _torch(options: ExecutorOptions) -> Executor:
+    from reference_server.executors.torch import executor
+
+    return executor.create(options)
+
+
+# Each imports its backend when called.
+ENGINES: dict[str, Callable[[ExecutorOptions], Executor]] = {"sim": _sim, "torch": _torch}
 
 
 def create(options: ExecutorOptions) -> Executor:

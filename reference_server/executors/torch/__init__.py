@@ -1,0 +1,1 @@
+"""The torch executor (`llmchaos serve --engine torch`): a transformers model over a paged KV cache."""

@@ -1,0 +1,113 @@
+"""The torch executor: every scheduler step is a forward pass of a real transformer.
+
+The step runs in the executor's own thread (torch releases the GIL), so HTTP handling and
+streaming go on meanwhile. On CUDA the GPU's own clock sets its speed (a `gpu_clock` fault on
+`{gpu: N}` locks it through NVML); on the CPU a simulated clock, the sim executor's, stretches
+each step by its slowdown, so the admin clock API and `gpu_clock` on `{sim: URL}` act as on sim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+import torch
+
+from llmchaos import tokenizer
+from llmchaos.errors import UsageError
+from reference_server.batch import Batch
+from reference_server.executors import ExecutorOptions, Sampled
+from reference_server.executors.sim import CostModel, SimDevice
+from reference_server.executors.torch import attention
+from reference_server.executors.torch.kv_cache import PagedKVCache
+from reference_server.executors.torch.model import LoadedModel, load
+from reference_server.executors.torch.runner import ModelRunner, Work, snapshot
+from reference_server.executors.torch.sampler import Row, Sampler, language_vocabularies
+from reference_server.sequence import Sequence
+
+MEMORY_SHARE = 0.9  # the KV pool may take this much of the memory free when it is made
+
+
+class TorchExecutor:
+    def __init__(self, loaded: LoadedModel, cache: PagedKVCache, torch_device: torch.device, seed: int = 0) -> None:
+        self.loaded, self.cache, self.torch_device = loaded, cache, torch_device
+        self.runner = ModelRunner(loaded.model, cache, torch_device)
+        vocab = tokenizer.load().get_vocab_size()
+        vocabularies = language_vocabularies(vocab, torch_device) if loaded.random else {}
+        self.sampler = Sampler(vocab, tokenizer.eos_id(), vocabularies, torch_device)
+        self.rng = random.Random(seed)
+        self.model_card = {"engine": "torch", "device": str(torch_device), **loaded.card}
+        # The admin clock API's device: simulated on the CPU; a GPU's real clock is NVML's.
+        self.device = SimDevice(CostModel().max_clock_mhz) if torch_device.type == "cpu" else None
+        cuda = torch_device.type == "cuda"  # NVML finds the GPU by its UUID (indices may differ)
+        self.gpu_uuid = f"GPU-{torch.cuda.get_device_properties(torch_device).uuid}" if cuda else None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="torch-step")
+
+    def rows(self, batch: Batch) -> list[Row]:
+        return [self._row(seq) for seq in batch.sampling]
+
+    def _row(self, seq: Sequence) -> Row:
+        p, n = seq.params, len(seq.output_token_ids)
+        draw = 0.0 if p.temperature == 0 else (seq.rng or self.rng).random()
+        return Row(p, seq.lang, not p.ignore_eos and n >= max(1, p.min_tokens), draw)
+
+    def step(self, work: list[Work], rows: list[Row]) -> list[Sampled]:
+        """The forward pass and the sampling (in the step thread)."""
+        with torch.inference_mode():
+            logits = self.runner.forward(work)
+            if not rows:
+                return []
+            try:
+                return list(self.sampler.sample(logits, rows))
+            except Exception:  # noqa: BLE001 - find the rows that fail, each alone: they fail only their request
+                return [self._sample_one(logits[i : i + 1], row) for i, row in enumerate(rows)]
+
+    def _sample_one(self, logits: torch.Tensor, row: Row) -> Sampled:
+        try:
+            return self.sampler.sample(logits, [row])[0]
+        except Exception as e:  # noqa: BLE001 - the engine fails this request alone and logs why
+            return e
+
+    async def execute(self, batch: Batch) -> list[Sampled]:
+        work, rows = snapshot(batch), self.rows(batch)
+        start = time.monotonic()
+        tokens = await asyncio.get_running_loop().run_in_executor(self._thread, self.step, work, rows)
+        if self.device is not None:  # a locked simulated clock stretches the step in proportion
+            await self.device.run_until(start + (time.monotonic() - start) * self.device.slowdown)
+        return tokens
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise UsageError(f"no CUDA device here (torch {torch.__version__})", field="--device")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def _free_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return psutil.virtual_memory().available
+
+
+def create(options: ExecutorOptions) -> TorchExecutor:
+    """The executor factory's entry for `--engine torch`."""
+    device = pick_device(options.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    loaded = load(options.model, device, dtype, options.seed, attention.NAME)
+    if loaded.tokenizer_path is not None:  # a local model speaks its own tokenizer's tokens
+        tokenizer.use(loaded.tokenizer_path)
+    c = loaded.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    kv_heads = c.num_key_value_heads or c.num_attention_heads
+    shape = (c.num_hidden_layers, options.num_blocks, options.block_size, kv_heads, head_dim)
+    need, free = PagedKVCache.bytes_needed(*shape, dtype), _free_bytes(device)
+    if need > MEMORY_SHARE * free:
+        raise UsageError(
+            f"the KV pool needs {need / 2**30:.1f} GiB, {device} has {free / 2**30:.1f} GiB free", field="--num-blocks"
+        )
+    return TorchExecutor(loaded, PagedKVCache(*shape, dtype, device), device, options.seed)
