@@ -10,7 +10,7 @@ block manager's tables index (its own paged cache allocates its blocks itself), 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -48,12 +48,12 @@ def paged_attention(
     attention_mask: torch.Tensor | None,
     scaling: float | None = None,
     dropout: float = 0.0,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> tuple[torch.Tensor, None]:
     """Attention through the paged cache; without a step, the plain causal forward (the reference)."""
     step = kwargs.pop(STEP, None)
     if not isinstance(step, PagedStep):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **cast(Any, kwargs))
     layer: int = module.layer_idx  # type: ignore[assignment]  # every transformers attention layer has it
     step.cache.write(layer, step.slots, key[0].transpose(0, 1), value[0].transpose(0, 1))
     q = query[0].transpose(0, 1)  # [T, heads, dim]

@@ -25,7 +25,7 @@ from reference_server.executors.torch import attention
 from reference_server.executors.torch.kv_cache import PagedKVCache
 from reference_server.executors.torch.model import LoadedModel, load
 from reference_server.executors.torch.runner import ModelRunner, Work, snapshot
-from reference_server.executors.torch.sampler import Row, Sampler, language_vocabularies
+from reference_server.executors.torch.sampler import GREEDY_BELOW, Row, Sampler, language_vocabularies
 from reference_server.sequence import Sequence
 
 MEMORY_SHARE = 0.9  # the KV pool may take this much of the memory free when it is made
@@ -51,7 +51,7 @@ class TorchExecutor:
 
     def _row(self, seq: Sequence) -> Row:
         p, n = seq.params, len(seq.output_token_ids)
-        draw = 0.0 if p.temperature == 0 else (seq.rng or self.rng).random()
+        draw = 0.0 if p.temperature < GREEDY_BELOW else (seq.rng or self.rng).random()
         return Row(p, seq.lang, not p.ignore_eos and n >= max(1, p.min_tokens), draw)
 
     def step(self, work: list[Work], rows: list[Row]) -> list[Sampled]:

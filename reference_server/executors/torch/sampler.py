@@ -16,6 +16,8 @@ import torch
 from llmchaos import languages, tokenizer
 from reference_server.sequence import SamplingParams
 
+GREEDY_BELOW = 1e-5  # a temperature under this is greedy (vLLM's _SAMPLING_EPS)
+
 
 @dataclass(frozen=True)
 class Row:
@@ -39,7 +41,7 @@ class Sampler:
         allowed[:, self.eos] = torch.tensor([r.allow_eos for r in rows], device=d)
         logits = logits[:, : self.vocab_size].masked_fill(~allowed, -torch.inf)
         temperature = torch.tensor([r.params.temperature for r in rows], device=d)
-        greedy = temperature == 0
+        greedy = temperature < GREEDY_BELOW  # logits / 1e-38 are infinite: softmax's inf - inf is NaN
         logits = logits / torch.where(greedy, 1.0, temperature)[:, None]
         if any(r.params.top_k > 0 for r in rows):
             logits = _top_k(logits, torch.tensor([r.params.top_k for r in rows], device=d))

@@ -27,3 +27,23 @@ def test_a_backend_is_imported_only_when_chosen():
     code = "import sys, reference_server.executors; print('reference_server.executors.sim' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_torch_is_built_by_the_factory_with_a_pool_of_the_block_managers_size():
+    from reference_server.executors.torch.executor import TorchExecutor
+
+    executor = create(ExecutorOptions("torch", device="cpu", model="tiny", num_blocks=40, block_size=8))
+    assert isinstance(executor, TorchExecutor)
+    assert (executor.cache.num_blocks, executor.cache.block_size) == (40, 8)
+    assert executor.model_card["engine"] == "torch"
+    assert executor.gpu_uuid is None
+    assert executor.device is not None  # the simulated clock the admin API sets on the CPU
+
+
+def test_torch_and_transformers_are_imported_only_when_the_torch_engine_is_chosen():
+    code = (
+        "import sys; from reference_server.executors import ExecutorOptions, create; create(ExecutorOptions('sim'));"
+        "print(sorted(m for m in ('torch', 'transformers', 'reference_server.executors.torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
