@@ -1,0 +1,35 @@
+"""Azure LLM inference traces (Azure/AzurePublicDataset, 2023 and 2024): CSV
+`TIMESTAMP,ContextTokens,GeneratedTokens`, date-times such as `2023-11-16 18:15:46.6805900`. No users:
+each request is its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO
+
+from loadtests.logs import fields as f
+from loadtests.logs.lines import Row, csv_rows
+from loadtests.logs.record import LogRecord
+
+NAME = "azure"
+COLUMNS = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
+
+
+def sniff(header: list[str], cols: dict[str, str]) -> bool:
+    c = {**COLUMNS, **cols}
+    return c["input_tokens"] in header and c["output_tokens"] in header
+
+
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+    c = {**COLUMNS, **cols}
+
+    def parse(row: dict[str, str], line: int) -> LogRecord:
+        return LogRecord(
+            line,
+            f.timestamp(row[c["ts"]], c["ts"]),
+            f"r{line}",
+            input_tokens=f.integer(row[c["input_tokens"]], c["input_tokens"], 1),
+            output_tokens=f.integer(row[c["output_tokens"]], c["output_tokens"]),
+        )
+
+    return csv_rows(fh, path, (c["ts"], c["input_tokens"], c["output_tokens"]), parse)

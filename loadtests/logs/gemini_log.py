@@ -1,0 +1,27 @@
+"""Gemini-style gateway logs: the body of a generateContent call (`contents`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Any
+
+from loadtests.logs import gateway
+from loadtests.logs.lines import Row
+from loadtests.logs.problems import LogProblem
+
+NAME = "gemini-log"
+COLUMNS = gateway.COLUMNS
+
+
+def api(body: dict[str, Any]) -> str:
+    if "contents" in body:
+        return "gemini"
+    raise LogProblem("unknown_api", "body", "a Gemini body has contents")
+
+
+def sniff(obj: dict[str, Any], cols: dict[str, str]) -> bool:
+    return gateway.has_body(obj, cols, ("contents",))
+
+
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+    return gateway.rows(fh, cols, api, body_user=None, body_lang=("labels.lang",))
