@@ -27,6 +27,7 @@ def test_every_component_owns_its_subcommands():
         "faults": "faults.cli",
         "push-delete": "loadtests.cli",
         "loadtest-help": "loadtests.cli",
+        "logs": "loadtests.cli",
         "report": "dashboards.cli",
     }
 
