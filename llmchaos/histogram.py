@@ -151,6 +151,12 @@ class HistogramSet:
             out._h[key] = Histogram.decode(key.metric, item)
         return out
 
+    def select(self, **match: str) -> HistogramSet:
+        """The histograms whose key fields equal `match` (shared, not copied), e.g. one target's."""
+        out = HistogramSet()
+        out._h = {k: h for k, h in self._h.items() if all(getattr(k, f) == v for f, v in match.items())}
+        return out
+
     def combined(self, metric: str, **match: str) -> Histogram | None:
         """A new histogram of every key of `metric` whose fields equal `match` (e.g. all phases)."""
         out = None

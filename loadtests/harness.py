@@ -126,11 +126,11 @@ class Harness:
 
     def _locust_stats(self, rec: RequestRecord) -> None:
         """TTFT and E2E per language in Locust's own table (and web UI)."""
-        fire = self.env.events.request.fire
+        fire, name = self.env.events.request.fire, self.stats_name(rec)
         if rec.ttft is not None:
             fire(
                 request_type="TTFT",
-                name=rec.lang,
+                name=name,
                 response_time=rec.ttft * 1000.0,
                 response_length=0,
                 exception=None,
@@ -141,16 +141,27 @@ class Harness:
         failed = None if rec.outcome == "ok" else Exception(f"{rec.outcome}: {rec.error or ''}"[:200])
         fire(
             request_type="E2E",
-            name=rec.lang,
+            name=name,
             response_time=(rec.e2e or 0.0) * 1000.0,
             response_length=rec.output_tokens if rec.outcome == "ok" else 0,
             exception=failed,
             context={},
         )
 
+    def stats_name(self, rec: RequestRecord) -> str:
+        """The row of Locust's table a request counts in."""
+        return rec.lang
+
     # -- open loop ------------------------------------------------------------------------------
-    def start_arrivals(self, plan: ArrivalPlan) -> None:
-        self.arrivals.start(plan)
+    def arrival_plan(self, t0: float, worker: int = 0, workers: int = 1) -> dict[str, Any] | None:
+        """What worker `worker` of `workers` is sent at test start to issue its share of the open-loop
+        schedule from unix time `t0` (the whole of it in a single process); None in closed loop."""
+        if not self.settings.open_loop:
+            return None
+        return ArrivalPlan.for_run(self.settings, t0, worker, workers).message()
+
+    def start_arrivals(self, plan: dict[str, Any]) -> None:
+        self.arrivals.start(ArrivalPlan.from_message(plan))
 
     def stop_arrivals(self) -> None:
         """Stop issuing; arrivals due but never sent count as cancelled, never dropped."""
@@ -175,15 +186,19 @@ class Harness:
         o = self.settings.options
         if self.exporter is None:
             self.exporter = Exporter(o.prometheus_port, o.push_gateway, o.push_interval)
-        self.report = Report(
-            self.settings,
-            self.exporter,
-            None if self.is_master else self.collector,
-            self.faults.active if self.faults else None,
-        )
+        self.report = self.new_report(self.exporter)
         if not self.is_master:
             self._local_done.clear()
             self._local_loop = gevent.spawn(self._local_merge_loop)
+
+    def new_report(self, exporter: Exporter) -> Report:
+        """The run's report, from test start (a single process shares its collector with it)."""
+        return Report(
+            self.settings,
+            exporter,
+            None if self.is_master else self.collector,
+            self.faults.active if self.faults else None,
+        )
 
     def report_data(self, streaming: bool) -> dict[str, Any]:
         """What a worker sends the master: its collector's data and its self-watch samples."""

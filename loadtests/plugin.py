@@ -12,6 +12,7 @@ import functools
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -22,7 +23,6 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from llmchaos import languages
 from llmchaos.errors import UsageError
-from loadtests.arrivals import ArrivalPlan
 from loadtests.harness import Harness, quiet_gc
 from loadtests.merge import FINAL_MSG, FLUSH_MSG
 from loadtests.options import add_arguments, parsed_options
@@ -39,9 +39,9 @@ def harness(environment: Environment) -> Harness:
     return h
 
 
-def on_init(environment: Environment, **kw: object) -> None:
+def on_init(environment: Environment, harness_type: type[Harness] = Harness, **kw: object) -> None:
     try:
-        h = Harness(environment)
+        h = harness_type(environment)
     except UsageError as e:
         print(f"llmchaos: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -94,7 +94,7 @@ def _final(h: Harness, msg: Message) -> None:
 
 
 def _worker_messages(runner: WorkerRunner, h: Harness) -> None:
-    runner.register_message(ARRIVALS_MSG, lambda msg, **_: h.start_arrivals(ArrivalPlan.from_message(msg.data)))
+    runner.register_message(ARRIVALS_MSG, lambda msg, **_: h.start_arrivals(msg.data))
 
     def fault_clock(msg: Message, **_: object) -> None:
         h.fault_t0 = msg.data["t0"]  # may come before the spawn message brings the schedule option
@@ -128,11 +128,10 @@ def on_test_start(environment: Environment, **kw: object) -> None:
         for i, cid in enumerate(clients):
             if fault_t0 is not None:
                 runner.send_message(FAULTS_MSG, {"t0": fault_t0}, client_id=cid)
-            if h.settings.open_loop:
-                plan = ArrivalPlan.for_run(h.settings, arrivals_t0, i, len(clients))
-                runner.send_message(ARRIVALS_MSG, plan.message(), client_id=cid)
-    elif h.settings.open_loop:
-        h.start_arrivals(ArrivalPlan.for_run(h.settings, arrivals_t0))
+            if (plan := h.arrival_plan(arrivals_t0, i, len(clients))) is not None:
+                runner.send_message(ARRIVALS_MSG, plan, client_id=cid)
+    elif (plan := h.arrival_plan(arrivals_t0)) is not None:
+        h.start_arrivals(plan)
 
 
 def on_test_stopping(environment: Environment, **kw: object) -> None:
@@ -155,13 +154,14 @@ def on_quitting(environment: Environment, **kw: object) -> None:
         h.finish()
 
 
-def install() -> None:
-    """Register the plugin with Locust's events (called by the locustfile)."""
+def install(harness_type: type[Harness] = Harness, arguments: Callable[..., None] = add_arguments) -> None:
+    """Register the plugin with Locust's events (called by the locustfile, which may bring its own
+    kind of harness and options: the replay's)."""
     # A worker handling a spawn message rebuilds Locust's whole argument parser once per option
     # (~0.3 s with every stream in flight stalled); its result never changes, so build it once.
     argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
-    events.init_command_line_parser.add_listener(add_arguments)
-    events.init.add_listener(on_init)
+    events.init_command_line_parser.add_listener(arguments)
+    events.init.add_listener(functools.partial(on_init, harness_type=harness_type))
     events.test_start.add_listener(on_test_start)
     events.spawning_complete.add_listener(lambda **_: quiet_gc())  # the users and their clients live until the end
     events.test_stopping.add_listener(on_test_stopping)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import gevent
 
 from llmchaos import slo, tokenizer
-from llmchaos.run import RequestLine
+from llmchaos.run import ReplayFields, RequestLine
 
 DISAGREEMENT = 0.10  # server usage vs our count: flagged beyond 10 % and 2 tokens
 OFF_LOOP_CHARS = 100_000  # longer texts are counted in a native thread (~0.5 s a MB)
@@ -58,6 +58,7 @@ class RequestRecord:
     at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
+    replay: ReplayFields | None = None  # a replayed request: its log line, user, what it asked for
     counted: bool = field(default=False, repr=False)  # count_tokens has run
 
     @property
@@ -180,4 +181,5 @@ class RequestRecord:
             and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens),
             self.tokens_from,
             self.at_stop,
+            self.replay,
         )

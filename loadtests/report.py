@@ -31,21 +31,25 @@ class Report:
         self.settings, self.exporter = settings, exporter
         self.run_id, self.started = results.new_run_id(), time.time()
         self.run_dir = Path(settings.options.results_dir) / self.run_id if settings.options.results_dir else None
-        self.requests: results.RequestsWriter | None = None
-        if self.run_dir is not None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.requests = results.RequestsWriter(self.run_dir / "requests.jsonl")
+        self.requests = self.open_requests(self.run_dir) if self.run_dir is not None else None
         self.merged = Merged(self.requests, local)
         exporter.start(self.merged, faults, self.run_id)
+
+    def open_requests(self, run_dir: Path) -> results.RequestsWriter:
+        """requests.jsonl, written as records arrive."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return results.RequestsWriter(run_dir / "requests.jsonl")
 
     def absorb(self, process: str, data: dict[str, Any]) -> None:
         """A process's report: its collector's data and its self-watch samples."""
         self.merged.merge(data["collector"])
         self.merged.watch(process, data["watch"])
 
-    def run(self, target: str, faults: list[results.FaultWindow], ended: float) -> results.Run:
-        """run.json's content, from the merged totals."""
-        settings, merged = self.settings, self.merged
+    def run(
+        self, target: str, faults: list[results.FaultWindow], ended: float, merged: Merged | None = None
+    ) -> results.Run:
+        """run.json's content, from the merged totals (or a part of them: one target's)."""
+        settings, merged = self.settings, self.merged if merged is None else merged
         o, prof = settings.options, settings.profile
         gen = verdict(merged.generator)
         options = {

@@ -4,7 +4,13 @@ dashboards. Every reader and writer of a results directory goes through this pac
 from llmchaos.run.model import (
     SCHEMA_VERSION,
     FaultWindow,
+    Fidelity,
+    Lag,
+    Minute,
+    MirrorPairs,
     OutcomeCount,
+    OutputLength,
+    Replay,
     RequestsFile,
     Run,
     SloCheck,
@@ -14,13 +20,20 @@ from llmchaos.run.model import (
     outcome_rows,
     summarize,
 )
-from llmchaos.run.requests import RequestLine, RequestsWriter
+from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter
 from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, write
 
 __all__ = [
     "SCHEMA_VERSION",
     "FaultWindow",
+    "Fidelity",
+    "Lag",
+    "Minute",
+    "MirrorPairs",
     "OutcomeCount",
+    "OutputLength",
+    "Replay",
+    "ReplayFields",
     "RequestLine",
     "RequestsFile",
     "RequestsWriter",

@@ -116,6 +116,79 @@ class RequestsFile(Row):
     written: int = 0
 
 
+# -- a replay's side (locust -f loadtests/replay.py): fields added within schema_version 1 ----------
+class Lag(Row):
+    """Schedule lag (actual send minus intended start), seconds, over the side's requests."""
+
+    count: int
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+
+
+class Minute(Row):
+    """One minute of the replay (from its start): requests the log had due then, and sent then."""
+
+    minute: int
+    recorded: int
+    sent: int
+
+
+class Fidelity(Row):
+    """How faithfully the log's schedule was kept: lag percentiles, and per minute the requests due
+    (the log's rate, sped up) against those sent."""
+
+    lag: Lag
+    per_minute: list[Minute] = []
+    recorded: int = 0  # requests due over the run
+    sent: int = 0
+    rate_error_max: float | None = None  # largest |sent / recorded - 1| over the whole minutes
+    held_by_session: int = 0  # turns that waited for their session's turn before (--session-order strict)
+
+
+class OutputLength(Row):
+    """Per language: output tokens asked for (max_tokens) and delivered, over the finished requests."""
+
+    lang: str
+    requests: int
+    requested: int
+    delivered: int
+    short: int  # requests delivered fewer than they asked for
+
+
+class MirrorPairs(Row):
+    """Per language, mirrored requests answered on both sides: how many had the same text."""
+
+    lang: str
+    pairs: int
+    identical: int
+    output_tokens_a: int
+    output_tokens_b: int
+
+
+class Replay(Row):
+    """One side of a replay: the log, how users were split, and what the side saw of the schedule."""
+
+    side: str  # a | b
+    mode: str  # single | split | mirror
+    log: str
+    format: str
+    targets: dict[str, str]  # side -> URL
+    split: float | None = None  # percent of users sent to B
+    salt: str = ""
+    speed: float = 1.0
+    window: dict[str, float | None] = {}
+    loop: int = 1
+    sample: float = 1.0
+    session_order: str = "strict"
+    fidelity: Fidelity
+    output_lengths: list[OutputLength] = []
+    mirror: list[MirrorPairs] = []
+    log_problems: dict[str, Any] = {}
+
+
 class Run(Row):
     """The whole of run.json."""
 
@@ -139,6 +212,7 @@ class Run(Row):
     slo: list[SloResult] = []
     requests: RequestsFile = RequestsFile()
     summaries: list[Summary] = []
+    replay: Replay | None = None  # a replay's side: one of its results directories
 
     def summary(self, key: Key) -> Summary | None:
         return next((s for s in self.summaries if s.key == key), None)

@@ -14,6 +14,21 @@ from llmchaos.errors import UsageError
 
 
 @dataclass(slots=True)
+class ReplayFields:
+    """A replayed request: where it came from in the log, what it asked for, and, mirrored, how the
+    other side answered (same request id on both sides)."""
+
+    log_line: int
+    user_id: str
+    session_id: str | None = None
+    loop: int = 0  # which pass over the log (--loop)
+    requested_tokens: int | None = None  # the output length asked for
+    text_sha256: str | None = None  # of the output text, its first 16 hex digits
+    peer_output_tokens: int | None = None  # mirrored: the other side's output tokens
+    identical: bool | None = None  # mirrored: both outputs the same text
+
+
+@dataclass(slots=True)
 class RequestLine:
     """One request as the harness measured it; times are unix seconds, latencies seconds."""
 
@@ -41,6 +56,7 @@ class RequestLine:
     tokens_disagree: bool = False  # usage and our count differ by more than 10 % and 2 tokens
     tokens_from: str | None = None  # usage | tokenizer: the count output_tokens and the ITL samples follow
     at_stop: bool = False  # cancelled because the test stopped: apart from the requests issued
+    replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay.py)
 
     def encode(self) -> bytes:
         """The line, without its newline (orjson writes dataclasses natively and fast)."""
