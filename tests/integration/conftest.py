@@ -17,11 +17,33 @@ from tests.procs import Server, serve
 FAST = ("--sim-time-scale", "0.2")
 SMALL_LEN = 256
 SMALL_BODY = 64 * 1024
+TORCH = ("--engine", "torch", "--device", "cpu", "--model", "tiny")  # real forward passes, kept fast
+SIM_FLAGS = {"--sim-time-scale", "--sim-jitter"}
+
+
+@pytest.fixture(scope="module", params=["sim", "torch"])
+def engine(request: pytest.FixtureRequest) -> str:
+    """The executor behind the module's servers: each API test runs against both."""
+    return request.param
+
+
+def engine_args(engine: str, *args: str) -> tuple[str, ...]:
+    """`llmchaos serve` flags for `engine`: `args` as sim takes them; for torch, the tiny model on the
+    CPU and the same flags less the sim's cost-model ones."""
+    if engine == "sim":
+        return args
+    rest = iter(args)
+    return TORCH + tuple(a for a in rest if a not in SIM_FLAGS or next(rest) is None)
+
+
+def sim_only(engine: str, why: str) -> None:
+    if engine != "sim":
+        pytest.skip(f"sim only: {why}")
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    with serve(*FAST) as s:
+def server(engine: str) -> Iterator[Server]:
+    with serve(*engine_args(engine, *FAST)) as s:
         yield s
 
 
@@ -32,19 +54,18 @@ def client(server: Server) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def guarded(request: pytest.FixtureRequest) -> Iterator[Server]:
+def guarded(request: pytest.FixtureRequest, engine: str) -> Iterator[Server]:
     """--api-key (the module's KEY), a small context window and a small request-body limit."""
     limits = ("--max-model-len", str(SMALL_LEN), "--max-body-bytes", str(SMALL_BODY))
-    with serve(*FAST, "--api-key", request.module.KEY, *limits) as s:
+    with serve(*engine_args(engine, *FAST, "--api-key", request.module.KEY, *limits)) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def slow() -> Iterator[Server]:
+def slow(engine: str) -> Iterator[Server]:
     """Starts slowly (503 meanwhile), then runs one sequence at a time with two waiting at most."""
-    with serve(
-        "--sim-time-scale", "1", "--startup-delay", "3", "--max-num-seqs", "1", "--max-waiting", "2", wait_ready=False
-    ) as s:
+    args = ("--sim-time-scale", "1", "--startup-delay", "3", "--max-num-seqs", "1", "--max-waiting", "2")
+    with serve(*engine_args(engine, *args), wait_ready=False) as s:
         yield s
 
 

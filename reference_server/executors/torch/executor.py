@@ -20,7 +20,7 @@ from llmchaos import tokenizer
 from llmchaos.errors import UsageError
 from reference_server.batch import Batch
 from reference_server.executors import ExecutorOptions, Sampled
-from reference_server.executors.sim import CostModel, SimDevice
+from reference_server.executors.sim import BACK_TO_BACK_S, CostModel, SimDevice
 from reference_server.executors.torch import attention
 from reference_server.executors.torch.kv_cache import PagedKVCache
 from reference_server.executors.torch.model import LoadedModel, load
@@ -28,6 +28,7 @@ from reference_server.executors.torch.runner import ModelRunner, Work, snapshot
 from reference_server.executors.torch.sampler import GREEDY_BELOW, Row, Sampler, language_vocabularies
 from reference_server.sequence import Sequence
 
+RANDOM_EOS_PROBABILITY = 1 / 64  # a random model's replies end after 64 tokens on average (at temperature 1)
 MEMORY_SHARE = 0.9  # the KV pool may take this much of the memory free when it is made
 
 
@@ -37,7 +38,8 @@ class TorchExecutor:
         self.runner = ModelRunner(loaded.model, cache, torch_device)
         vocab = tokenizer.load().get_vocab_size()
         vocabularies = language_vocabularies(vocab, torch_device) if loaded.random else {}
-        self.sampler = Sampler(vocab, tokenizer.eos_id(), vocabularies, torch_device)
+        eos = RANDOM_EOS_PROBABILITY if loaded.random else None
+        self.sampler = Sampler(vocab, tokenizer.eos_id(), vocabularies, torch_device, eos)
         self.rng = random.Random(seed)
         self.model_card = {"engine": "torch", "device": str(torch_device), **loaded.card}
         # The admin clock API's device: simulated on the CPU; a GPU's real clock is NVML's.
@@ -45,6 +47,7 @@ class TorchExecutor:
         cuda = torch_device.type == "cuda"  # NVML finds the GPU by its UUID (indices may differ)
         self.gpu_uuid = f"GPU-{torch.cuda.get_device_properties(torch_device).uuid}" if cuda else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="torch-step")
+        self._end = float("-inf")  # when the last step ended
 
     def rows(self, batch: Batch) -> list[Row]:
         return [self._row(seq) for seq in batch.sampling]
@@ -72,11 +75,15 @@ class TorchExecutor:
             return e
 
     async def execute(self, batch: Batch) -> list[Sampled]:
+        now = time.monotonic()
+        # As on sim: back-to-back steps are timed end to end, so that a locked clock stretches the
+        # engine's own work between steps too, and the whole step period scales by the slowdown.
+        start = self._end if 0.0 <= now - self._end < BACK_TO_BACK_S else now
         work, rows = snapshot(batch), self.rows(batch)
-        start = time.monotonic()
         tokens = await asyncio.get_running_loop().run_in_executor(self._thread, self.step, work, rows)
+        self._end = time.monotonic()
         if self.device is not None:  # a locked simulated clock stretches the step in proportion
-            await self.device.run_until(start + (time.monotonic() - start) * self.device.slowdown)
+            self._end = await self.device.run_until(start + (self._end - start) * self.device.slowdown)
         return tokens
 
 

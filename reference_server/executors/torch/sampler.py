@@ -8,6 +8,7 @@ Stop strings are the engine's: it checks the detokenized text.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
@@ -28,10 +29,20 @@ class Row:
 
 
 class Sampler:
-    def __init__(self, vocab_size: int, eos: int, vocabularies: dict[str, torch.Tensor], device: torch.device) -> None:
-        """`vocabularies`: per language, a bool [vocab_size] of the tokens it may sample (none: all)."""
+    def __init__(
+        self,
+        vocab_size: int,
+        eos: int,
+        vocabularies: dict[str, torch.Tensor],
+        device: torch.device,
+        eos_probability: float | None = None,
+    ) -> None:
+        """`vocabularies`: per language, a bool [vocab_size] of the tokens it may sample (none: all).
+        `eos_probability`: the end-of-reply chance per token at temperature 1 that a random model is
+        given, so that its replies end at natural lengths (None: the model's own)."""
         self.vocab_size, self.eos, self.device = vocab_size, eos, device
         self.vocabularies = vocabularies
+        self.eos_logit_offset = None if eos_probability is None else math.log(eos_probability / (1 - eos_probability))
         self._all = torch.ones(vocab_size, dtype=torch.bool, device=device)
 
     def sample(self, logits: torch.Tensor, rows: Seq[Row]) -> list[int]:
@@ -42,6 +53,12 @@ class Sampler:
         logits = logits[:, : self.vocab_size].masked_fill(~allowed, -torch.inf)
         temperature = torch.tensor([r.params.temperature for r in rows], device=d)
         greedy = temperature < GREEDY_BELOW  # logits / 1e-38 are infinite: softmax's inf - inf is NaN
+        if self.eos_logit_offset is not None:
+            # p = e^x / (e^x + the others' sum) when x = their logsumexp + log(p / (1 - p)). Not for greedy
+            # rows: over a flat random distribution EOS at 1/64 would beat every token, every time.
+            others = torch.cat([logits[:, : self.eos], logits[:, self.eos + 1 :]], dim=-1).logsumexp(dim=-1)
+            chance = torch.where(allowed[:, self.eos], others + self.eos_logit_offset, -torch.inf)
+            logits[:, self.eos] = torch.where(greedy, logits[:, self.eos], chance)
         logits = logits / torch.where(greedy, 1.0, temperature)[:, None]
         if any(r.params.top_k > 0 for r in rows):
             logits = _top_k(logits, torch.tensor([r.params.top_k for r in rows], device=d))

@@ -89,3 +89,17 @@ def test_any_params_give_a_token_the_language_allows(lang, temperature, top_k, t
         if allow_eos:
             masked[EOS] = LOGITS[EOS]
         assert LOGITS[token] >= masked.topk(min(top_k, V)).values[-1]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_random_models_replies_end_with_the_given_probability_per_token(lang):
+    sampler = Sampler(V, EOS, VOCABS, CPU, eos_probability=1 / 64)
+    n = 6400
+    draws = sampler.sample(LOGITS.expand(n, V), [_row(lang, allow_eos=True, u=(i + 0.5) / n) for i in range(n)])
+    assert abs(draws.count(EOS) - n / 64) <= 1
+    held = sampler.sample(LOGITS.expand(n, V), [_row(lang, allow_eos=False, u=(i + 0.5) / n) for i in range(n)])
+    assert EOS not in held
+    flat = LOGITS / 100  # where EOS at 1/64 would be the likeliest token: greedy still keeps the model's own
+    assert sampler.sample(flat[None], [_row(lang, allow_eos=True, temperature=0)]) == SAMPLER.sample(
+        flat[None], [_row(lang, allow_eos=True, temperature=0)]
+    )
