@@ -1,0 +1,137 @@
+"""The comparison on synthetic runs whose requests a queue correlates (tests/unit/dashboards/queue_sim):
+calibrated over 200 A/A pairs, powerful against a +10 % P99 shift in one cell; and its verdict rules
+on small cases (a change under the minimum, not enough data, no language in common)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dashboards.compare import INCONCLUSIVE, NO_CHANGE, WORSE, Settings, compare
+from dashboards.sample import Binned, CellKey, Ratio, RunSample
+from llmchaos.errors import UsageError
+from tests.unit.dashboards.queue_sim import Queue, simulate
+
+PAIRS = 200
+REQUESTS = 300_000  # per run: the documented sample size (de gets ~41,000 of them)
+ALPHA = 0.05
+
+
+def test_calibration_on_queue_correlated_runs():
+    """200 A/A pairs of simulated runs (8 languages, TTFT and the rates: 56 gated tests, Holm at
+    0.05): at most 5 % of pairs have any cell flagged worse. The same pairs with de TTFT's tail
+    multiplied by 1.1 (its P99 +10 %): that cell is flagged in at least 90 % of them, and no other
+    cell is flagged more often than the A/A pairs had any flag."""
+    rng = np.random.default_rng(20261130)
+    settings = Settings(alpha=ALPHA, resamples=200)
+    q = Queue(requests=REQUESTS)
+    aa_any, hits, others = 0, 0, {}
+    for _ in range(PAIRS):
+        a, b = simulate(q, rng), simulate(q, rng)
+        sa, sb = a.sample(), b.sample()
+        aa = compare([sa], [sb], settings)
+        aa_any += bool(aa.worse)
+        ab = compare([sa], [b.shifted("de", 1.1).sample(sb.blocks)], settings)
+        for r in ab.worse:
+            if (r.lang, r.metric) == ("de", "ttft"):
+                hits += r.stat == "p99"
+            else:
+                others[r.name] = others.get(r.name, 0) + 1
+    assert len(aa.rows) == 56
+    print(f"A/A pairs with any cell worse: {aa_any}/{PAIRS}; de TTFT p99 flagged: {hits}/{PAIRS}; others: {others}")
+    assert aa_any <= ALPHA * PAIRS
+    assert hits >= 0.9 * PAIRS
+    assert all(n <= max(aa_any, 1) for n in others.values()), others
+
+
+def cell(values: np.ndarray, blocks: int = 20) -> Binned:
+    from dashboards.sample import binned, nearest_rank
+
+    n = len(values)
+    return binned(np.arange(n) * blocks // n, values, np.ones(n), blocks, nearest_rank(values, np.ones(n), {"p50": 50}))
+
+
+def sample(cells: dict[CellKey, Binned | Ratio], blocks: int = 20) -> RunSample:
+    from dashboards.blocks import Blocks
+
+    return RunSample("x", Blocks(0.0, 1.0, blocks), cells)
+
+
+def test_a_large_sample_tells_no_change_from_not_enough_data():
+    rng = np.random.default_rng(5)
+    key = CellKey("en", "ttft", "baseline")
+    settings = Settings(pcts=("p50",))
+    big = compare(
+        [sample({key: cell(np.exp(rng.normal(-3, 0.2, 40_000)))})],
+        [sample({key: cell(np.exp(rng.normal(-3, 0.2, 40_000)) * 1.01)})],  # +1 %: under the 5 % minimum
+        settings,
+    )
+    (row,) = big.rows
+    assert row.verdict == NO_CHANGE
+    assert row.mde_rel is not None
+    assert row.mde_rel < 0.05
+    small = compare(
+        [sample({key: cell(np.exp(rng.normal(-3, 0.6, 60)))})],
+        [sample({key: cell(np.exp(rng.normal(-3, 0.6, 60)))})],
+        settings,
+    )
+    (row,) = small.rows
+    assert row.verdict == INCONCLUSIVE
+    assert row.mde_rel is not None
+    assert row.mde_rel > 0.05
+    assert "not enough data" in row.reason
+
+
+def test_a_significant_change_needs_the_minimum_effect_too():
+    rng = np.random.default_rng(6)
+    key = CellKey("en", "ttft", "baseline")
+    a = np.exp(rng.normal(-3, 0.1, 200_000))
+    b = np.exp(rng.normal(-3, 0.1, 200_000)) * 1.03  # +3 %: certain, and under 5 %
+    (small,) = compare([sample({key: cell(a)})], [sample({key: cell(b)})], Settings(pcts=("p50",))).rows
+    assert small.p_adj is not None
+    assert small.p_adj < 1e-6
+    assert small.verdict == NO_CHANGE
+    (flagged,) = compare(
+        [sample({key: cell(a)})], [sample({key: cell(b)})], Settings(pcts=("p50",), min_effect=0.02)
+    ).rows
+    assert flagged.verdict == WORSE
+    assert flagged.rel == pytest.approx(0.03, abs=0.003)
+    lo, hi = flagged.rel_ci or (math.nan, math.nan)
+    assert 0.025 < lo < flagged.rel < hi < 0.035  # a tight interval around the +3 %
+
+
+def test_too_few_samples_for_a_percentile_is_said():
+    key = CellKey("en", "ttft", "baseline")
+    v = np.linspace(0.01, 0.02, 300)
+    (p99,) = compare([sample({key: cell(v)})], [sample({key: cell(v)})], Settings(pcts=("p99",))).rows
+    assert p99.verdict == INCONCLUSIVE
+    assert "too few samples for p99" in p99.reason
+
+
+def test_no_language_in_common_is_a_usage_error():
+    v = np.linspace(0.01, 0.02, 300)
+    with pytest.raises(UsageError, match="no language in common"):
+        compare(
+            [sample({CellKey("en", "ttft", "baseline"): cell(v)})],
+            [sample({CellKey("ja", "ttft", "baseline"): cell(v)})],
+            Settings(),
+        )
+
+
+def test_a_lower_slo_attainment_is_worse_and_a_lower_error_rate_better():
+    blocks = 20
+    issued = np.full(blocks, 500.0)
+
+    def rates(met: float, errors: float) -> dict:
+        return {
+            CellKey("en", "slo_attainment", "baseline"): Ratio(np.full(blocks, met), issued, 10_000, blocks),
+            CellKey("en", "error_rate", "baseline"): Ratio(np.full(blocks, errors), issued, 10_000, blocks),
+        }
+
+    rng = np.random.default_rng(7)
+    a = rates(490, 20)
+    a = {k: Ratio(r.num + rng.normal(0, 2, blocks), r.den, r.n, r.blocks) for k, r in a.items()}
+    b = {k: Ratio(r.num + rng.normal(0, 2, blocks), r.den, r.n, r.blocks) for k, r in rates(450, 5).items()}
+    rows = {r.metric: r for r in compare([sample(a)], [sample(b)], Settings()).rows}
+    assert rows["slo_attainment"].verdict == WORSE  # 98 % -> 90 %
+    assert rows["error_rate"].verdict == "better"  # 4 % -> 1 %
