@@ -24,6 +24,7 @@ from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests.arrivals import ArrivalPlan, Arrivals
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter
+from loadtests.guard import EXIT_STOPPED, Guard
 from loadtests.merge import Finals
 from loadtests.options import Settings, parsed_options
 from loadtests.prompts import LongContextSource, PromptSource
@@ -59,6 +60,7 @@ class Harness:
         self.fault_timeline: list[FaultWindow] = []
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
         self.report: Report | None = None  # master / single process, from test start to quitting
+        self.guard: Guard | None = None  # master / single process with --guard, from test start to quitting
         self._local_loop: gevent.Greenlet | None = None
         self._local_done = Event()
 
@@ -187,6 +189,7 @@ class Harness:
         if self.exporter is None:
             self.exporter = Exporter(o.prometheus_port, o.push_gateway, o.push_interval)
         self.report = self.new_report(self.exporter)
+        self._start_guard(self.report)
         if not self.is_master:
             self._local_done.clear()
             self._local_loop = gevent.spawn(self._local_merge_loop)
@@ -199,6 +202,21 @@ class Harness:
             None if self.is_master else self.collector,
             self.faults.active if self.faults else None,
         )
+
+    def _start_guard(self, report: Report) -> None:
+        """The live guard, on the merged totals from test start (`--guard`)."""
+        config = self.settings.guard
+        if config is None:
+            return
+        runner = self.env.runner
+        self.guard = Guard(
+            config,
+            report.run_id,
+            lambda: self.report.merged.hist if self.report is not None else None,
+            self.phase,
+            lambda: runner.quit() if runner is not None else None,
+        )
+        self.guard.start(report.started)
 
     def report_data(self, streaming: bool) -> dict[str, Any]:
         """What a worker sends the master: its collector's data and its self-watch samples."""
@@ -228,6 +246,10 @@ class Harness:
             self._local_loop.join()
             self._local_loop = None
             self._flush_local()
+        if self.guard is not None:
+            self.report.guard_trips = self.guard.close()
         if self.report.finish(self.env.host or "", self.fault_timeline):
             self.env.process_exit_code = 1
-        self.report = None
+        if self.guard is not None and self.guard.stopped:
+            self.env.process_exit_code = EXIT_STOPPED
+        self.report, self.guard = None, None

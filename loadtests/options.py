@@ -11,7 +11,7 @@ from faults import allow
 from llmchaos import languages, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
-from loadtests import profile
+from loadtests import guard, profile
 from loadtests.adapters import ADAPTERS, Adapter
 from loadtests.client import Limits
 
@@ -70,6 +70,9 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument("--stage-duration", default="30s")
     g.add_argument("--slo", default="", help="YAML SLOs per language (default: the registry)")
     g.add_argument("--check-slo", action="store_true", help="exit 1 when an SLO fails")
+    g.add_argument(
+        "--guard", default="", help="YAML live guard: act when a language's percentile stays over its threshold"
+    )
     g.add_argument("--schedule", default="", help="fault schedule (YAML); run by the master, phases tag requests")
     g.add_argument("--fault-journal", default="", help="recovery journal (default: the user's state dir)")
     allow.add_arguments(g)
@@ -126,23 +129,26 @@ class Settings:
     prompt_sizes: frozenset[str]
     allow: allow.Allowlist
     limits: Limits
+    guard: guard.Config | None = None
 
     @classmethod
     def read(cls, options: Namespace) -> Settings:
         for name, (low, high, low_ok) in RANGES.items():
             check_number(getattr(options, name), low, high, low_ok, "--" + name.replace("_", "-"))
         prof = _profile(options)
+        langs, slos = _langs(options.langs), slo.load(options.slo or None)
         return cls(
             options,
             ADAPTERS[options.api],
-            _langs(options.langs),
-            slo.load(options.slo or None),
+            langs,
+            slos,
             prof,
             options.rate > 0 or bool(prof and prof.stages[0].rate is not None),
             duration(options.warmup, "--warmup"),
             _words(options.prompt_sizes),
             allow.from_args(options),
             Limits(options.connect_timeout, options.ttft_timeout, options.stall_limit, options.request_timeout),
+            guard.load(options.guard, slos, langs) if options.guard else None,
         )
 
 

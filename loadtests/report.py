@@ -33,6 +33,7 @@ class Report:
         self.run_dir = Path(settings.options.results_dir) / self.run_id if settings.options.results_dir else None
         self.requests = self.open_requests(self.run_dir) if self.run_dir is not None else None
         self.merged = Merged(self.requests, local)
+        self.guard_trips: list[results.GuardTrip] = []  # the live guard's, at the end
         exporter.start(self.merged, faults, self.run_id)
 
     def open_requests(self, run_dir: Path) -> results.RequestsWriter:
@@ -86,6 +87,7 @@ class Report:
                 sample_rate=o.requests_sample, written=self.requests.written if self.requests else 0
             ),
             summaries=results.summarize(merged.hist),
+            guard=[t for t in self.guard_trips if t.target == target],
         )
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:

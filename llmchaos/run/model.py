@@ -105,6 +105,24 @@ class FaultWindow(Row):
     error: str | None = None
 
 
+class GuardTrip(Row):
+    """The live guard fired (`--guard`): a language's percentile stayed over its threshold for
+    `len(windows_ms)` consecutive windows (unix times; `phase` the one the trip fell in)."""
+
+    target: str
+    lang: str
+    metric: str
+    percentile: float
+    threshold_ms: float
+    window_s: float
+    windows_ms: tuple[float, ...]
+    started: float  # the first window over the threshold began
+    tripped: float  # the last of them ended
+    phase: str
+    actions: tuple[str, ...]  # record, mark, webhook <status>, stop
+    recovered: float | None = None  # the first window back under the threshold ended (marked spans end here)
+
+
 class Validity(Row):
     valid: bool
     flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>
@@ -213,6 +231,7 @@ class Run(Row):
     requests: RequestsFile = RequestsFile()
     summaries: list[Summary] = []
     replay: Replay | None = None  # a replay's side: one of its results directories
+    guard: list[GuardTrip] = []  # the live guard's trips (--guard)
 
     def summary(self, key: Key) -> Summary | None:
         return next((s for s in self.summaries if s.key == key), None)

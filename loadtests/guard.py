@@ -1,0 +1,293 @@
+"""The live guard (`--guard FILE.yaml`), the canary rule: per target and language, when a percentile
+stays over its threshold for K consecutive windows, act.
+
+```yaml
+window: 30s            # each window's length (default 30 s)
+windows: 3             # K: consecutive windows over the threshold (default 3)
+percentile: 95         # the percentile the SLO defaults are checked at (default 95)
+actions: [mark, webhook, stop]   # besides recording the trip in run.json (always)
+webhook: http://ci.example/hook  # POSTed the trip as JSON (action webhook)
+rules:                 # default: every language's SLOs (--slo or the registry) at `percentile`
+  de: {ttft_p95_ms: 200}
+  "*": {itl_p95_ms: 80} # every language
+```
+
+Windows are cut from the exact histograms on the master (or the single process): each window's
+counts are the merged totals' counts at its end less those at its start, so a window's percentile
+is exact for what the master holds then (workers report every few seconds, so a window's edge is
+that coarse). A window with no sample extends no streak and breaks none. `mark` keeps the trip's
+span (from its first window over to the first back under, or the end) with it in run.json, for
+reports to shade; `stop` ends the test and the process exits with status 3.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import gevent
+import httpx
+import numpy as np
+import yaml
+
+from llmchaos import slo, yamlfile
+from llmchaos.errors import UsageError
+from llmchaos.histogram import Histogram, HistogramSet
+from llmchaos.run import GuardTrip
+from llmchaos.units import duration
+
+log = logging.getLogger("llmchaos.guard")
+ACTIONS = ("record", "mark", "webhook", "stop")
+FIELDS = ("window", "windows", "percentile", "actions", "webhook", "rules")
+EXIT_STOPPED = 3
+WEBHOOK_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    lang: str
+    metric: str
+    percentile: float
+    threshold_ms: float
+
+
+@dataclass(frozen=True)
+class Config:
+    checks: tuple[Check, ...]
+    window_s: float = 30.0
+    windows: int = 3
+    actions: frozenset[str] = frozenset({"record"})
+    webhook: str = ""
+
+
+def load(path: str, slos: slo.Slos, langs: tuple[str, ...]) -> Config:
+    """The guard file; every error names the file, line and field."""
+    r = yamlfile.Reader(path)
+    top = r.mapping(yamlfile.compose(path), "", "a guard file is a mapping (window, windows, rules, ...)")
+    for name, (k, _) in top.items():
+        if name not in FIELDS:
+            raise r.fail(k, name, f"unknown field (known: {', '.join(FIELDS)})")
+
+    def value(name: str, default: object) -> tuple[object, yaml.Node | None]:
+        return (r.value(top[name][1], name), top[name][1]) if name in top else (default, None)
+
+    window, node = value("window", "30s")
+    window_s = duration(window, "window", path, yamlfile.line(node) if node else None)
+    if not 0 < window_s < math.inf:
+        raise UsageError(f"must be above 0, got {window!r}", file=path, field="window")
+    windows, node = value("windows", 3)
+    if not isinstance(windows, int) or isinstance(windows, bool) or windows < 1:
+        raise _fail(r, node, "windows", f"must be a whole number >= 1, got {windows!r}")
+    pct, node = value("percentile", 95)
+    if not isinstance(pct, (int, float)) or isinstance(pct, bool) or not 0 < pct <= 100:
+        raise _fail(r, node, "percentile", f"must be a number above 0 up to 100, got {pct!r}")
+    actions, node = value("actions", ["record"])
+    if not isinstance(actions, list) or any(a not in ACTIONS for a in actions):
+        raise _fail(r, node, "actions", f"must be a list of {', '.join(ACTIONS)}, got {actions!r}")
+    webhook, node = value("webhook", "")
+    if not isinstance(webhook, str) or ("webhook" in actions and not webhook.startswith(("http://", "https://"))):
+        raise _fail(r, node, "webhook", f"the webhook action needs an http(s) URL, got {webhook!r}")
+    checks = _rules(r, top["rules"][1], langs) if "rules" in top else _from_slos(slos, langs, float(pct))
+    return Config(checks, window_s, windows, frozenset({"record", *actions}), webhook)
+
+
+def _fail(r: yamlfile.Reader, node: yaml.Node | None, field: str, message: str) -> UsageError:
+    return r.fail(node, field, message) if node is not None else UsageError(message, file=r.path, field=field)
+
+
+def _from_slos(slos: slo.Slos, langs: tuple[str, ...], pct: float) -> tuple[Check, ...]:
+    """Each language's SLO thresholds, at `pct` (ttft_p99_ms: 130 -> TTFT p95 over 130 ms)."""
+    out = []
+    for lang in langs:
+        for key, ms in slos.get(lang, {}).items():
+            m = slo.SLO_KEY.fullmatch(key)
+            if m is not None:
+                out.append(Check(lang, m.group(1), pct, ms))
+    return tuple(out)
+
+
+def _rules(r: yamlfile.Reader, node: yaml.Node, langs: tuple[str, ...]) -> tuple[Check, ...]:
+    out = []
+    for lang, (k, v) in r.mapping(node, "rules", "maps a language (or *) to {ttft_p95_ms: ...}").items():
+        if lang != "*" and lang not in langs:
+            raise r.fail(k, f"rules.{lang}", f"not a language of this run ({', '.join(langs)}, or *)")
+        for key, (kk, kv) in r.mapping(v, f"rules.{lang}").items():
+            where = f"rules.{lang}.{key}"
+            m = slo.SLO_KEY.fullmatch(key)
+            if m is None:
+                raise r.fail(kk, where, "not a percentile threshold (use e.g. ttft_p95_ms, itl_p99_ms)")
+            ms = r.value(kv, where)
+            if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < math.inf:
+                raise r.fail(kv, where, f"must be a positive number of ms, got {ms!r}")
+            pct = float(m.group(2))
+            if not 0 < pct <= 100:
+                raise r.fail(kk, where, "the percentile must be above 0 up to 100")
+            out += [Check(x, m.group(1), pct, float(ms)) for x in (langs if lang == "*" else (lang,))]
+    return tuple(out)
+
+
+@dataclass
+class _Trip:
+    """A trip as it goes on: what the run.json row will hold."""
+
+    target: str
+    check: Check
+    windows_ms: list[float]
+    started: float
+    tripped: float
+    phase: str
+    actions: list[str] = field(default_factory=list)
+    recovered: float | None = None
+
+
+class Guard:
+    """Checks every window on the master; `hist` gives the merged totals, `phase` the phase at a
+    time, `stop` ends the test."""
+
+    def __init__(
+        self,
+        config: Config,
+        run_id: str,
+        hist: Callable[[], HistogramSet | None],
+        phase: Callable[[float], str],
+        stop: Callable[[], None],
+    ) -> None:
+        self.config, self.run_id = config, run_id
+        self._hist, self._phase, self._stop = hist, phase, stop
+        self._seen: dict[tuple[str, str, str], np.ndarray] = {}  # (target, lang, metric) -> counts so far
+        self._streak: dict[tuple[str, Check], list[tuple[float, float, float]]] = {}  # (start, end, ms)
+        self._open: dict[tuple[str, Check], _Trip] = {}
+        self._trips: list[_Trip] = []
+        self._loop: gevent.Greenlet | None = None
+        self.stopped = False
+
+    def start(self, t0: float) -> None:
+        self._loop = gevent.spawn(self._run, t0)
+
+    def close(self) -> list[GuardTrip]:
+        """Stop checking; the trips as run.json rows."""
+        if self._loop is not None:
+            self._loop.kill(block=True)
+            self._loop = None
+        return [
+            GuardTrip(
+                target=t.target,
+                lang=t.check.lang,
+                metric=t.check.metric,
+                percentile=t.check.percentile,
+                threshold_ms=t.check.threshold_ms,
+                window_s=self.config.window_s,
+                windows_ms=tuple(t.windows_ms),
+                started=t.started,
+                tripped=t.tripped,
+                phase=t.phase,
+                actions=tuple(t.actions),
+                recovered=t.recovered,
+            )
+            for t in self._trips
+        ]
+
+    def _run(self, t0: float) -> None:
+        k = 1
+        while True:
+            gevent.sleep(max(0.0, t0 + k * self.config.window_s - time.time()))
+            self.tick(t0 + (k - 1) * self.config.window_s, t0 + k * self.config.window_s)
+            k += 1
+
+    def tick(self, start: float, end: float) -> None:
+        """Judge the window that just ended."""
+        hist = self._hist()
+        if hist is None:
+            return
+        for (target, check), value in self._window(hist).items():
+            key = (target, check)
+            if value is None:
+                continue
+            if value * 1000 <= check.threshold_ms:
+                self._streak.pop(key, None)
+                trip = self._open.pop(key, None)
+                if trip is not None and "mark" in self.config.actions:
+                    trip.recovered = end
+                continue
+            streak = self._streak.setdefault(key, [])
+            streak.append((start, end, value * 1000))
+            if len(streak) >= self.config.windows and key not in self._open:
+                self._trip(target, check, streak[-self.config.windows :], end)
+
+    def _window(self, hist: HistogramSet) -> dict[tuple[str, Check], float | None]:
+        """Each (target, check)'s percentile over the window that just ended (None: no sample)."""
+        totals: dict[tuple[str, str, str], np.ndarray] = {}
+        template: dict[tuple[str, str, str], Histogram] = {}
+        for key, h in hist:
+            k = (key.target, key.lang, key.metric)
+            counts = np.frombuffer(h.hdr.counts, dtype=np.int64, count=h.hdr.counts_len)
+            totals[k] = totals[k] + counts if k in totals else counts.copy()
+            template[k] = h
+        out: dict[tuple[str, Check], float | None] = {}
+        for k, counts in totals.items():
+            window = counts - self._seen.get(k, 0)
+            self._seen[k] = counts
+            for check in self.config.checks:
+                if (check.lang, check.metric) == k[1:]:
+                    out[(k[0], check)] = _percentile(window, template[k], check.percentile)
+        return out
+
+    def _trip(self, target: str, check: Check, streak: list[tuple[float, float, float]], end: float) -> None:
+        trip = _Trip(target, check, [ms for _, _, ms in streak], streak[0][0], end, self._phase(end), ["record"])
+        self._trips.append(trip)
+        self._open[(target, check)] = trip
+        log.warning(
+            "guard: %s %s p%g over %g ms for %d windows (%s ms) in phase %s",
+            check.lang,
+            check.metric,
+            check.percentile,
+            check.threshold_ms,
+            len(streak),
+            ", ".join(f"{v:.1f}" for v in trip.windows_ms),
+            trip.phase,
+        )
+        if "mark" in self.config.actions:
+            trip.actions.append("mark")
+        if "webhook" in self.config.actions:
+            gevent.spawn(self._post, trip)
+        if "stop" in self.config.actions and not self.stopped:
+            self.stopped = True
+            trip.actions.append("stop")
+            gevent.spawn(self._stop)
+
+    def _post(self, trip: _Trip) -> None:
+        body = {
+            "event": "llmchaos_guard",
+            "run_id": self.run_id,
+            "target": trip.target,
+            "lang": trip.check.lang,
+            "metric": trip.check.metric,
+            "percentile": trip.check.percentile,
+            "threshold_ms": trip.check.threshold_ms,
+            "windows_ms": trip.windows_ms,
+            "window_s": self.config.window_s,
+            "started": trip.started,
+            "tripped": trip.tripped,
+            "phase": trip.phase,
+        }
+        try:
+            status = httpx.post(self.config.webhook, json=body, timeout=WEBHOOK_TIMEOUT_S).status_code
+            trip.actions.append(f"webhook {status}")
+        except httpx.HTTPError as e:
+            log.warning("guard: webhook %s failed: %s", self.config.webhook, e)
+            trip.actions.append(f"webhook failed: {type(e).__name__}")
+
+
+def _percentile(counts: np.ndarray, like: Histogram, pct: float) -> float | None:
+    """A percentile of HDR counts as the histograms define it (the value at rank round(p % of n),
+    at least 1); `like` is a histogram with the same layout."""
+    total = int(counts.sum())
+    if total <= 0:
+        return None
+    rank = max(1, int(pct / 100 * total + 0.5))
+    idx = int(np.searchsorted(np.cumsum(counts), rank))
+    hdr = like.hdr
+    return float(hdr.get_highest_equivalent_value(hdr.get_value_from_index(idx)) / like.scale)

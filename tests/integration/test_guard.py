@@ -1,0 +1,84 @@
+"""The live guard in a real run: the server slows down mid-run for one language only (the SSE proxy
+holds de's first events 0.3 s from 4 s on); the guard (P95 TTFT over de's SLO for 3 windows of 2 s)
+fires for de alone, after its third window over, POSTs the trip to a webhook, records it in
+run.json with the phase it fell in, and stops the test: exit status 3. In one process and with a
+master and two workers."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.loadtest_helpers import distributed, locust, only_run
+from tests.integration.test_sse_proxy import proxy
+from tests.procs import serve
+
+WINDOW_S, WINDOWS, RUN_S = 2.0, 3, 30
+REPORT_S = 3.0  # Locust workers report to the master every 3 s
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict]]]:
+    got: list[dict] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/hook", got
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize("mode", ["one process", "master and two workers"])
+def test_the_guard_fires_for_the_slowed_language_only_and_stops_the_test(tmp_path, webhook, mode):
+    url, posted = webhook
+    with serve("--sim-time-scale", "0.2") as server, proxy(server.url) as p:
+        schedule = tmp_path / "schedule.yaml"
+        schedule.write_text(f"""seed: 1
+faults:
+  - name: de-slow
+    kind: sse
+    target: {{proxy: "{p.split("//")[1]}"}}
+    at: 4s
+    duration: 60s
+    params: {{first_event_delay: 0.3, langs: [de]}}
+""")
+        guard = tmp_path / "guard.yaml"
+        guard.write_text(f"window: {WINDOW_S}s\nwindows: {WINDOWS}\nactions: [mark, webhook, stop]\nwebhook: {url}\n")
+        args = (
+            *("--host", p, "--results-dir", str(tmp_path / "results"), "-u", "6", "-r", "6", "-t", f"{RUN_S}s"),
+            *("--langs", "en,de,ja", "--max-tokens", "16", "--schedule", str(schedule)),
+            *("--fault-journal", str(tmp_path / "journal.json"), "--guard", str(guard)),
+        )
+        proc = locust(*args) if mode == "one process" else distributed(*args)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    run, _, _ = only_run(tmp_path / "results")
+    (trip,) = run["guard"]
+    assert (trip["lang"], trip["metric"], trip["percentile"], trip["threshold_ms"]) == ("de", "ttft", 95.0, 130.0)
+    assert trip["phase"] == "de-slow"
+    assert trip["actions"][:3] == ["record", "mark", "stop"]
+    assert all(v > 250 for v in trip["windows_ms"])  # the proxy's 0.3 s
+    (fault,) = run["faults"]
+    # The first window over is the one the slowdown began in, the trip at the end of the third; with
+    # workers, the master holds what they reported (every 3 s): a window may start late or be empty.
+    late = 0.0 if mode == "one process" else REPORT_S + WINDOW_S
+    assert fault["actual_start"] - WINDOW_S <= trip["started"] <= fault["actual_start"] + late
+    assert WINDOWS * WINDOW_S <= trip["tripped"] - trip["started"] <= WINDOWS * WINDOW_S + late
+    assert run["duration_s"] < RUN_S - 10  # stopped, not run out
+    assert [(b["lang"], b["run_id"], b["phase"]) for b in posted] == [("de", run["run_id"], "de-slow")]
