@@ -23,6 +23,7 @@ import pytest
 
 from llmchaos import languages, tokenizer
 from llmchaos.sse_codec import Decoder
+from tests.integration.conftest import engine_args, sim_only
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
@@ -79,16 +80,16 @@ VLLM_ITL_BUCKETS = [
 
 # -- servers (one start per distinct flag set) -----------------------------------------------
 @pytest.fixture(scope="module")
-def real_time() -> Iterator[Server]:
-    """The cost model at its calibrated speed, without jitter; admin API on."""
-    with serve("--sim-time-scale", "1", "--sim-jitter", "0", "--admin-token", TOKEN) as s:
+def real_time(engine: str) -> Iterator[Server]:
+    """The cost model at its calibrated speed, without jitter (torch: real steps); admin API on."""
+    with serve(*engine_args(engine, "--sim-time-scale", "1", "--sim-jitter", "0", "--admin-token", TOKEN)) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def no_cache() -> Iterator[Server]:
+def no_cache(engine: str) -> Iterator[Server]:
     """As `real_time`, but no prefix caching and no admin token."""
-    with serve("--sim-time-scale", "1", "--sim-jitter", "0", "--no-prefix-caching") as s:
+    with serve(*engine_args(engine, "--sim-time-scale", "1", "--sim-jitter", "0", "--no-prefix-caching")) as s:
         yield s
 
 
@@ -100,32 +101,23 @@ def slow_clock() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def tiny_kv() -> Iterator[Server]:
+def tiny_kv(engine: str) -> Iterator[Server]:
     """64 blocks of 16 tokens: 1024 token slots in all. Fast clock (0.1), no pacer."""
-    with serve(
-        "--num-blocks",
-        "64",
-        "--block-size",
-        "16",
-        "--max-model-len",
-        "1024",
-        "--watermark",
-        "0",
-        "--sim-time-scale",
-        "0.1",
-    ) as s:
+    kv = ("--num-blocks", "64", "--block-size", "16", "--max-model-len", "1024", "--watermark", "0")
+    with serve(*engine_args(engine, *kv, "--sim-time-scale", "0.1")) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def wfq() -> Iterator[Server]:
-    with serve("--policy", "wfq", "--lang-weights", "en=1,de=1", "--max-num-seqs", "2", "--sim-time-scale", "0.2") as s:
+def wfq(engine: str) -> Iterator[Server]:
+    policy = ("--policy", "wfq", "--lang-weights", "en=1,de=1", "--max-num-seqs", "2")
+    with serve(*engine_args(engine, *policy, "--sim-time-scale", "0.2")) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def fcfs() -> Iterator[Server]:
-    with serve("--policy", "fcfs", "--max-num-seqs", "2", "--sim-time-scale", "0.2") as s:
+def fcfs(engine: str) -> Iterator[Server]:
+    with serve(*engine_args(engine, "--policy", "fcfs", "--max-num-seqs", "2", "--sim-time-scale", "0.2")) as s:
         yield s
 
 
@@ -455,20 +447,27 @@ def test_wfq_caps_a_backlogged_language_at_its_share(wfq: Server, fcfs: Server) 
 
 
 # -- 5. simulated GPU clock ---------------------------------------------------------------------------
-def _gap(s: Server, n: int = 40) -> float:
-    """A stream's typical time per token (the median resists scheduling hiccups on a busy machine)."""
+def _gap(s: Server, n: int = 40, repeat: int = 1) -> float:
+    """A stream's typical time per token (the median resists scheduling hiccups on a busy machine), the
+    median of `repeat` streams one after the other (and so of the machine's load at as many moments)."""
 
     async def go() -> float:
+        gaps = []
         async with client() as c:
-            st = await stream(c, s, body("Clocks", n))
-        assert st.usage["completion_tokens"] == n
-        return statistics.median(st.per_token_gaps())
+            for _ in range(repeat):
+                st = await stream(c, s, body("Clocks", n))
+                assert st.usage["completion_tokens"] == n
+                gaps.append(statistics.median(st.per_token_gaps()))
+        return statistics.median(gaps)
 
     return run(go())
 
 
-def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> None:
+def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server, engine: str) -> None:
     s, url = real_time, real_time.url + "/admin/device/clocks"
+    # torch's steps are real compute on a shared CPU: their time wanders by a fifth between two
+    # measurements a second apart (its unit test alternates steps to check the proportion closely).
+    slack, repeat = (0.0, 1) if engine == "sim" else (0.2, 5)
     state = httpx.get(url, headers=ADMIN).json()
     assert state == {
         "graphics_mhz": 1980.0,
@@ -478,7 +477,7 @@ def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> N
         "slowdown": 1.0,
     }
 
-    base = _gap(s)
+    base = _gap(s, repeat=repeat)
     r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 990})
     try:
         assert r.status_code == 200
@@ -490,16 +489,16 @@ def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server) -> N
             "slowdown": 2.0,
         }
         assert httpx.get(url, headers=ADMIN).json()["locked"] is True
-        slow = _gap(s)
+        slow = _gap(s, repeat=repeat)
     finally:
         r = httpx.delete(url, headers=ADMIN)
-    assert 1.7 <= slow / base <= 2.3, (base, slow)
+    assert 1.7 - 2 * slack <= slow / base <= 2.3 + 2 * slack, (base, slow)
     assert r.status_code == 200
     assert r.json()["locked"] is False
     assert r.json()["slowdown"] == 1.0
     assert httpx.get(url, headers=ADMIN).json()["locked"] is False
-    restored = _gap(s)
-    assert 0.85 <= restored / base <= 1.15, (base, restored)
+    restored = _gap(s, repeat=repeat)
+    assert 0.85 - slack <= restored / base <= 1.15 + slack, (base, restored)
 
     # Auth and validation.
     assert httpx.put(url, headers={"authorization": "Bearer wrong"}, json={"graphics_mhz": 990}).status_code == 401
@@ -780,7 +779,8 @@ def test_metrics_have_vllms_families_labels_and_zero_series() -> None:
 
 
 # -- 8. cost-model calibration ------------------------------------------------------------------------
-def test_cost_model_calibration_at_low_load(real_time: Server) -> None:
+def test_cost_model_calibration_at_low_load(real_time: Server, engine: str) -> None:
+    sim_only(engine, "the sim's cost model is calibrated to an 8B model on an H100")
     s = real_time
     prompt = text_prompt("fr", 1000, skip_chars=5000)  # shares no prefix with other requests
     names = (
@@ -809,10 +809,11 @@ def test_cost_model_calibration_at_low_load(real_time: Server) -> None:
 
 
 # -- 10. a huge prompt and everyone else --------------------------------------------------------------
-def test_streams_keep_flowing_while_a_huge_prompt_is_tokenized(real_time: Server) -> None:
+def test_streams_keep_flowing_while_a_huge_prompt_is_tokenized(real_time: Server, engine: str) -> None:
     """A prompt just under the body limit takes seconds to tokenize; the streams already running
     must not notice. The same streams run twice in this test, without and then with the huge
     request, and their worst inter-chunk gap is compared (it was the whole tokenization, ~5 s)."""
+    sim_only(engine, "the huge prompt is refused before the engine: the HTTP path is the same for torch")
     s, n = real_time, 200
     huge = json.dumps({"model": MODEL, "prompt": "word " * 700_000, "max_tokens": 1}).encode()  # 3.5 MB, under 4 MiB
     assert len(huge) < 4 * 1024 * 1024
@@ -857,3 +858,12 @@ def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
     assert p2["age_seconds"] >= p1["age_seconds"] + 0.04
     # The probe is internal: it never shows in the request metrics.
     assert httpx.get(real_time.url + "/health").status_code == 200
+
+
+# -- 11. GPU telemetry ----------------------------------------------------------------------------------
+def test_without_a_gpu_metrics_has_no_dcgm_gauges_and_says_why(real_time: Server, engine: str) -> None:
+    text = httpx.get(real_time.url + "/metrics").text
+    executor = {"sim": "SimExecutor", "torch": "TorchExecutor"}[engine]
+    assert f"# DCGM_FI_DEV_* gauges absent: the {executor} runs on no GPU\n" in text
+    assert not [line for line in text.splitlines() if line.startswith(("DCGM_", "# HELP DCGM_", "# TYPE DCGM_"))]
+    assert "vllm:num_requests_running" in text  # the rest of the exposition is whole

@@ -30,6 +30,7 @@ from reference_server.sequence import Sequence
 
 RANDOM_EOS_PROBABILITY = 1 / 64  # a random model's replies end after 64 tokens on average (at temperature 1)
 MEMORY_SHARE = 0.9  # the KV pool may take this much of the memory free when it is made
+TYPICAL_WEIGHT = 0.2  # of the newest full-clock step in its size's moving average
 
 
 class TorchExecutor:
@@ -47,7 +48,8 @@ class TorchExecutor:
         cuda = torch_device.type == "cuda"  # NVML finds the GPU by its UUID (indices may differ)
         self.gpu_uuid = f"GPU-{torch.cuda.get_device_properties(torch_device).uuid}" if cuda else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="torch-step")
-        self._end = float("-inf")  # when the last step ended
+        self._deadline = self._returned = float("-inf")  # when the last step was due to end, and returned
+        self._typical: dict[tuple[int, int], float] = {}  # a step size's time at full clock (moving average)
 
     def rows(self, batch: Batch) -> list[Row]:
         return [self._row(seq) for seq in batch.sampling]
@@ -75,16 +77,35 @@ class TorchExecutor:
             return e
 
     async def execute(self, batch: Batch) -> list[Sampled]:
-        now = time.monotonic()
-        # As on sim: back-to-back steps are timed end to end, so that a locked clock stretches the
-        # engine's own work between steps too, and the whole step period scales by the slowdown.
-        start = self._end if 0.0 <= now - self._end < BACK_TO_BACK_S else now
+        start = time.monotonic()
         work, rows = snapshot(batch), self.rows(batch)
         tokens = await asyncio.get_running_loop().run_in_executor(self._thread, self.step, work, rows)
-        self._end = time.monotonic()
         if self.device is not None:  # a locked simulated clock stretches the step in proportion
-            self._end = await self.device.run_until(start + (self._end - start) * self.device.slowdown)
+            self._deadline = await self.device.run_until(self._stretched(start, _size(batch)))
+            self._returned = time.monotonic()
         return tokens
+
+    def _stretched(self, start: float, size: tuple[int, int]) -> float:
+        """When a step that began at `start` and has just ended is due at the device's clock: its size's
+        typical time at full clock times the slowdown. Typical, not its own: a CPU that sleeps between
+        steps runs them slower (cold caches: 1.5 ms of CPU time became 2.4 ms), and that is no clock's doing.
+        Back to back (as on sim) a step counts from the last one's return, so the engine's own work between
+        steps stretches too, and from the last one's deadline, so a sleep's overshoot is not stretched."""
+        device, now = self.device, time.monotonic()
+        assert device is not None
+        back_to_back = 0.0 <= start - self._returned < BACK_TO_BACK_S
+        took = now - (self._returned if back_to_back else start)
+        if device.locked_mhz is None:
+            typical = self._typical.get(size)
+            self._typical[size] = took if typical is None else typical + TYPICAL_WEIGHT * (took - typical)
+            return now
+        return (self._deadline if back_to_back else start) + self._typical.get(size, took) * device.slowdown
+
+
+def _size(batch: Batch) -> tuple[int, int]:
+    """A step's size class: powers of two of its computed and its context tokens."""
+    computed = sum(n for _, n in batch.items)
+    return computed.bit_length(), batch.num_context_tokens.bit_length()
 
 
 def pick_device(name: str) -> torch.device:
