@@ -34,3 +34,23 @@ def test_pieces_concatenate_to_the_decoded_text():
     ids = tokenizer.encode("The server streams tokens quickly.")
     pieces = tokenizer.pieces()
     assert "".join(pieces[i] for i in ids).strip() == tokenizer.decode(ids)
+
+
+def lowercasing_copy(path):
+    """The shipped tokenizer.json, lowercasing its input: another tokenizer, easy to tell apart."""
+    spec = json.loads(tokenizer.PATH.read_text())
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [spec["normalizer"], {"type": "Lowercase"}]}
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_use_makes_another_tokenizer_this_processs_own(tmp_path):
+    """`use` (a local model's own tokenizer, for `llmchaos serve --model DIR`) swaps what load() gives."""
+    assert tokenizer.count("HELLO WORLD") != tokenizer.count("hello world")
+    try:
+        tokenizer.use(lowercasing_copy(tmp_path / "tokenizer.json"))
+        assert tokenizer.count("HELLO WORLD") == tokenizer.count("hello world")
+        assert tokenizer.load(tokenizer.PATH).encode("HELLO").ids != tokenizer.load().encode("HELLO").ids
+    finally:
+        tokenizer.use(tokenizer.PATH)
+    assert tokenizer.count("HELLO WORLD") != tokenizer.count("hello world")

@@ -195,3 +195,36 @@ def test_a_locked_simulated_clock_stretches_cpu_steps_in_proportion(tiny, mhz):
     ratio = statistics.median(locked) / statistics.median(free)
     slowdown = 1980.0 / mhz
     assert 0.7 * slowdown < ratio < 1.4 * slowdown, (free, locked)
+
+
+def test_a_step_runs_off_the_event_loop(tiny):
+    """A long prefill step computes in the executor's thread: the event loop goes on meanwhile."""
+    executor = make_executor(tiny, num_blocks=600)
+    batch = Batch()
+    for i in range(4):
+        seq = Sequence(prompt("de", 2000, 100 * i), GREEDY)
+        seq.block_table = list(range(130 * i, 130 * i + 125))
+        seq.status = Status.RUNNING
+        batch.add(seq, 2000)
+
+    async def main() -> tuple[int, float]:
+        ticks, stop = 0, asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = time.monotonic()
+        await executor.execute(batch)
+        took = time.monotonic() - start
+        stop.set()
+        await task
+        return ticks, took
+
+    ticks, took = asyncio.run(main())
+    assert took > 0.05  # a step long enough for the loop to tick many times, were it free
+    assert ticks >= 10, (ticks, took)

@@ -4,8 +4,11 @@ logits equal the plain forward's, whatever the mix of prefill chunks and decodes
 import pytest
 import torch
 
-from reference_server.executors.torch.runner import Work
-from tests.unit.reference_server.executors.torch.conftest import make_executor, prompt
+from reference_server.executors.torch import attention
+from reference_server.executors.torch.kv_cache import PagedKVCache
+from reference_server.executors.torch.model import load
+from reference_server.executors.torch.runner import ModelRunner, Work
+from tests.unit.reference_server.executors.torch.conftest import CPU, make_executor, prompt
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 
@@ -65,3 +68,20 @@ def test_the_pool_is_what_the_logits_come_from(tiny):
         ex.cache.pool.zero_()
         got = ex.runner.forward([Work(s[-1:], 39, _blocks(0), True)])
         assert not torch.allclose(got[0], ex.runner.plain_logits(s), **TOL)
+
+
+def test_bfloat16_as_on_cuda_runs_the_same_paged_path(tiny):
+    """The CUDA dtype, on the CPU: a bf16 model over a bf16 pool gives its own plain forward's logits
+    (within bf16's precision)."""
+    c = tiny.config
+    model = load("tiny", CPU, torch.bfloat16, 0, attention.NAME)
+    cache = PagedKVCache(c.num_hidden_layers, 64, 16, c.num_key_value_heads, c.head_dim, torch.bfloat16, CPU)
+    runner = ModelRunner(model.model, cache, CPU)
+    s = prompt("ja", 50)
+    with torch.inference_mode():
+        runner.forward([Work(s[:30], 0, _blocks(0), False)])
+        runner.forward([Work(s[30:49], 30, _blocks(0), False)])
+        got = runner.forward([Work(s[49:], 49, _blocks(0), True)])
+        want = runner.plain_logits(s)
+    assert cache.pool.dtype == torch.bfloat16
+    torch.testing.assert_close(got[0], want, atol=0.05, rtol=0.05)
