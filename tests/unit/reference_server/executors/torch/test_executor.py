@@ -165,6 +165,17 @@ def test_a_sampling_failure_fails_only_its_request(tiny):
     assert broken.output_token_ids == []
 
 
+def _prefills(lang: str, n: int, tokens: int) -> Batch:
+    """A step of `n` whole prefills of `tokens` tokens each, each in its own blocks."""
+    batch, blocks = Batch(), -(-tokens // 16)
+    for i in range(n):
+        seq = Sequence(prompt(lang, tokens, 100 * i), GREEDY)
+        seq.block_table = list(range(blocks * i, blocks * (i + 1)))
+        seq.status = Status.RUNNING
+        batch.add(seq, tokens)
+    return batch
+
+
 async def _step_seconds(executor, batch: Batch) -> float:
     start = time.monotonic()
     await executor.execute(batch)
@@ -175,12 +186,7 @@ async def _step_seconds(executor, batch: Batch) -> float:
 def test_a_locked_simulated_clock_stretches_cpu_steps_in_proportion(tiny, mhz):
     """The same step, alternately at full clock and locked (so that the machine's other load falls on both)."""
     executor = make_executor(tiny, num_blocks=256)
-    batch = Batch()
-    for i in range(8):
-        seq = Sequence(prompt("en", 200, 100 * i), GREEDY)
-        seq.block_table = list(range(16 * i, 16 * i + 13))
-        seq.status = Status.RUNNING
-        batch.add(seq, 200)
+    batch = _prefills("en", 8, 200)
 
     async def main() -> tuple[list[float], list[float]]:
         free, locked = [], []
@@ -200,12 +206,7 @@ def test_a_locked_simulated_clock_stretches_cpu_steps_in_proportion(tiny, mhz):
 def test_a_step_runs_off_the_event_loop(tiny):
     """A long prefill step computes in the executor's thread: the event loop goes on meanwhile."""
     executor = make_executor(tiny, num_blocks=600)
-    batch = Batch()
-    for i in range(4):
-        seq = Sequence(prompt("de", 2000, 100 * i), GREEDY)
-        seq.block_table = list(range(130 * i, 130 * i + 125))
-        seq.status = Status.RUNNING
-        batch.add(seq, 2000)
+    batch = _prefills("de", 4, 2000)
 
     async def main() -> tuple[int, float]:
         ticks, stop = 0, asyncio.Event()
