@@ -352,7 +352,9 @@ def test_abandoned_non_streaming_request_is_cancelled(tiny_kv: Server) -> None:
 def _ttft_twice(s: Server, prompt: str) -> tuple[Stream, Stream, float, float]:
     async def go() -> tuple[Stream, Stream, float, float]:
         async with client() as c:
-            await stream(c, s, body("warm up", 1))  # a warm connection and server path for both requests
+            # A warm connection and server path for both requests, and a long prefill of other tokens first
+            # (torch's first long prefill on a cold CPU takes twice as long as the next).
+            await stream(c, s, body(text_prompt("ja", 1500), 1))
             h0 = await asyncio.to_thread(s.metric, "vllm:prefix_cache_hits_total")
             first = await stream(c, s, body(prompt, 4))
             h1 = await asyncio.to_thread(s.metric, "vllm:prefix_cache_hits_total")

@@ -64,9 +64,12 @@ class Sampler:
             logits = _top_k(logits, torch.tensor([r.params.top_k for r in rows], device=d))
         if any(r.params.top_p < 1.0 for r in rows):
             logits = _top_p(logits, torch.tensor([r.params.top_p for r in rows], device=d))
-        cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
-        u = torch.tensor([r.uniform for r in rows], device=d, dtype=cdf.dtype)
-        drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0].clamp(max=self.vocab_size - 1)
+        probs = torch.softmax(logits, dim=-1)
+        cdf = probs.cumsum(dim=-1)
+        u = torch.tensor([r.uniform for r in rows], device=d, dtype=cdf.dtype)  # u near 1 rounds to 1.0 here
+        drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+        last = self.vocab_size - 1 - probs.flip(-1).gt(0).int().argmax(dim=-1)  # the last token it may draw
+        drawn = torch.minimum(drawn, last)
         return torch.where(greedy, logits.argmax(dim=-1), drawn).tolist()
 
 

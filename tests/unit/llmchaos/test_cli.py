@@ -41,4 +41,4 @@ def test_serve_refuses_an_unknown_engine_with_the_list():
         timeout=60,
     )
     assert r.returncode == 2
-    assert r.stderr == "llmchaos: error: --engine: unknown engine 'nosuch' (engines: sim)\n"
+    assert r.stderr == "llmchaos: error: --engine: unknown engine 'nosuch' (engines: sim, torch)\n"

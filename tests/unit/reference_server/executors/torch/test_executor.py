@@ -114,17 +114,27 @@ def test_kv_blocks_come_back_after_a_storm_of_cancellations_and_the_pool_serves_
     async def main() -> tuple[object, list[Sequence], list[Sequence]]:
         engine = engine_with(executor, num_blocks=num_blocks, max_num_batched_tokens=64, watermark=0.0)
         langs = ["en", "de", "zh", "ja"]
+        doomed_ids = set(rng.sample(range(40), 20))  # long replies: still running when cancelled, on any machine
         storm = [
             engine.submit(
                 prompt(langs[i % 4], rng.randint(4, 120), rng.randint(0, 500)),
-                SamplingParams(max_tokens=rng.randint(1, 40), temperature=1.0, seed=i),
+                SamplingParams(
+                    max_tokens=300 if i in doomed_ids else rng.randint(1, 40),
+                    ignore_eos=i in doomed_ids,
+                    temperature=1.0,
+                    seed=i,
+                ),
                 langs[i % 4],
             )
             for i in range(40)
         ]
-        doomed = rng.sample(storm, 20)
+        doomed = [storm[i] for i in sorted(doomed_ids)]
+        for _ in range(30000):  # the cancellations start once the pool has run short
+            if engine.scheduler.num_preemptions:
+                break
+            await asyncio.sleep(0.001)
         for seq in doomed:
-            for _ in range(rng.randint(0, 30)):
+            for _ in range(rng.randint(0, 5)):
                 await asyncio.sleep(0.001)
             engine.abort(seq)
         await drain(engine, storm)

@@ -79,6 +79,7 @@ def test_the_same_draw_gives_the_same_token_whatever_the_batch():
     allow_eos=st.booleans(),
 )
 @example(lang="en", temperature=1.0, top_k=0, top_p=1.0, u=0.9999999999, allow_eos=False)
+@example(lang="de", temperature=1.0, top_k=0, top_p=1.0, u=0.9999999999999999, allow_eos=False)  # 1.0 in float32
 @example(lang="en", temperature=1.1754943508222875e-38, top_k=0, top_p=1.0, u=0.0, allow_eos=False)  # inf logits
 def test_any_params_give_a_token_the_language_allows(lang, temperature, top_k, top_p, u, allow_eos):
     row = _row(lang, allow_eos, u, temperature=temperature, top_k=top_k, top_p=top_p)
