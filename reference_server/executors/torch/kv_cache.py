@@ -36,11 +36,6 @@ class PagedKVCache:
     def nbytes(self) -> int:
         return self.pool.nbytes
 
-    def slots(self, block_table: list[int], start: int, end: int) -> list[int]:
-        """Pool slots of positions [start, end) of a sequence with this block table."""
-        bs = self.block_size
-        return [block_table[p // bs] * bs + p % bs for p in range(start, end)]
-
     def write(self, layer: int, slots: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
         """Store one layer's keys and values ([tokens, heads, dim]) at `slots` ([tokens])."""
         self.pool[layer, 0].index_copy_(0, slots, key)

@@ -28,7 +28,6 @@ INIT_STD = 0.1  # wider than Llama's 0.02, so that a random model's next token d
 @dataclass
 class LoadedModel:
     model: PreTrainedModel
-    name: str  # tiny, small, or the directory
     random: bool  # seeded random weights: the output is tokens, not meaningful text
     card: dict[str, str] = field(default_factory=dict)  # what /v1/models says of it
     tokenizer_path: Path | None = None  # a local model's own tokenizer.json (None: the shipped one)
@@ -62,14 +61,15 @@ def load(spec: str, device: torch.device, dtype: torch.dtype, seed: int, attn: s
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(random_config(spec), dtype=dtype, attn_implementation=attn)
         note = "random weights: the output is tokens of the request's language vocabulary, not meaningful text"
-        return LoadedModel(model.eval(), spec, True, {"weights": f"random (seed {seed})", "note": note})
+        return LoadedModel(model.eval(), True, {"weights": f"random (seed {seed})", "note": note})
     return _load_dir(Path(spec), device, dtype, attn)
 
 
 def _load_dir(path: Path, device: torch.device, dtype: torch.dtype, attn: str) -> LoadedModel:
+    tokenizer_json = path / "tokenizer.json"
     if not path.is_dir():
         raise UsageError(f"not tiny, small or a model directory: {path}", field="--model")
-    if not (path / "tokenizer.json").is_file():
+    if not tokenizer_json.is_file():
         raise UsageError(f"{path} has no tokenizer.json (a fast tokenizer file is needed)", field="--model")
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
@@ -77,9 +77,9 @@ def _load_dir(path: Path, device: torch.device, dtype: torch.dtype, attn: str) -
             path, config=config, dtype=dtype, local_files_only=True, attn_implementation=attn
         )
     except (OSError, ValueError, KeyError) as e:
-        raise UsageError(f"cannot load a causal LM from {path}: {e}", field="--model") from None
-    if model.config.vocab_size < tokenizer.load(path / "tokenizer.json").get_vocab_size():
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]  # one line
+        raise UsageError(f"cannot load a causal LM from {path}: {why}", field="--model") from None
+    if model.config.vocab_size < tokenizer.load(tokenizer_json).get_vocab_size():
         raise UsageError(f"{path}: the model's vocabulary is smaller than its tokenizer's", field="--model")
-    tokenizer_json = path / "tokenizer.json"
     model = model.to(device)  # type: ignore[arg-type]  # transformers' wrapper types Module.to's argument as a model
-    return LoadedModel(model.eval(), str(path), False, {"weights": str(path)}, tokenizer_json)
+    return LoadedModel(model.eval(), False, {"weights": str(path)}, tokenizer_json)
