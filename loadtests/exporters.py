@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable, Iterator
 
 import gevent
+import numpy as np
 from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
@@ -15,36 +16,80 @@ from loadtests.merge import Merged
 log = logging.getLogger("llmchaos.exporters")
 FaultState = Callable[[], list[tuple[str, str, str, bool]]]  # (fault, kind, target, active)
 
+RUN_ID = "run_id"  # on every series, the Pushgateway's grouping key too: a live scrape can select a run
+SLO_ISSUED_TOTAL = "llmchaos_slo_issued_total"  # requests issued (failures included: misses)
+SLO_MET_TOTAL = "llmchaos_slo_met_total"  # requests that met their language's SLO: goodput
+GENERATOR_CPU = "llmchaos_generator_cpu_ratio"  # the generator's own CPU, of one core, last sample
+GENERATOR_LOOP_LAG = "llmchaos_generator_loop_lag_seconds"  # how late its event loop ran, every tick
+LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
 
 class ResultsCollector:
-    """Renders the merged HDR histograms as Prometheus histograms on our bucket edges."""
+    """Renders the merged HDR histograms as Prometheus histograms on our bucket edges, with the
+    outcome and SLO counts, the generator's own health and the fault windows; every series carries
+    the run's id."""
 
-    def __init__(self, merged: Merged | None = None, faults: FaultState | None = None) -> None:
-        self.merged, self.faults = merged, faults
+    def __init__(self, merged: Merged | None = None, faults: FaultState | None = None, run_id: str = "") -> None:
+        self.merged, self.faults, self.run_id = merged, faults, run_id
 
     def collect(self) -> Iterator[Metric]:
         if self.merged is None:  # between tests
             return
+        labels, run = [*LABELS, RUN_ID], [self.run_id]
         families: dict[str, HistogramMetricFamily] = {}
         for key, h in self.merged.hist:
             m = METRICS[key.metric]
             fam = families.get(m.key)
             if fam is None:
-                fam = families[m.key] = HistogramMetricFamily(m.prom, m.help, labels=list(LABELS))
+                fam = families[m.key] = HistogramMetricFamily(m.prom, m.help, labels=labels)
             gevent.sleep(0)  # ~1 ms a histogram: let the streams in flight be read in between
             counts = h.cumulative(m.buckets)
             buckets = [(_le(b), c) for b, c in zip(m.buckets, counts, strict=True)] + [("+Inf", h.count)]
-            fam.add_metric([key.target, key.lang, key.api, key.phase], buckets, h.sum)
+            fam.add_metric([key.target, key.lang, key.api, key.phase, *run], buckets, h.sum)
         yield from families.values()
-        total = CounterMetricFamily(REQUESTS_TOTAL, "Requests issued, by outcome.", labels=[*LABELS, "outcome"])
-        for k, n in self.merged.outcomes.items():
-            total.add_metric(list(k), n)
+        total = CounterMetricFamily(REQUESTS_TOTAL, "Requests issued, by outcome.", labels=[*labels, "outcome"])
+        for (*k, outcome), n in self.merged.outcomes.items():
+            total.add_metric([*k, *run, outcome], n)
         yield total
+        yield from self._slo(labels, run)
+        yield from self._generator(run)
         if self.faults is not None:
-            g = GaugeMetricFamily(FAULT_ACTIVE, "1 while a fault window is active.", labels=["fault", "kind", "target"])
+            g = GaugeMetricFamily(
+                FAULT_ACTIVE, "1 while a fault window is active.", labels=["fault", "kind", "target", RUN_ID]
+            )
             for name, kind, target, active in self.faults():
-                g.add_metric([name, kind, target], 1.0 if active else 0.0)
+                g.add_metric([name, kind, target, *run], 1.0 if active else 0.0)
             yield g
+
+    def _slo(self, labels: list[str], run: list[str]) -> Iterator[Metric]:
+        """Issued and SLO-meeting requests (attainment is their ratio, goodput the rate of the met)."""
+        assert self.merged is not None
+        issued = CounterMetricFamily(SLO_ISSUED_TOTAL, "Requests issued (cut short at stop: not).", labels=labels)
+        met = CounterMetricFamily(SLO_MET_TOTAL, "Requests that met their language's SLO.", labels=labels)
+        counts = self.merged.slo_counts
+        for (*k, state), n in counts.items():
+            if state == "issued":
+                issued.add_metric([*k, *run], n)
+                met.add_metric([*k, *run], counts[(*k, "met")])
+        yield issued
+        yield met
+
+    def _generator(self, run: list[str]) -> Iterator[Metric]:
+        """Each generator process's last CPU sample and its event loop's lag, every tick so far."""
+        assert self.merged is not None
+        cpu = GaugeMetricFamily(GENERATOR_CPU, "Generator CPU, of one core (last sample).", labels=["process", RUN_ID])
+        lag = HistogramMetricFamily(
+            GENERATOR_LOOP_LAG, "How late the generator's event loop ran.", labels=["process", RUN_ID]
+        )
+        for process, samples in self.merged.generator.items():
+            if samples["cpu"]:
+                cpu.add_metric([process, *run], samples["cpu"][-1])
+            lags = np.sort(np.asarray(samples["lags"], dtype=float))
+            counts = np.searchsorted(lags, LOOP_LAG_BUCKETS, side="right")
+            buckets = [(_le(b), int(c)) for b, c in zip(LOOP_LAG_BUCKETS, counts, strict=True)]
+            lag.add_metric([process, *run], [*buckets, ("+Inf", len(lags))], float(lags.sum()))
+        yield cpu
+        yield lag
 
 
 def _le(bound: float) -> str:
@@ -75,7 +120,7 @@ class Exporter:
             start_http_server(port, addr="0.0.0.0", registry=self.registry)
 
     def start(self, merged: Merged, faults: FaultState | None, run_id: str) -> None:
-        self.results.merged, self.results.faults = merged, faults
+        self.results.merged, self.results.faults, self.results.run_id = merged, faults, run_id
         if self.gateway:
             self._pusher = gevent.spawn(self._push_loop, run_id)
 

@@ -1,0 +1,57 @@
+"""The client's Prometheus export: every series carries the run id; SLO counts and the generator's
+own health are exported beside the histograms, in Prometheus' own text format."""
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmchaos import slo
+from loadtests.collector import Collector
+from loadtests.exporters import ResultsCollector
+from loadtests.merge import Merged
+from loadtests.record import RequestRecord
+
+
+def scrape(merged: Merged, faults=None) -> dict[str, list]:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(ResultsCollector(merged, faults, "run-7"))
+    text = generate_latest(reg).decode()
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def merged_run() -> Merged:
+    c = Collector(slo.load(None), seed=0)
+    fast = RequestRecord("en", "openai-chat", "t", ttft=0.01, e2e=0.04, gaps=[0.02], chunks=[" a", " b"])
+    slow = RequestRecord("en", "openai-chat", "t", ttft=9.0, e2e=9.5, gaps=[0.02], chunks=[" a", " b"])
+    for rec in (fast, slow, RequestRecord("en", "openai-chat", "t", outcome="http_500", error="boom")):
+        rec.count_tokens()
+        c.add(rec)
+    m = Merged(local=c)
+    m.watch("local", {"cpu": [0.25, 0.5], "lags": [0.0005, 0.003, 0.03]})
+    return m
+
+
+def test_every_series_carries_the_run_id():
+    families = scrape(merged_run(), lambda: [("drop", "sse", "proxy", True)])
+    assert {"llmchaos_ttft_seconds", "llmchaos_requests", "llmchaos_fault_active"} <= set(families)
+    for name, samples in families.items():
+        assert samples, name
+        assert all(s.labels["run_id"] == "run-7" for s in samples), name
+
+
+def test_slo_counts_count_failures_as_issued_misses():
+    families = scrape(merged_run())
+    issued = {s.name: s.value for s in families["llmchaos_slo_issued"] if s.name.endswith("_total")}
+    met = {s.name: s.value for s in families["llmchaos_slo_met"] if s.name.endswith("_total")}
+    assert issued == {"llmchaos_slo_issued_total": 3.0}
+    assert met == {"llmchaos_slo_met_total": 1.0}  # the slow one missed its TTFT SLO, the 500 failed
+
+
+def test_generator_health_is_the_last_cpu_sample_and_every_loop_lag_tick():
+    families = scrape(merged_run())
+    (cpu,) = families["llmchaos_generator_cpu_ratio"]
+    assert (cpu.labels["process"], cpu.value) == ("local", 0.5)
+    lag = {s.labels.get("le"): s.value for s in families["llmchaos_generator_loop_lag_seconds"]}
+    assert lag["0.001"] == 1.0
+    assert lag["0.005"] == 2.0
+    assert lag["+Inf"] == 3.0
+    assert lag[None] == 0.0335  # the sum
