@@ -48,10 +48,10 @@ def _autocorrelation(series: np.ndarray) -> np.ndarray:
     if not np.isfinite(series).any() or len(series) < 4:
         return np.zeros(0)
     x = np.nan_to_num(series, nan=float(np.nanmean(series)))
+    if np.ptp(x) <= 1e-9 * (abs(float(x.mean())) + 1e-9):  # constant but for rounding
+        return np.zeros(0)
     x = x - x.mean()
     denom = float(x @ x)
-    if denom == 0:
-        return np.zeros(0)
     spectrum = np.fft.rfft(x, 2 * len(x))
     return np.fft.irfft(spectrum * np.conj(spectrum))[: len(x)] / denom
 
@@ -91,10 +91,11 @@ def bins_of(t: np.ndarray, v: np.ndarray | None, grid: Blocks) -> int:
     if len(t) == 0:
         return 1
     idx = grid.index(t)
-    n = np.bincount(idx, minlength=grid.count).astype(np.float64)
+    idx = idx - idx.min()  # the series spans these times only (not a warmup left out before them)
+    n = np.bincount(idx).astype(np.float64)
     if v is None:
         return block_bins(n)
-    s = np.bincount(idx, weights=np.log(np.maximum(v, 1e-9)), minlength=grid.count)
+    s = np.bincount(idx, weights=np.log(np.maximum(v, 1e-9)))
     with np.errstate(invalid="ignore", divide="ignore"):
         return block_bins(np.where(n > 0, s / np.where(n > 0, n, 1), np.nan))
 

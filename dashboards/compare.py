@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from dashboards import stats
 from dashboards.blocks import MIN_BLOCKS
-from dashboards.sample import PCTS, RATES, Binned, Cell, CellKey, Ratio, RunSample
+from dashboards.sample import PCTS, RATES, Binned, Cell, CellKey, Ratio, RunSample, group
 from llmchaos.errors import UsageError
 
 WORSE, BETTER, NO_CHANGE, INCONCLUSIVE = "worse", "better", "no change", "inconclusive"
@@ -158,7 +158,7 @@ def compare(a: Sequence[RunSample], b: Sequence[RunSample], settings: Settings, 
             for stat in ("rate",) if key.metric in RATES else settings.pcts:
                 rows.append(_row(key, stat, side_a, side_b, gate(key, stat), settings))
     _adjust(rows, settings)
-    rows.sort(key=lambda r: (ORDER[r.verdict], r.p_adj if r.p_adj is not None else 2.0, r.name))
+    rows.sort(key=lambda r: (ORDER[r.verdict], not r.gated, r.p_adj if r.p_adj is not None else 2.0, r.name))
     notes = [n for s in (*a, *b) for n in s.notes]
     return Comparison([s.name for s in a], [s.name for s in b], rows, settings, sorted(set(notes)))
 
@@ -167,10 +167,16 @@ class _Side:
     """One side's runs, with each run's bootstrap weights (one draw per run, shared by its cells)."""
 
     def __init__(self, runs: Sequence[RunSample], settings: Settings, rng: np.random.Generator) -> None:
-        self.runs = runs
-        self.weights = [stats.block_weights(r.blocks.count, settings.resamples, rng) for r in runs]
+        self.runs, self.resamples, self.rng = runs, settings.resamples, rng
         self.pcts = [PCTS[p] for p in settings.pcts]
+        self._weights: dict[tuple[int, int], np.ndarray] = {}  # (run, blocks) -> resampled block counts
         self._boot: dict[tuple[int, CellKey], np.ndarray] = {}
+
+    def weights(self, i: int, blocks: int) -> np.ndarray:
+        got = self._weights.get((i, blocks))
+        if got is None:
+            got = self._weights[(i, blocks)] = stats.block_weights(blocks, self.resamples, self.rng)
+        return got
 
     def keys(self) -> set[CellKey]:
         return {k for r in self.runs for k in r.cells}
@@ -183,17 +189,15 @@ class _Side:
         got = self._boot.get((i, key))
         if got is None:
             if isinstance(cell, Binned):
-                q = stats.bootstrap_quantiles(cell.counts, cell.edges, self.pcts, self.weights[i])
+                q = stats.bootstrap_quantiles(cell.counts, cell.edges, self.pcts, self.weights(i, len(cell.counts)))
                 got = np.log(np.maximum(q, 1e-12))
             else:
-                got = stats.bootstrap_ratio(cell.num, cell.den, self.weights[i])
+                got = stats.bootstrap_ratio(cell.num, cell.den, self.weights(i, len(cell.num)))
             self._boot[(i, key)] = got
         return got
 
-    def method(self) -> str:
-        if len(self.runs) > 1:
-            return f"{len(self.runs)} runs"
-        return self.runs[0].blocks.describe()
+    def method(self, metric: str) -> str:
+        return self.runs[0].blocks[group(metric)].describe()
 
 
 def _estimate(side: _Side, key: CellKey, stat: str, pcts: Sequence[str]) -> tuple[stats.Estimate | None, float, str]:
@@ -225,9 +229,7 @@ def _estimate(side: _Side, key: CellKey, stat: str, pcts: Sequence[str]) -> tupl
         dfs.append(max(1.0, min(cell.blocks, stats.effective_blocks(events)) - 1))
     if not values:
         return None, n, "no data"
-    if len(values) == 1:
-        return stats.Estimate(values[0], math.sqrt(variances[0]), dfs[0]), n, ""
-    return stats.Estimate.of_runs(values, variances), n, ""
+    return stats.Estimate.of_runs(values, variances, dfs), n, ""
 
 
 def _row(key: CellKey, stat: str, a: _Side, b: _Side, rule: Rule | None, settings: Settings) -> Row:
@@ -248,7 +250,7 @@ def _row(key: CellKey, stat: str, a: _Side, b: _Side, rule: Rule | None, setting
         nb,
         "runs as units (Welch t)"
         if len(a.runs) > 1 and len(b.runs) > 1
-        else f"block bootstrap: A {a.method()}, B {b.method()}",
+        else f"block bootstrap: A {a.method(key.metric)}, B {b.method(key.metric)}",
         rule is not None,
         rule=rule or settings.rule(key.metric),
         log_scale=log_scale,

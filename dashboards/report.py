@@ -1,11 +1,13 @@
 """A run's report, read back through the core's run model: the same per-language table the load
-test prints at its end, then the fault windows as they ran."""
+test prints at its end, then the fault windows as they ran and the guard's trips; `--html` writes
+the self-contained report a person reads (see `formats.html.run_report`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from llmchaos import run
+from llmchaos.errors import UsageError
 from llmchaos.run.table import table
 
 
@@ -22,4 +24,20 @@ def summary(run_dir: str | Path) -> str:
                 + (run.iso(w.actual_end) if w.actual_end is not None else "not reverted")
             )
         lines.append(f"fault {w.name} ({w.kind}): {ran}" + (f"; {w.error}" if w.error else ""))
+    for t in results.run.guard:
+        lines.append(
+            f"guard: {t.lang} {t.metric} p{t.percentile:g} over {t.threshold_ms:g} ms for {len(t.windows_ms)} windows "
+            f"of {t.window_s:g} s at {run.iso(t.tripped)} in phase {t.phase}: {', '.join(t.actions)}"
+        )
     return "\n".join(lines)
+
+
+def write_html(run_dir: str | Path, path: str | Path) -> None:
+    from dashboards import runs
+    from dashboards.formats.html import run_report
+
+    content = run_report(runs.load(Path(run_dir)))
+    try:
+        Path(path).write_text(content, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(e.strerror or str(e), file=str(path), field="--html") from None

@@ -23,6 +23,7 @@ from dashboards.columns import Columns
 
 PCTS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 RATES = ("error_rate", "slo_attainment", "goodput")
+RATES_GROUP = "rates"
 REL_WIDTH = 0.005
 LOWEST_PCT = 40.0
 
@@ -78,12 +79,18 @@ Exact = Callable[[CellKey], dict[str, float] | None]  # a cell's exact percentil
 
 @dataclass
 class RunSample:
-    """One run (or one Prometheus range) ready to compare."""
+    """One run (or one Prometheus range) ready to compare: its time blocks per metric (`RATES_GROUP`
+    for the rates), its cells."""
 
     name: str
-    blocks: Blocks
+    blocks: dict[str, Blocks]
     cells: dict[CellKey, Cell]
     notes: tuple[str, ...] = ()
+
+
+def group(metric: str) -> str:
+    """Which of a run's block sets a metric's cells are cut on."""
+    return RATES_GROUP if metric in RATES else metric
 
 
 def log_edges(v: np.ndarray) -> np.ndarray:
@@ -118,31 +125,36 @@ def nearest_rank(v: np.ndarray, w: np.ndarray, pcts: dict[str, float]) -> dict[s
 
 
 def reduce(
-    name: str, cols: Columns, exact: Exact | None = None, notes: tuple[str, ...] = (), bl: Blocks | None = None
+    name: str,
+    cols: Columns,
+    exact: Exact | None = None,
+    notes: tuple[str, ...] = (),
+    bl: dict[str, Blocks] | None = None,
 ) -> RunSample:
-    """Every cell of a run's columns, on the given blocks or on blocks chosen from its metrics'
-    autocorrelation."""
+    """Every cell of a run's columns, on the given blocks or on blocks chosen from the data."""
     arrays = {m: c.arrays() for m, c in cols.metrics.items()}
     bl = bl or choose_blocks(cols, arrays)
     cells: dict[CellKey, Cell] = {}
     for metric, (t, v, w, c) in arrays.items():
-        for i, (block, vi, wi) in by_cell(c, bl.index(t), v, w):
+        for i, (block, vi, wi) in by_cell(c, bl[metric].index(t), v, w):
             lang, phase = cols.cells[i]
             key = CellKey(lang, metric, phase)
             known = exact(key) if exact else None
-            cells[key] = binned(block, vi, wi, bl.count, known or nearest_rank(vi, wi, PCTS))
-    cells.update(_rates(cols, bl))
+            cells[key] = binned(block, vi, wi, bl[metric].count, known or nearest_rank(vi, wi, PCTS))
+    cells.update(_rates(cols, bl[RATES_GROUP]))
     return RunSample(name, bl, cells, notes)
 
 
-def choose_blocks(cols: Columns, arrays: Mapping[str, tuple[np.ndarray, ...]]) -> Blocks:
-    """The longest block any series of the run asks for (warmup left out: a ramp is no memory)."""
+def choose_blocks(cols: Columns, arrays: Mapping[str, tuple[np.ndarray, ...]]) -> dict[str, Blocks]:
+    """Each metric's blocks from its own series; the rates' from the longest any series asks for
+    (the request counts' among them: whether a request fails or meets its SLO follows them all).
+    Warmup is left out: a ramp is no memory."""
     grid = blocks.base(cols.start, cols.end)
     steady = [i for i, (_, phase) in enumerate(cols.cells) if phase != "warmup"]
     t_req, _, _, c_req = cols.requests.arrays()
-    per = [blocks.bins_of(t_req[np.isin(c_req, steady)], None, grid)]
-    per += [blocks.bins_of(t[np.isin(c, steady)], v[np.isin(c, steady)], grid) for t, v, _, c in arrays.values()]
-    return blocks.choose(grid, max(per))
+    per = {m: blocks.bins_of(t[np.isin(c, steady)], v[np.isin(c, steady)], grid) for m, (t, v, _, c) in arrays.items()}
+    per[RATES_GROUP] = max([blocks.bins_of(t_req[np.isin(c_req, steady)], None, grid), *per.values()])
+    return {m: blocks.choose(grid, n) for m, n in per.items()}
 
 
 def by_cell(cell: np.ndarray, *arrays: np.ndarray) -> Iterator[tuple[int, list[np.ndarray]]]:

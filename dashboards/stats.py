@@ -34,15 +34,18 @@ class Estimate:
     df: float
 
     @classmethod
-    def of_runs(cls, values: Sequence[float], variances: Sequence[float]) -> Estimate:
-        """Runs as units: the mean of per-run values; its variance from their spread, floored at
-        the mean within-run (bootstrap) variance, so two runs that happen to agree do not look
-        exact."""
+    def of_runs(cls, values: Sequence[float], variances: Sequence[float], dfs: Sequence[float]) -> Estimate:
+        """Runs as units: the mean of per-run values, its variance from their spread (n - 1 degrees
+        of freedom), or, where the runs agree more closely than each is measured, from the mean
+        within-run (bootstrap) variance and its degrees of freedom: two runs that happen to agree
+        do not look exact."""
         n = len(values)
         if n == 1:
-            return cls(values[0], math.sqrt(variances[0]), math.inf)
-        spread = float(np.var(values, ddof=1))
-        return cls(float(np.mean(values)), math.sqrt(max(spread, float(np.mean(variances))) / n), n - 1)
+            return cls(values[0], math.sqrt(variances[0]), dfs[0])
+        spread, within = float(np.var(values, ddof=1)), float(np.mean(variances))
+        if spread >= within:
+            return cls(float(np.mean(values)), math.sqrt(spread / n), n - 1)
+        return cls(float(np.mean(values)), math.sqrt(within / n), float(sum(dfs)))
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ class Sim:
         tail = sel & (self.ttft > np.percentile(self.ttft[sel], 98))
         return replace(self, ttft=np.where(tail, self.ttft * factor, self.ttft))
 
-    def sample(self, bl: Blocks | None = None) -> RunSample:
+    def sample(self, bl: dict[str, Blocks] | None = None) -> RunSample:
         """The run as the comparison reads it (through the same columns a results directory gives),
         on its own blocks or on `bl` (a shifted copy keeps its run's)."""
         names = list(LANGS)

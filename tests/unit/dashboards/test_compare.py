@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from dashboards.blocks import Blocks
 from dashboards.compare import INCONCLUSIVE, NO_CHANGE, WORSE, Settings, compare
-from dashboards.sample import Binned, CellKey, Ratio, RunSample
+from dashboards.sample import Binned, CellKey, Ratio, RunSample, binned, group, nearest_rank
 from llmchaos.errors import UsageError
 from tests.unit.dashboards.queue_sim import Queue, simulate
 
@@ -45,16 +46,12 @@ def test_calibration_on_queue_correlated_runs():
 
 
 def cell(values: np.ndarray, blocks: int = 20) -> Binned:
-    from dashboards.sample import binned, nearest_rank
-
     n = len(values)
     return binned(np.arange(n) * blocks // n, values, np.ones(n), blocks, nearest_rank(values, np.ones(n), {"p50": 50}))
 
 
 def sample(cells: dict[CellKey, Binned | Ratio], blocks: int = 20) -> RunSample:
-    from dashboards.blocks import Blocks
-
-    return RunSample("x", Blocks(0.0, 1.0, blocks), cells)
+    return RunSample("x", {group(k.metric): Blocks(0.0, 1.0, blocks) for k in cells}, cells)
 
 
 def test_a_large_sample_tells_no_change_from_not_enough_data():

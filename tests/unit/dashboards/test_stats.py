@@ -75,11 +75,14 @@ def test_welch_difference_and_interval():
 
 
 def test_runs_as_units_floor_their_spread_at_the_within_run_variance():
-    agree = stats.Estimate.of_runs([1.0, 1.0, 1.0], [0.04, 0.04, 0.04])
+    agree = stats.Estimate.of_runs([1.0, 1.0, 1.0], [0.04, 0.04, 0.04], [9, 9, 9])
     assert agree.se == pytest.approx(math.sqrt(0.04 / 3))  # runs that agree are not taken for exact
-    assert agree.df == 2
-    spread = stats.Estimate.of_runs([1.0, 2.0, 3.0], [0.0001] * 3)
+    assert agree.df == 27  # ... and the within-run variances carry their own degrees of freedom
+    spread = stats.Estimate.of_runs([1.0, 2.0, 3.0], [0.0001] * 3, [9, 9, 9])
     assert spread.se == pytest.approx(1 / math.sqrt(3))
+    assert spread.df == 2
+    one = stats.Estimate.of_runs([1.5], [0.01], [12])
+    assert (one.value, one.se, one.df) == (1.5, pytest.approx(0.1), 12)
 
 
 def test_minimum_detectable_effect_has_the_power_it_claims():

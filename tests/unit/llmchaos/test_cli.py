@@ -29,6 +29,8 @@ def test_every_component_owns_its_subcommands():
         "loadtest-help": "loadtests.cli",
         "logs": "loadtests.cli",
         "report": "dashboards.cli",
+        "compare": "dashboards.cli",
+        "regress": "dashboards.cli",
     }
 
 

@@ -1,0 +1,92 @@
+"""How figures read in every format: values in their units, changes, intervals, the headline."""
+
+from __future__ import annotations
+
+import math
+
+from dashboards.compare import INCONCLUSIVE, METRICS, Comparison, Row
+from dashboards.stats import CORRECTION_NAMES
+
+MDE_SHOWN = 10.0  # a minimum detectable effect beyond +1000 % says only that the data cannot tell
+
+
+def value(v: float | None, unit: str) -> str:
+    """A figure in its unit: latencies in ms (or s), ratios in %, rates per second."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    if unit == "s":
+        return f"{v * 1000:.3g} ms" if abs(v) < 10 else f"{v:.3g} s"
+    if unit == "ratio":
+        return f"{v * 100:.3g} %"
+    if unit == "req/s":
+        return f"{v:.3g}/s"
+    return f"{v:.3g}"
+
+
+def change(r: Row) -> str:
+    """The change B - A: relative where it has one, else absolute."""
+    if r.rel is not None:
+        return f"{r.rel * 100:+.1f} %"
+    if r.abs is not None:
+        return signed(r.abs, r.unit)
+    return "-"
+
+
+def signed(v: float, unit: str) -> str:
+    return ("+" if v >= 0 else "-") + value(abs(v), unit)
+
+
+def interval(r: Row) -> str:
+    if r.rel_ci is not None:
+        lo, hi = r.rel_ci
+        return f"[{lo * 100:+.1f}, {hi * 100:+.1f}] %"
+    if r.abs_ci is not None:
+        return f"[{signed(r.abs_ci[0], r.unit)}, {signed(r.abs_ci[1], r.unit)}]"
+    return "-"
+
+
+def detectable(r: Row) -> str:
+    """The minimum detectable effect: relative where it has one."""
+    if r.mde_rel is not None:
+        return f"{r.mde_rel * 100:.1f} %" if r.mde_rel <= MDE_SHOWN else f">{MDE_SHOWN:.0%}"
+    return value(r.mde_abs, r.unit) if r.mde_abs is not None else "-"
+
+
+def p_value(p: float | None) -> str:
+    return "-" if p is None else (f"{p:.2g}" if p >= 1e-4 else "<1e-4")
+
+
+def metric(r: Row) -> str:
+    return METRICS[r.metric].label
+
+
+def cell(r: Row) -> str:
+    """e.g. `de TTFT p99 (baseline)`."""
+    return f"{r.lang} {metric(r)} {r.stat if r.stat != 'rate' else ''}".rstrip() + f" ({r.phase})"
+
+
+def headline(c: Comparison) -> str:
+    """One sentence a person reads first: the verdict and, when worse, which cells."""
+    worse = c.worse
+    if worse:
+        names = ", ".join(f"{cell(r)} {change(r)}" for r in worse[:5]) + (" ..." if len(worse) > 5 else "")
+        return f"WORSE: B is worse than A in {len(worse)} cell{'s' * (len(worse) != 1)}: {names}"
+    counts = c.counts()
+    gated = [r for r in c.rows if r.gated]
+    if gated and all(r.verdict == INCONCLUSIVE for r in gated):
+        return "NO VERDICT: not enough data in any cell to tell a change of the minimum size"
+    return (
+        f"NO WORSE: no cell of B is worse than A ({counts['better']} better, {counts['no change']} no change, "
+        f"{counts[INCONCLUSIVE]} inconclusive)"
+    )
+
+
+def method(c: Comparison) -> str:
+    """How the verdicts were reached, in one sentence."""
+    s = c.settings
+    return (
+        f"{CORRECTION_NAMES[s.correction]} at {s.alpha:g} over the gated cells; a verdict needs a change of at "
+        f"least {s.min_effect:.0%} and {s.min_abs * 1000:g} ms (latencies); intervals {1 - s.alpha:.0%}; minimum "
+        f"detectable effects at {s.power:.0%} power; block bootstrap ({s.resamples} resamples) within a run, "
+        "runs as units when both sides have repetitions"
+    )

@@ -1,0 +1,141 @@
+"""`llmchaos compare` and `llmchaos regress` as a user runs them, on results directories written
+through the core's run model (benchmarks/_synthetic_run): exit 0 no worse, 1 worse, 2 bad input in
+one line; every output format read back by its own reader (JSON, JUnit XML, Markdown, HTML)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from benchmarks._synthetic_run import write
+from tests.procs import ROOT
+
+N = 6000  # requests per run: 30 s at 200/s
+
+
+def llmchaos(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("runs")
+    out = {
+        "a": write(d / "a", N, seed=1, drift=0.0),
+        "a2": write(d / "a2", N, seed=2, drift=0.0),
+        "b": write(d / "b", N, seed=3, drift=0.0, slowdown=1.2),
+        "b2": write(d / "b2", N, seed=4, drift=0.0, slowdown=1.2),
+        "fr": write(d / "fr", 2000, seed=5, langs=("fr",)),
+    }
+    write(d / "replay" / "a", N, seed=6, drift=0.0)
+    write(d / "replay" / "b", N, seed=7, drift=0.0, slowdown=1.2)
+    out["replay"] = d / "replay"
+    return out
+
+
+def test_a_and_a_no_cell_worse_exit_0(runs, tmp_path):
+    r = llmchaos("compare", str(runs["a"]), str(runs["a2"]), "--json", "--junit", str(tmp_path / "j.xml"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "no worse"
+    assert not [c for c in doc["cells"] if c["verdict"] == "worse"]
+    assert {c["lang"] for c in doc["cells"]} == {"en", "de", "ja"}
+    assert "Holm" in doc["method"]["correction"]
+    suite = ET.parse(tmp_path / "j.xml").getroot()
+    assert int(suite.get("tests", "0")) == sum(c["gated"] for c in doc["cells"]) > 0
+    assert suite.get("failures") == "0"
+
+
+def test_a_slower_b_is_worse_exit_1_in_every_format(runs, tmp_path):
+    junit, html = tmp_path / "j.xml", tmp_path / "r.html"
+    r = llmchaos("compare", str(runs["a"]), str(runs["b"]), "--md", "--junit", str(junit), "--html", str(html))
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.startswith("### llmchaos: WORSE: B is worse than A in ")
+    assert "| 🔴 worse | de ITL p50 (baseline) |" in r.stdout
+    failed = [c for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    names = {f"{c.get('classname')}.{c.get('name')}" for c in failed}
+    assert {"llmchaos.de.itl.baseline.p50", "llmchaos.en.ttft.baseline.p50"} <= names
+    page = html.read_text()
+    assert page.index('id="verdict"') < page.index("<svg")  # the verdict comes first
+    assert "WORSE: B is worse than A" in page
+    assert page.count("<svg") >= 10
+    doc = json.loads(llmchaos("compare", str(runs["a"]), str(runs["b"]), "--json").stdout)
+    itl = next(c for c in doc["cells"] if (c["lang"], c["metric"], c["stat"]) == ("en", "itl", "p50"))
+    assert itl["verdict"] == "worse"
+    assert 0.15 < itl["rel_ci"][0] < itl["rel"] < itl["rel_ci"][1] < 0.25
+    assert itl["mde_rel"] < 0.05
+
+
+def test_the_terminal_table_puts_worse_cells_first_and_colours_only_when_asked(runs):
+    plain = llmchaos("compare", str(runs["a"]), str(runs["b"]))
+    coloured = llmchaos("compare", str(runs["a"]), str(runs["b"]), "--color")
+    assert "\033[" not in plain.stdout  # not a terminal
+    assert "\033[31;1mworse" in coloured.stdout
+    verdicts = [line.split()[0] for line in plain.stdout.splitlines()[5:] if line.split()[:1] in (["worse"], ["no"])]
+    assert verdicts.index("no") > verdicts.index("worse")
+    assert "no" not in verdicts[: verdicts.count("worse")]
+
+
+def test_repetitions_are_compared_as_runs(runs):
+    r = llmchaos("compare", "--a", f"{runs['a']},{runs['a2']}", "--b", f"{runs['b']},{runs['b2']}", "--json")
+    assert r.returncode == 1
+    cells = json.loads(r.stdout)["cells"]
+    assert {c["method"] for c in cells} == {"runs as units (Welch t)"}
+    assert any(c["verdict"] == "worse" and c["metric"] == "itl" for c in cells)
+
+
+def test_a_replay_directory_is_its_two_sides(runs):
+    r = llmchaos("compare", str(runs["replay"]), "--json")
+    assert r.returncode == 1
+    assert json.loads(r.stdout)["a"] == [str(runs["replay"] / "a")]
+
+
+def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_them(runs, tmp_path):
+    r = llmchaos("regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--json")
+    assert r.returncode == 1
+    gated = {(c["metric"], c["stat"]) for c in json.loads(r.stdout)["cells"] if c["gated"]}
+    assert gated == {("ttft", p) for p in ("p50", "p90", "p95", "p99")} | {
+        ("itl", p) for p in ("p50", "p90", "p95", "p99")
+    } | {("error_rate", "rate")}
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("defaults: {increase_pct: 30}\n")  # a 20 % slowdown is allowed
+    r = llmchaos("regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--rules", str(rules))
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert r.stdout.startswith("NO WORSE")
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", "{d}/nosuch/run.json: No such file or directory"),
+        ("future", "{d}/future/run.json: schema_version: schema_version 99 is newer than this llmchaos reads (1)"),
+        ("no common language", "A and B have no language in common (A: de, en, ja; B: fr)"),
+        ("unknown metric", "{d}/rules.yaml:2: de.ttfb: unknown metric (known: ttft, itl"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message):
+    d = tmp_path
+    if case == "missing":
+        args = ["compare", str(d / "nosuch"), str(runs["a"])]
+    elif case == "future":
+        future = write(d / "future", 100, seed=9)
+        raw = json.loads((future / "run.json").read_text())
+        (future / "run.json").write_text(json.dumps({**raw, "schema_version": 99}))
+        args = ["compare", str(runs["a"]), str(future)]
+    elif case == "no common language":
+        args = ["compare", str(runs["a"]), str(runs["fr"])]
+    else:
+        (d / "rules.yaml").write_text("defaults: {confidence: 0.99}\nde: {ttfb: {increase_pct: 5}}\n")
+        args = ["regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--rules", str(d / "rules.yaml")]
+    r = llmchaos(*args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("llmchaos: error: " + message.format(d=d))
