@@ -127,7 +127,7 @@ class ReplaySettings:
         for name, default in NOT_IN_REPLAY.items():
             if getattr(o, name, default) != default:
                 raise UsageError(
-                    "the replay's schedule is the log's; not used here", field="--" + name.replace("_", "-")
+                    "not used by a replay (its schedule is the log's)", field="--" + name.replace("_", "-")
                 )
         if not o.log:
             raise UsageError("give the log to replay", field="--log")

@@ -1,0 +1,179 @@
+"""The replay's open loop: the log's own schedule, computed alike by every process from the log.
+
+The master sends each worker a plan at test start (the schedule's start, the worker's index, the
+options it needs: the plan can arrive before Locust's spawn message). Each worker streams the log,
+keeps the window, the sampled users and its own sessions (every turn of a session on one worker),
+and queues each request at its recorded offset, sped up; a user takes the next one and sends it.
+With `--session-order strict` a session's turn is held until the turn before it has ended.
+"""
+
+from __future__ import annotations
+
+import time
+from argparse import Namespace
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gevent
+from gevent.queue import Queue
+
+from loadtests.adapters import Call
+from loadtests.logs import split
+from loadtests.logs.problems import Problems
+from loadtests.logs.record import LogRecord
+from loadtests.replay_calls import CallOptions, build
+from loadtests.replay_options import ReplaySettings
+from loadtests.replay_stats import ReplayStats
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What the master sends a worker at test start (a single process makes its own)."""
+
+    t0: float  # unix time of the window's start
+    worker: int
+    workers: int
+    options: dict[str, Any]  # ReplaySettings' carried options
+
+    def message(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> ReplayPlan:
+        return cls(**data)
+
+
+@dataclass(slots=True)
+class Due:
+    """A request of the log, due at `intended` (unix time), ready to send to its side(s)."""
+
+    rec: LogRecord
+    lang: str
+    api: str
+    sides: tuple[str, ...]
+    loop: int
+    intended: float
+    call: Call
+    requested: int | None  # output tokens asked for
+    session: str | None  # the session whose turns keep their order (None: no order)
+
+
+def timeline(
+    s: ReplaySettings, worker: int = 0, workers: int = 1, problems: Problems | None = None
+) -> Iterator[tuple[int, float, LogRecord, str]]:
+    """This worker's share of the replay: (pass, seconds from the start, record, language) in time
+    order. The window's records, sped up; each pass after the first starts where the one before
+    ended (its span: --end - --start, else to the last record plus the mean gap between records).
+    Only the first pass counts the log's skipped lines, into `problems`."""
+    origin = 0.0
+    for loop in range(s.loop):
+        first = last = None
+        n = 0
+        for rec in s.source.read(problems if loop == 0 and problems is not None else Problems(s.source.path)):
+            if rec.offset < s.start:
+                continue
+            if s.end is not None and rec.offset >= s.end:
+                break
+            first = rec.offset if first is None else first
+            last, n = rec.offset, n + 1
+            if not split.sampled(rec.user, s.sample, s.seed) or split.shard(rec.session or rec.user, workers) != worker:
+                continue
+            lang = rec.lang or s.mix.pick(rec.user, s.seed)
+            if s.langs and lang not in s.langs:
+                continue
+            yield loop, origin + (rec.offset - s.start) / s.speed, rec, lang
+        if first is None or last is None:
+            return
+        span = s.end - s.start if s.end is not None else last - s.start + ((last - first) / (n - 1) if n > 1 else 1.0)
+        origin += span / s.speed
+
+
+class ReplaySchedule:
+    """This process's share of the replay, queued as it falls due; `on_finished` is called once every
+    request of it has been sent and has ended."""
+
+    def __init__(self, stats: ReplayStats, on_finished: Callable[[], None]) -> None:
+        self.stats, self.on_finished = stats, on_finished
+        self._queue: Queue = Queue()
+        self._busy: dict[str, deque[Due]] = {}  # sessions with a turn in flight -> their held turns
+        self._greenlet: gevent.Greenlet | None = None
+        self._in_flight = 0
+        self._exhausted = self._reported = False
+
+    def start(self, plan: ReplayPlan) -> ReplaySettings:
+        """Start dispatching `plan`; the settings it carries."""
+        self.stop()
+        settings = ReplaySettings.read(Namespace(**plan.options))
+        self.stats.t0 = plan.t0
+        self._exhausted = self._reported = False
+        self._greenlet = gevent.spawn(self._dispatch, settings, plan)
+        return settings
+
+    def _dispatch(self, s: ReplaySettings, plan: ReplayPlan) -> None:
+        opts, api = CallOptions.of(s.options), s.options["api"]
+        counted = self.stats.problems if plan.worker == 0 else None
+        for loop, at, rec, lang in timeline(s, plan.worker, plan.workers, counted):
+            rec_api = rec.api or api
+            sides = s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),)
+            call, requested = build(rec, lang, rec_api, loop, opts)
+            ordered = rec.session if s.session_order == "strict" else None
+            due = Due(rec, lang, rec_api, sides, loop, plan.t0 + at, call, requested, ordered)
+            if (wait := due.intended - time.time()) > 0:
+                gevent.sleep(wait)
+            self.stats.due(sides, due.intended)
+            self._release(due)
+        self._exhausted = True
+        self._check_finished()
+
+    def _release(self, due: Due) -> None:
+        if due.session is not None:
+            held = self._busy.get(due.session)
+            if held is not None:
+                held.append(due)
+                self.stats.held += 1
+                return
+            self._busy[due.session] = deque()
+        self._queue.put(due)
+
+    def next(self) -> Due:
+        """Wait for the next request due; `done` must follow once it has ended."""
+        due: Due = self._queue.get()
+        self._in_flight += 1
+        return due
+
+    def done(self, due: Due) -> None:
+        """`due` has ended: its session's next turn may go (not before its own time)."""
+        self._in_flight -= 1
+        if due.session is not None:
+            held = self._busy.get(due.session)
+            if held:
+                turn = held.popleft()
+                turn.intended = max(turn.intended, time.time())
+                self._queue.put(turn)
+            else:
+                self._busy.pop(due.session, None)
+        self._check_finished()
+
+    @property
+    def finished(self) -> bool:
+        return self._exhausted and not self._in_flight and self._queue.empty() and not self._busy
+
+    def _check_finished(self) -> None:
+        if self.finished and not self._reported:
+            self._reported = True
+            self.on_finished()
+
+    def stop(self) -> list[Due]:
+        """Stop dispatching; the requests that fell due and were never sent (queued or held)."""
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+        unsent = []
+        while not self._queue.empty():
+            unsent.append(self._queue.get())
+        for held in self._busy.values():
+            unsent.extend(held)
+        self._busy.clear()
+        return unsent
