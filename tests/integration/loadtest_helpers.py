@@ -19,21 +19,32 @@ def _pin(cpu: int | None):
     return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
 
 
-def locust(*args: str, cpu: int | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:
+def _cmd(file: str) -> list[str]:
+    return [*LOCUST[:4], file, *LOCUST[5:]]
+
+
+def locust(
+    *args: str, cpu: int | None = None, timeout: float = 120.0, file: str = "loadtests/locustfile.py"
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*LOCUST, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, preexec_fn=_pin(cpu)
+        [*_cmd(file), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, preexec_fn=_pin(cpu)
     )
 
 
 def distributed(
-    *args: str, workers: int = 2, cpu: int | None = None, master_cpu: int | None = None, timeout: float = 120.0
+    *args: str,
+    workers: int = 2,
+    cpu: int | None = None,
+    master_cpu: int | None = None,
+    timeout: float = 120.0,
+    file: str = "loadtests/locustfile.py",
 ) -> subprocess.CompletedProcess:
     """A master and `workers` worker processes (workers pinned to `cpu`, the master to `master_cpu`);
     workers are stopped by PID if still alive."""
     port = free_port()
     procs = [
         subprocess.Popen(
-            [*LOCUST[:-2], "--worker", "--master-port", str(port)],
+            [*_cmd(file)[:-2], "--worker", "--master-port", str(port)],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -43,7 +54,7 @@ def distributed(
     ]
     try:
         return subprocess.run(
-            [*LOCUST, "--master", "--master-bind-port", str(port), "--expect-workers", str(workers), *args],
+            [*_cmd(file), "--master", "--master-bind-port", str(port), "--expect-workers", str(workers), *args],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -1,0 +1,132 @@
+"""What a replay does with what it is given: bad log lines (strict: one line naming file, line and
+field, exit 2, nothing run; otherwise counted per kind in run.json), bad options, sessions whose turns
+keep their order (strict) or their offsets (timed), a window of the log looped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.replay_helpers import replay, sides
+from tests.procs import serve
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve("--sim-time-scale", "1") as s:  # a 30-token answer takes ~0.4 s
+        yield s
+
+
+def write(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def line(t, user="u1", **kw):
+    return {"ts": t, "user_id": user, "lang": "en", "input_tokens": 20, "output_tokens": 4, **kw}
+
+
+BAD = [
+    line(0),
+    "{oops",
+    line(0.1, lang="xx"),
+    line(0.2),
+    line(0.15),  # back in time
+    {"ts": 0.2, "user_id": "u"},
+    line(0.3, api="soap"),
+    line(0.4),
+]
+
+
+def test_strict_stops_at_the_first_bad_line_with_exit_2(tmp_path, server):
+    log = write(tmp_path / "bad.jsonl", BAD)
+    proc = replay("--log", str(log), "--target-a", server.url, "--strict", "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2
+    errors = [x for x in proc.stderr.splitlines() if "error" in x.lower()]
+    why = "not JSON: unexpected character, expected a string key: line 1 column 2 (char 1)"
+    assert errors == [f"llmchaos: error: {log}:2: line: {why}"]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_without_strict_bad_lines_are_counted_per_kind(tmp_path, server):
+    log = write(tmp_path / "bad.jsonl", BAD)
+    proc = replay("--log", str(log), "--target-a", server.url, "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (side,) = sides(tmp_path / "r").values()
+    assert sorted(r["replay"]["log_line"] for r in side.requests) == [1, 4, 8]
+    problems = side.run["replay"]["log_problems"]
+    assert problems["counts"] == {
+        "not_json": 1,
+        "unknown_lang": 1,
+        "backwards": 1,
+        "missing_field": 1,
+        "unknown_api": 1,
+    }
+    assert problems["examples"]["backwards"] == [
+        {"line": 5, "field": "ts", "error": "goes back 0.05s from the line before"}
+    ]
+    assert f"{log}: skipped backwards: 1 (lines 5)" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (("--split", "20"), "--split: needs --target-b"),
+        (("--format", "csv"), "--format: unknown format 'csv'"),
+        (("--rate", "5"), "--rate: not used by a replay"),
+        (("--speed", "-1"), "--speed: must be a finite number > 0"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(tmp_path, server, argv, error):
+    log = write(tmp_path / "ok.jsonl", [line(0)])
+    proc = replay("--log", str(log), "--target-a", server.url, *argv)
+    assert proc.returncode == 2
+    (message,) = [x for x in proc.stderr.splitlines() if "error" in x.lower()]
+    assert message.startswith(f"llmchaos: error: {error}")
+    assert "Traceback" not in proc.stderr
+
+
+def sessions(tmp_path, server, order):
+    """Three sessions of two turns, the second recorded 50 ms after the first asked for 30 tokens."""
+    rows = []
+    for k in range(3):
+        rows += [line(k, f"u{k}", session_id=f"s{k}", output_tokens=30), line(k + 0.05, f"u{k}", session_id=f"s{k}")]
+    log = write(tmp_path / f"{order}.jsonl", sorted(rows, key=lambda r: r["ts"]))
+    out = tmp_path / order
+    proc = replay("--log", str(log), "--target-a", server.url, "--session-order", order, "--results-dir", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (side,) = sides(out).values()
+    by_line = {r["replay"]["log_line"]: r for r in side.requests}
+    turns = [(by_line[2 * k + 1], by_line[2 * k + 2]) for k in range(3)]
+    return turns, side.run["replay"]["fidelity"]
+
+
+def test_strict_sessions_send_a_turn_once_the_turn_before_has_ended(tmp_path, server):
+    turns, fidelity = sessions(tmp_path, server, "strict")
+    for first, second in turns:
+        ended = first["intended"] + first["e2e"]
+        assert second["sent"] >= ended
+        assert second["schedule_lag"] < 0.05  # due when the turn before ended, sent then
+    assert fidelity["held_by_session"] == 3
+    timed, fidelity = sessions(tmp_path, server, "timed")
+    for first, second in timed:
+        assert second["sent"] < first["intended"] + first["e2e"]  # at its own offset, while the first streamed
+    assert fidelity["held_by_session"] == 0
+
+
+def test_a_window_of_the_log_looped(tmp_path, server):
+    log = write(tmp_path / "ten.jsonl", [line(i * 0.1, f"u{i}") for i in range(10)])
+    out = tmp_path / "r"
+    proc = replay(
+        "--log", str(log), "--target-a", server.url, "--start", "200ms", "--end", "700ms", "--loop", "3",
+        "--results-dir", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (side,) = sides(out).values()
+    got = sorted((r["replay"]["loop"], r["replay"]["log_line"]) for r in side.requests)
+    assert got == [(loop, n) for loop in range(3) for n in range(3, 8)]
+    first = min(r["intended"] for r in side.requests)
+    starts = sorted(r["intended"] - first for r in side.requests if r["replay"]["log_line"] == 3)
+    assert starts == pytest.approx([0.0, 0.5, 1.0], abs=1e-6)  # each pass 500 ms after the one before

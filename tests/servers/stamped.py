@@ -1,0 +1,93 @@
+"""A minimal OpenAI-style streaming server that stamps each request by the kernel's receive time of
+its first bytes (SO_TIMESTAMPNS), for measuring when requests reach a server whatever its own
+scheduling: `with running() as url:` ... `GET /truth` lists {request_id: unix seconds}.
+
+Each connection has its own thread (blocking sockets, keep-alive); every chat completion is answered
+with the same short stream ("Hello, world." and usage) whatever it asks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+
+from llmchaos.net import SO_TIMESTAMPNS
+
+EVENTS = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"Hello,"}}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{"content":" world."},"finish_reason":"stop"}]}\n\n'
+    b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+class Stamped:
+    def __init__(self) -> None:
+        self.stamps: dict[str, float] = {}
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # inherited: stamped from a connection's first byte
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self._stop = threading.Event()
+
+    def serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        buf, stamp = b"", 0.0
+        with conn:
+            while True:
+                try:
+                    data, anc, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(16))
+                except OSError:
+                    return
+                if not data:
+                    return
+                if not buf:
+                    for level, kind, payload in anc:
+                        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                            sec, nsec = struct.unpack("qq", payload[:16])
+                            stamp = sec + nsec * 1e-9
+                buf += data
+                while (end := buf.find(b"\r\n\r\n")) >= 0:
+                    head = buf[:end].decode("latin-1").split("\r\n")
+                    fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
+                    size = int(fields.get("content-length", 0))
+                    if len(buf) < end + 4 + size:
+                        break
+                    buf = buf[end + 4 + size :]
+                    conn.sendall(self._answer(head[0], fields, stamp))
+
+    def _answer(self, line: str, fields: dict[str, str], stamp: float) -> bytes:
+        if line.startswith("GET /truth"):
+            body, ctype = json.dumps(self.stamps).encode(), "application/json"
+        else:
+            self.stamps[fields.get("x-request-id", "")] = stamp
+            body, ctype = EVENTS, "text/event-stream"
+        return f"HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way (close alone does not)
+        self.sock.close()
+
+
+@contextlib.contextmanager
+def running() -> Iterator[Stamped]:
+    """The server on a free loopback port, in threads of this process; closed at exit."""
+    server = Stamped()
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.close()
+        thread.join(5)
