@@ -31,6 +31,7 @@ def test_every_component_owns_its_subcommands():
         "report": "dashboards.cli",
         "compare": "dashboards.cli",
         "regress": "dashboards.cli",
+        "dashboards": "dashboards.grafana.cli",
     }
 
 

@@ -1,0 +1,1 @@
+"""Grafana dashboards generated from code (grafanalib): load, A/B and server; `llmchaos dashboards build`."""

@@ -1,0 +1,69 @@
+"""The load dashboard: per-language latency percentiles, outcomes, goodput and SLO attainment, output
+tokens/s and the generator's own health, with the fault windows shaded."""
+
+from __future__ import annotations
+
+from grafanalib import core as g
+
+from dashboards.grafana import panels as p
+
+SEL = p.selector(p.CLIENT_LABELS)
+RUN = p.selector(["run_id"])
+
+
+def latency() -> list[g.Panel]:
+    return [
+        p.percentiles("TTFT by language", "llmchaos_ttft_seconds", SEL),
+        p.percentiles("ITL by language", "llmchaos_itl_seconds", SEL),
+        p.percentiles("E2E by language", "llmchaos_e2e_seconds", SEL),
+        p.percentiles("Inter-chunk gap by language", "llmchaos_inter_chunk_seconds", SEL),
+    ]
+
+
+def throughput() -> list[g.Panel]:
+    issued, met = p.rate("llmchaos_slo_issued_total", SEL), p.rate("llmchaos_slo_met_total", SEL)
+    return [
+        p.timeseries(
+            "Requests by outcome", [(p.rate("llmchaos_requests_total", SEL, "outcome"), "{{outcome}}")], "reqps"
+        ),
+        p.timeseries(
+            "Goodput by language",
+            [(met, "{{lang}}")],
+            "reqps",
+            "Requests per second that met their language's SLO (failures never do).",
+        ),
+        p.timeseries(
+            "SLO attainment by language",
+            [(p.ratio(met, issued), "{{lang}}")],
+            "percentunit",
+            "Requests that met the SLO over requests issued, failures counted as misses.",
+        ),
+        p.timeseries("Output tokens/s by language", [(p.rate("llmchaos_output_tokens_sum", SEL), "{{lang}}")], "short"),
+        p.fault_timeline(RUN),
+    ]
+
+
+def generator() -> list[g.Panel]:
+    return [
+        p.timeseries(
+            "Schedule lag (open loop)",
+            [(p.quantile(0.99, "llmchaos_schedule_lag_seconds", SEL), "{{lang}} p99")],
+            "s",
+            "Actual send minus intended start: a late generator omits load.",
+        ),
+        p.timeseries(
+            "Generator CPU", [(f"max by (process) (llmchaos_generator_cpu_ratio{RUN})", "{{process}}")], "percentunit"
+        ),
+        p.percentiles("Generator event-loop lag", "llmchaos_generator_loop_lag_seconds", RUN, "process", (0.5, 0.99)),
+    ]
+
+
+def build() -> g.Dashboard:
+    return p.dashboard(
+        "llmchaos-load",
+        "llmchaos: load",
+        "Per-language latency, outcomes, goodput and the generator's health of one run, fault windows shaded.",
+        p.client_variables(),
+        [p.fault_annotation(RUN)],
+        p.layout([("Latency", latency()), ("Throughput and SLOs", throughput()), ("Load generator", generator())]),
+    )
