@@ -32,6 +32,7 @@ debian-deps:
 install: $(STAMP)
 
 test: lint debian-deps
+	$(BIN)/llmchaos dashboards build --check
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 # The fuzz tests with many more examples, fresh ones each time (make test runs them with a fixed few).
