@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fuzz demo bench install tokenizer clean debian-deps
+.PHONY: test lint fuzz demo bench nightly install tokenizer clean debian-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -13,12 +13,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Real Prometheus, Pushgateway and Docker daemon for the tests, and a static busybox to build a
-# test image from (Debian packages). The tests start them on their own; a temporary policy-rc.d
-# (exit 101) keeps the postinst from starting services.
-DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static
+# test image from, and Chromium to open the HTML reports headless (Debian packages). The tests start
+# them on their own; a temporary policy-rc.d (exit 101) keeps the postinst from starting services.
+DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium
 debian-deps:
 	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null \
-		&& command -v dockerd >/dev/null && dpkg -s busybox-static >/dev/null 2>&1; then exit 0; fi; \
+		&& command -v dockerd >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 \
+		&& command -v chromium >/dev/null; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "debian-deps: not root, skipping; install $(DEBIAN_DEPS) by hand" >&2; exit 0; fi; \
 	set -e; made=; \
@@ -52,6 +53,12 @@ BENCHMARKS := server_throughput server_memory client_throughput proxy_overhead h
 bench: $(STAMP)
 	@failed=; for b in $(BENCHMARKS); do $(BIN)/python -m benchmarks.$$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "bench: missed:$$failed" >&2; exit 1; fi
+
+# The reference server under a fixed per-language load NIGHTLY_RUNS times, gated by `llmchaos regress`
+# against NIGHTLY_BASELINE (tonight's runs become it when it is empty); JUnit and HTML next to the runs
+# (dashboards/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
+nightly: $(STAMP)
+	$(BIN)/python -m dashboards.nightly
 
 tokenizer: $(STAMP)
 	$(BIN)/python -m llmchaos.tokenizer

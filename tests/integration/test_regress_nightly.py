@@ -1,0 +1,103 @@
+"""`make nightly` against the real reference server: the first night sets the baseline, an unchanged
+build is green (and `llmchaos compare` of the two real runs finds no cell worse), a build whose sim
+cost is 20 % higher is red: `llmchaos regress` exits 1 and names the cells, in its table and as
+failed JUnit test cases, with the HTML report written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from tests.procs import ROOT
+
+LANGS = ("en", "de", "ja")
+
+
+def nightly(top: Path, rules: Path, server_args: str = "") -> subprocess.CompletedProcess[str]:
+    """One night: one 12 s run (2 s of warmup) of 12 users, gated at +10 % (this shared 2-core host
+    moves an unchanged build's ITL by a few per cent between runs; the slowed build moves it by 20)."""
+    env = {k: v for k, v in os.environ.items() if k != "PUSHGATEWAY_URL"}
+    env |= {
+        "NIGHTLY_DIR": str(top),
+        "NIGHTLY_RUNS": "1",
+        "NIGHTLY_DURATION": "12s",
+        "NIGHTLY_WARMUP": "2s",
+        "NIGHTLY_USERS": "12",
+        "NIGHTLY_LANGS": ",".join(LANGS),
+        "NIGHTLY_RULES": str(rules),
+        "NIGHTLY_SERVER_ARGS": server_args,
+    }
+    # -o: the venv is installed already (make would reinstall it when pyproject.toml is newer)
+    proc = subprocess.Popen(
+        ["make", "-s", "-o", ".venv/.installed", "nightly"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # make, the nightly script and the server it started
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def nights(top: Path) -> list[Path]:
+    return sorted(p for p in top.iterdir() if p.name[:1].isdigit())
+
+
+def test_nightly_sets_a_baseline_is_green_unchanged_and_red_on_a_slower_build(tmp_path):
+    top, rules = tmp_path / "nightly", tmp_path / "rules.yaml"
+    rules.write_text("defaults: {increase_pct: 10}\n")
+
+    first = nightly(top, rules)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "tonight's 1 runs are the baseline now" in first.stdout
+    (baseline,) = (top / "baseline").iterdir()
+
+    green = nightly(top, rules)
+    assert green.returncode == 0, green.stdout + green.stderr
+    assert "\nNO WORSE: " in green.stdout, green.stdout[-3000:]
+    tonight = nights(top)[-1]
+    assert ET.parse(tonight / "junit.xml").getroot().get("failures") == "0"
+    (run,) = (tonight / "runs").iterdir()
+    aa = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "compare", str(baseline), str(run), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert aa.returncode == 0, aa.stdout[-3000:] + aa.stderr
+    cells = json.loads(aa.stdout)["cells"]
+    assert not [c for c in cells if c["verdict"] == "worse"]
+    # the runs could have shown a change: ITL's median is judged, not left inconclusive
+    assert {c["lang"] for c in cells if (c["metric"], c["stat"], c["verdict"]) == ("itl", "p50", "no change")} == set(
+        LANGS
+    )
+
+    red = nightly(top, rules, "--sim-time-scale 1.2")
+    assert red.returncode == 2, red.stdout[-3000:] + red.stderr  # make's status for any failed recipe ...
+    assert "nightly] Error 1" in red.stderr  # ... and the gate's: 1, a regression
+    assert "\nWORSE: B is worse than A in " in red.stdout
+    assert "nightly: REGRESSION" in red.stdout
+    worse = [line for line in red.stdout.splitlines() if line.startswith("worse ")]
+    for lang in LANGS:
+        assert any(f" {lang} ITL p50 (baseline) " in line for line in worse), red.stdout[-3000:]
+    tonight = nights(top)[-1]
+    failed = {
+        f"{c.get('classname')}.{c.get('name')}"
+        for c in ET.parse(tonight / "junit.xml").getroot().iter("testcase")
+        if c.find("failure") is not None
+    }
+    assert {f"llmchaos.{lang}.itl.baseline.p50" for lang in LANGS} <= failed
+    assert "WORSE: B is worse than A" in (tonight / "report.html").read_text()
+    assert len(list((top / "history").iterdir())) == 3
