@@ -1,0 +1,175 @@
+"""Every PromQL expression of every generated dashboard (panels, annotations, template variables) run
+against a real Prometheus that scraped a real short run: the reference server, the SSE proxy in front
+of it, and two open-loop Locust runs exporting live (one also pushing to a Pushgateway, which keeps
+its totals after the run: idle), each with a fault window (an SSE first-token
+delay through the proxy, a simulated GPU clock lock). Each must parse and return at least one series,
+and no panel may return NaN (the runs start and end idle). The one exception is dcgm-exporter's
+gauges, which a server without a GPU does not export: those must still parse."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+
+import httpx
+
+from dashboards.grafana import build
+from dashboards.grafana.queries import Query, queries
+from tests.integration.loadtest_helpers import LOCUST
+from tests.integration.test_sse_proxy import proxy
+from tests.procs import ROOT, free_port, serve, stop
+from tests.services import Prometheus, prometheus, pushgateway
+
+TOKEN = "admin-secret"
+RATE_INTERVAL = "5s"  # Grafana's $__rate_interval for a 1 s scrape: at least four scrapes
+GPU_ONLY = re.compile(r"DCGM_")
+LABEL_VALUES = re.compile(r"label_values\((.*), (\w+)\)")
+
+
+def schedule(path, name: str, kind: str, target: str, params: str) -> str:
+    path.write_text(
+        f"seed: 1\nfaults:\n  - name: {name}\n    kind: {kind}\n    target: {target}\n"
+        f"    at: 4s\n    duration: 4s\n    params: {params}\n"
+    )
+    return str(path)
+
+
+def locust(host: str, port: int, sched: str, tmp_path, env: dict, *extra: str) -> subprocess.Popen:
+    args = [*LOCUST, "--host", host, "--rate", "8", "-u", "16", "-r", "16", "-t", "12s", "--langs", "en,de"]
+    args += ["--max-tokens", "12", "--prometheus-port", str(port), "--schedule", sched]
+    args += ["--fault-journal", str(tmp_path / f"journal-{port}.json"), *extra]
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def query_range(prom: Prometheus, expr: str, start: float, end: float) -> tuple[str | None, list]:
+    """(error, result) of a range query as Grafana sends a panel's, one point a second."""
+    r = httpx.get(
+        prom.url + "/api/v1/query_range", params={"query": expr, "start": start, "end": end, "step": 1}, timeout=30
+    )
+    body = r.json()
+    if body.get("status") != "success":
+        return f"{body.get('errorType')}: {body.get('error')}", []
+    return None, body["data"]["result"]
+
+
+def variable_values(prom: Prometheus, q: Query, start: float, end: float) -> list[str]:
+    """What Grafana lists for a `label_values(selector, label)` variable over the time range."""
+    m = LABEL_VALUES.fullmatch(q.expr)
+    assert m, f"{q.dashboard}: {q.where}: not label_values(...): {q.expr}"
+    r = httpx.get(
+        f"{prom.url}/api/v1/label/{m[2]}/values", params={"match[]": m[1], "start": start, "end": end}, timeout=30
+    )
+    assert r.status_code == 200, f"{q.dashboard}: {q.where}: {r.text}"
+    return sorted(r.json()["data"])
+
+
+def promql_regex(value: str) -> str:
+    """A value as Grafana puts it in a multi-value regex: escaped, inside a PromQL string."""
+    return re.escape(value).replace("\\", "\\\\")
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    expr = expr.replace("$__rate_interval", RATE_INTERVAL)
+    for name in sorted(values, key=len, reverse=True):  # $target_a before $target
+        expr = expr.replace(f"${name}", values[name])
+    return expr
+
+
+def variables(prom: Prometheus, dash: dict, span: tuple[float, float]) -> tuple[dict[str, str], list[str]]:
+    """Each query variable's value as Grafana would substitute it (all values of a multi-value one; the
+    single-valued ones of one query take distinct values in order: target A, target B), and a line
+    for each variable that lists no value."""
+    values: dict[str, str] = {}
+    empty: list[str] = []
+    taken: dict[str, int] = {}
+    for v in dash["templating"]["list"]:
+        if v["type"] != "query":
+            continue
+        q = Query(dash["title"], f"variable {v['name']}", substitute(v["query"], values))
+        found = variable_values(prom, q, *span)
+        if not found:
+            empty.append(f"{q.dashboard}: {q.where}: no values: {q.expr}")
+            values[v["name"]] = v["allValue"] or ".*"
+        elif v["multi"]:
+            values[v["name"]] = "(" + "|".join(promql_regex(x) for x in found) + ")"
+        else:
+            i = taken[q.expr] = taken.get(q.expr, -1) + 1
+            values[v["name"]] = found[min(i, len(found) - 1)]
+    return values, empty
+
+
+def check(prom: Prometheus, dash: dict, values: dict[str, str], span: tuple[float, float]) -> Iterator[str]:
+    """A line for each panel or annotation query that fails to parse, returns no series or a NaN."""
+    for q in queries(dash):
+        if q.is_variable:
+            continue
+        expr = substitute(q.expr, values)
+        error, result = query_range(prom, expr, *span)
+        where = f"{q.dashboard}: {q.where}: {expr}"
+        if error:
+            yield f"{where}: {error}"
+        elif not result:
+            yield f"{where}: no series"
+        elif any(v == "NaN" for series in result for _, v in series["values"]):
+            yield f"{where}: NaN"
+
+
+@contextlib.contextmanager
+def two_runs(server: str, proxy_url: str, gateway: str, tmp_path) -> Iterator[tuple[list[subprocess.Popen], list[str]]]:
+    """Run A straight at the server with a simulated clock lock, run B through the proxy with a
+    first-token delay, pushing to the Pushgateway too; stopped by PID if the test ends first."""
+    env = {**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN}
+    ports = free_port(), free_port()
+    a = schedule(tmp_path / "a.yaml", "gpu-at-660mhz", "gpu_clock", f'{{sim: "{server}"}}', "{graphics_mhz: 660}")
+    b = schedule(
+        tmp_path / "b.yaml",
+        "first-token-delay",
+        "sse",
+        f'{{proxy: "{proxy_url.split("//")[1]}"}}',
+        "{first_event_delay: 0.3}",
+    )
+    runs = [
+        locust(server, ports[0], a, tmp_path, env),
+        locust(proxy_url, ports[1], b, tmp_path, env, "--push-gateway", gateway),
+    ]
+    try:
+        yield runs, [f"127.0.0.1:{port}" for port in ports]
+    finally:
+        for run in runs:
+            stop(run)
+
+
+def test_every_dashboard_query_returns_data_from_a_real_run(tmp_path):
+    start = time.time()
+    with (
+        serve("--sim-time-scale", "0.3", "--admin-token", TOKEN) as server,
+        proxy(server.url) as p,
+        pushgateway() as gw,
+        two_runs(server.url, p, gw, tmp_path) as (runs, exporters),
+        prometheus([server.url.split("//")[1], gw.split("//")[1], *exporters]) as prom,
+    ):
+        for run in runs:
+            _, err = run.communicate(timeout=90)
+            assert run.returncode == 0, err[-3000:]
+        time.sleep(6)  # idle: B's last push stays on the Pushgateway, unchanged for a whole rate interval
+        span = (start, time.time())
+        assert "DCGM_FI_DEV_SM_CLOCK " not in httpx.get(server.url + "/metrics").text  # no GPU here
+        failures: list[str] = []
+        for text in build.rendered().values():
+            dash = json.loads(text)
+            values, empty = variables(prom, dash, span)
+            failures += empty + list(check(prom, dash, values, span))
+        # Without the panels' filter the same percentile is NaN where the rate window held no request.
+        raw = f"histogram_quantile(0.99, sum by (le, lang) (rate(llmchaos_ttft_seconds_bucket[{RATE_INTERVAL}])))"
+        _, result = query_range(prom, raw, *span)
+        assert any(v == "NaN" for series in result for _, v in series["values"])
+    gpu_only = [f for f in failures if GPU_ONLY.search(f) and ("no series" in f or "no values" in f)]
+    print(f"{len(gpu_only)} queries with no data for want of a GPU:", *gpu_only, sep="\n")
+    failures = [f for f in failures if f not in gpu_only]
+    assert not failures, f"{len(failures)} queries failed:\n" + "\n".join(failures)
+    assert len(gpu_only) == 7  # the GPU variable and six gauges: they parse, and no GPU here exports them
