@@ -33,15 +33,19 @@ def write(
     failures: float = 0.005,
     drift: float = 0.15,
     run_id: str | None = None,
+    fault: tuple[float, float] | None = None,
 ) -> Path:
     """A results directory at `path` (made); every latency times `slowdown`, the load's drift a
-    log-normal factor of sigma `drift`."""
+    log-normal factor of sigma `drift`; within `fault` (seconds from the start, a fault window in
+    run.json) every latency three times as long."""
     rng = np.random.default_rng(seed)
     path.mkdir(parents=True, exist_ok=True)
     duration = requests / rate
     t = start + np.sort(rng.uniform(0, duration, requests))
     knots = np.arange(0, duration + 10, 5.0)  # the load drifts between knots 5 s apart
     level = np.exp(drift * np.interp(t - start, knots, rng.normal(0, 1, len(knots))))
+    if fault is not None:
+        level *= np.where((t - start >= fault[0]) & (t - start < fault[1]), 3.0, 1.0)
     lang = rng.integers(0, len(langs), requests)
     median = np.array([TTFT_MEDIAN_S.get(x, 0.07) for x in langs])[lang]
     ttft = slowdown * level * median * np.exp(rng.normal(0, 0.25, requests))
@@ -113,6 +117,20 @@ def write(
         slo=slo.evaluate(slos, hist, counts, end - start),
         requests=run.RequestsFile(written=requests),
         summaries=run.summarize(hist),
+        faults=[] if fault is None else [_window(start + fault[0], start + fault[1])],
     )
     run.write(path, result, hist)
     return path
+
+
+def _window(start: float, end: float) -> run.FaultWindow:
+    return run.FaultWindow(
+        name="slow",
+        kind="latency",
+        target={"synthetic": TARGET},
+        params={"factor": 3},
+        planned_start=start,
+        planned_end=end,
+        actual_start=start,
+        actual_end=end,
+    )

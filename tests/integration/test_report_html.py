@@ -1,0 +1,129 @@
+"""The HTML reports opened in a real headless Chromium (Debian's `chromium`), offline: a screenshot
+taken in the test run, no console message, the plots there, and the verdict's colour filling the
+top of the page (a person reads it at a glance). A page with a console error shows the check can
+fail."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from benchmarks._synthetic_run import write
+from tests.procs import ROOT
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: run `make debian-deps` as root")
+WIDTH, HEIGHT = 1400, 1800
+RED, GREEN = (0xC6, 0x28, 0x28), (0x2E, 0x7D, 0x32)  # the verdict band's colours (formats/html.py)
+
+
+def llmchaos(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def chromium(page: Path, shot: Path, profile: Path) -> list[str]:
+    """Open `page` headless, save a screenshot; Chromium's console messages (its stderr log)."""
+    assert CHROMIUM is not None
+    r = subprocess.run(
+        [
+            CHROMIUM,
+            *("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"),
+            *("--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}"),
+            *("--enable-logging=stderr", "--v=0", f"--window-size={WIDTH},{HEIGHT}", f"--screenshot={shot}"),
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert shot.stat().st_size > 0
+    return [line for line in r.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def pixel(png: Path, x: int, y: int) -> tuple[int, int, int]:
+    """The RGB of one pixel of an 8-bit RGB(A) PNG (rows unfiltered down to `y`)."""
+    data = png.read_bytes()
+    width, _, depth, colour = struct.unpack(">IIBB", data[16:26])
+    assert depth == 8
+    assert colour in (2, 6)
+    bpp = 3 if colour == 2 else 4
+    idat, pos = b"", 8
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        if data[pos + 4 : pos + 8] == b"IDAT":
+            idat += data[pos + 8 : pos + 8 + n]
+        pos += n + 12
+    raw, stride = zlib.decompress(idat), width * bpp
+    prev = bytearray(stride)
+    for row in range(y + 1):
+        kind, line = raw[row * (stride + 1)], bytearray(raw[row * (stride + 1) + 1 : (row + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - bpp] if i >= bpp else 0
+            up, up_left = prev[i], prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + up) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif kind == 4:
+                p = left + up - up_left
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - up_left)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else up_left)) & 255
+        prev = line
+    return prev[x * bpp], prev[x * bpp + 1], prev[x * bpp + 2]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("runs")
+    return {
+        "a": write(d / "a", 4000, seed=1, drift=0.0),
+        "b": write(d / "b", 4000, seed=2, drift=0.0, slowdown=1.2),
+        "fault": write(d / "fault", 4000, seed=3, fault=(8.0, 12.0)),
+    }
+
+
+def test_the_comparison_page_renders_offline_with_its_plots_and_the_verdict_on_top(runs, tmp_path):
+    page, shot = tmp_path / "compare.html", tmp_path / "compare.png"
+    r = llmchaos("compare", str(runs["a"]), str(runs["b"]), "--html", str(page))
+    assert r.returncode == 1, r.stderr
+    html = page.read_text()
+    assert not re.search(r"(src|href)=\"?(https?:)?//", html)  # nothing fetched: it opens offline
+    for title in ("TTFT: CDF", "percentiles (baseline) with intervals", "over time, fault windows shaded"):
+        assert title in html
+    assert html.count("<svg") >= 10
+    assert chromium(page, shot, tmp_path / "profile") == []
+    assert pixel(shot, 5, 5) == RED  # the verdict band: WORSE, at the very top
+    print(f"screenshot: {shot}")
+
+
+def test_the_run_report_renders_with_fault_windows_shaded(runs, tmp_path):
+    page, shot = tmp_path / "run.html", tmp_path / "run.png"
+    r = llmchaos("report", str(runs["fault"]), "--html", str(page))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    for title in ("Percentiles per language and phase", "TTFT p99 per language", "Outcomes", "SLOs", "Load generator"):
+        assert title in html
+    assert "slow (latency)" in html  # the fault window, shaded in every time chart
+    assert chromium(page, shot, tmp_path / "profile") == []
+    assert pixel(shot, 5, 5) in (RED, GREEN)
+    print(f"screenshot: {shot}")
+
+
+def test_a_console_error_is_caught(tmp_path):
+    page = tmp_path / "bad.html"
+    page.write_text("<!DOCTYPE html><html><body><script>console.error('boom')</script></body></html>")
+    messages = chromium(page, tmp_path / "bad.png", tmp_path / "profile")
+    assert len(messages) == 1
+    assert "boom" in messages[0]
