@@ -23,6 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from llmchaos import languages
 from llmchaos.errors import UsageError
+from loadtests import webui
 from loadtests.harness import Harness, quiet_gc
 from loadtests.merge import FINAL_MSG, FLUSH_MSG
 from loadtests.options import add_arguments, parsed_options
@@ -46,6 +47,8 @@ def on_init(environment: Environment, harness_type: type[Harness] = Harness, **k
         print(f"llmchaos: error: {e}", file=sys.stderr)
         sys.exit(2)
     environment.llmchaos = h  # type: ignore[attr-defined]  # Locust's Environment has no slot for plugins
+    if environment.web_ui is not None:
+        webui.install(environment, h)  # the master's or a single process's UI: the llmchaos tabs
     tags = set(parsed_options(environment).tags or []) & set(languages.registry())
     keep = [
         c

@@ -1,0 +1,166 @@
+"""The llmchaos tabs in Locust's web UI (the master's, or a single process's): per target and language,
+live P50/P99 TTFT and ITL from the run's exactly merged HDR histograms, outcomes and SLO state with
+the current fault phase; and the fault schedule, what is active and what lies ahead.
+
+Locust's own extension points carry them: `extended_tabs` and `extended_tables` in the web UI's
+template arguments declare each tab and its columns, and every `/stats/requests` answer (the UI polls
+it) gains `extended_stats`, the tabs' rows. `/llmchaos/tab` serves the same rows as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+from flask import Response, jsonify, request
+from locust.env import Environment
+from locust.runners import STATE_STOPPED, MasterRunner
+
+from llmchaos import slo
+from loadtests.harness import Harness
+from loadtests.merge import Merged
+
+LANGS, FAULTS = "llmchaos-languages", "llmchaos-faults"
+ROUTE = "/llmchaos/tab"
+AHEAD = 8  # windows of the schedule listed ahead
+LANG_COLUMNS = {
+    "target": "Target",
+    "lang": "Language",
+    "issued": "Requests",
+    "outcomes": "Outcomes",
+    "ttft_p50_ms": "TTFT P50 (ms)",
+    "ttft_p99_ms": "TTFT P99 (ms)",
+    "itl_p50_ms": "ITL P50 (ms)",
+    "itl_p99_ms": "ITL P99 (ms)",
+    "attainment_pct": "SLO attainment (%)",
+    "slo": "SLO",
+    "phase": "Phase now",
+}
+FAULT_COLUMNS = {
+    "name": "Fault",
+    "kind": "Kind",
+    "target": "Target",
+    "state": "State",
+    "starts_in_s": "Starts in (s)",
+    "ends_in_s": "Ends in (s)",
+}
+
+
+def percentile_ms(merged: Merged, metric: str, pct: float, **match: str) -> float | None:
+    """A percentile over every phase of `match`'s histograms, in ms to 0.1 ms; None without samples."""
+    h = merged.hist.combined(metric, **match)
+    return round(h.quantile(pct) * 1000.0, 1) if h is not None and h.count else None
+
+
+def language_rows(merged: Merged, slos: slo.Slos, elapsed_s: float, phase: str) -> list[dict[str, Any]]:
+    """One row per (target, lang, api) seen so far, in key order."""
+    outcomes: dict[tuple[str, ...], Counter[str]] = {}
+    for (*key, outcome), n in merged.outcomes.items():
+        outcomes.setdefault((key[0], key[1], key[2]), Counter())[outcome] += n
+    rows = []
+    for r in slo.evaluate(slos, merged.hist, merged.slo_counts, elapsed_s):
+        match = {"target": r.target, "lang": r.lang, "api": r.api}
+        counts = outcomes.get((r.target, r.lang, r.api), Counter())
+        failed = [f"{c.slo} {c.value_ms:.1f} > {c.threshold_ms:g} ms" for c in r.checks if c.value_ms and not c.passed]
+        rows.append(
+            {
+                "target": r.target,
+                "lang": r.lang,
+                "issued": r.issued,
+                "outcomes": ", ".join(f"{o} {n}" for o, n in counts.most_common()),
+                "ttft_p50_ms": percentile_ms(merged, "ttft", 50.0, **match),
+                "ttft_p99_ms": percentile_ms(merged, "ttft", 99.0, **match),
+                "itl_p50_ms": percentile_ms(merged, "itl", 50.0, **match),
+                "itl_p99_ms": percentile_ms(merged, "itl", 99.0, **match),
+                "attainment_pct": None if r.attainment is None else round(r.attainment * 100.0, 1),
+                "slo": "pass" if r.passed else "FAIL " + "; ".join(failed) if failed else "no data",
+                "phase": phase,
+            }
+        )
+    return rows
+
+
+def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
+    """The schedule's windows active now and the next `AHEAD` to come (offsets from its start while
+    the test has not started)."""
+    if h.faults is None:
+        return []
+    session = h.faults
+    t0 = session.t0
+    rows = []
+    for w in session.schedule.windows(session.horizon):
+        start, end = (w.start, w.end) if t0 is None else (t0 + w.start - now, t0 + w.end - now)
+        if t0 is not None and end <= 0:
+            continue
+        state = "planned" if t0 is None else "active" if start <= 0 else "ahead"
+        target = ",".join(f"{k}={v}" for k, v in sorted(w.target.items()))
+        rows.append(
+            {
+                "name": w.name,
+                "kind": w.kind,
+                "target": target,
+                "state": state,
+                "starts_in_s": round(start, 1),
+                "ends_in_s": round(end, 1),
+            }
+        )
+        if len(rows) >= AHEAD:
+            break
+    return rows
+
+
+def settled(h: Harness) -> bool:
+    """Whether the test has stopped and its totals are final (a master has every worker's last data)."""
+    runner = h.env.runner
+    if not h.stopping or runner is None:
+        return False
+    if isinstance(runner, MasterRunner):
+        return h.finals.received >= {c.id for c in runner.clients.values()}
+    return runner.state == STATE_STOPPED
+
+
+def snapshot(h: Harness) -> dict[str, Any]:
+    """The tabs' content now: the run's id, the phase now, whether the totals are final, the language
+    and fault rows."""
+    now, report = time.time(), h.report
+    phase = h.phase(now) if report is not None else "not started"
+    return {
+        "run_id": report.run_id if report is not None else None,
+        "phase": phase,
+        "settled": settled(h),
+        "languages": (
+            language_rows(report.merged, h.settings.slos, now - report.started, phase) if report is not None else []
+        ),
+        "faults": fault_rows(h, now),
+    }
+
+
+def install(environment: Environment, h: Harness) -> None:
+    """Declare the tabs, serve their JSON and add their rows to every `/stats/requests` answer."""
+    web_ui = environment.web_ui
+    if web_ui is None or web_ui.app is None:
+        return
+    web_ui.template_args["extended_tabs"] = [
+        {"title": "llmchaos: languages", "key": LANGS},
+        {"title": "llmchaos: faults", "key": FAULTS},
+    ]
+    web_ui.template_args["extended_tables"] = [
+        {"key": key, "structure": [{"key": k, "title": t} for k, t in columns.items()]}
+        for key, columns in ((LANGS, LANG_COLUMNS), (FAULTS, FAULT_COLUMNS))
+    ]
+    app = web_ui.app
+
+    @app.route(ROUTE)
+    def tab() -> Response:
+        return jsonify(snapshot(h))
+
+    @app.after_request
+    def extend_stats(response: Response) -> Response:
+        if request.path != "/stats/requests" or response.status_code != 200:
+            return response
+        snap = snapshot(h)
+        extended = [{"key": LANGS, "data": snap["languages"]}, {"key": FAULTS, "data": snap["faults"]}]
+        response.set_data(json.dumps({**response.get_json(), "extended_stats": extended}))
+        return response
