@@ -21,7 +21,8 @@ __all__ = ["ReplayShape", "ReplayUser"]
 
 
 class ReplayShape(LoadTestShape):
-    """The replay's users, all at once, until the log is done (or -t is up)."""
+    """The replay's users, spawned within a quarter of a second (before the schedule starts, a second
+    into the test), until the log is done (or -t is up)."""
 
     use_common_options = True
 
@@ -33,4 +34,4 @@ class ReplayShape(LoadTestShape):
         if (o.run_time and self.get_run_time() >= o.run_time) or (isinstance(h, ReplayHarness) and h.finished()):
             return None
         users = concurrency(o)
-        return users, float(users)
+        return users, 4.0 * users

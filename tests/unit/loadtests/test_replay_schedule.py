@@ -9,7 +9,7 @@ import gevent
 import pytest
 
 from loadtests.replay_options import ReplaySettings, add_replay_arguments
-from loadtests.replay_schedule import ReplayPlan, ReplaySchedule, timeline
+from loadtests.replay_schedule import ReplayPlan, ReplaySchedule, sleep_until, timeline
 from loadtests.replay_stats import ReplayStats
 
 
@@ -120,3 +120,22 @@ def test_stop_hands_back_what_fell_due_unsent(log):
     gevent.sleep(0.2)  # every request falls due, none is taken
     unsent = sched.stop()
     assert sorted(d.rec.line for d in unsent) == [1, 2, 3, 4]  # turns held for their session included
+
+
+def test_sleep_until_returns_at_its_time_with_other_greenlets_running():
+    ticks = []
+
+    def other():
+        while True:
+            ticks.append(time.time())
+            gevent.sleep(0)
+
+    g = gevent.spawn(other)
+    try:
+        for k in range(20):
+            due = time.time() + 0.0005 * (k % 5)  # due now, or within the last 2 ms libev cannot time
+            sleep_until(due)
+            assert time.time() >= due
+    finally:
+        g.kill()
+    assert len(ticks) > 20  # the other greenlet ran during the waits
