@@ -1,0 +1,137 @@
+"""Replay schedule fidelity of one Locust worker process on one core (`locust -f loadtests/replay.py`)
+against a zero-cost reference server (`llmchaos serve --sim-time-scale 0`) on the other.
+
+Logs of our JSONL format with Poisson arrivals at a steady recorded rate; each replayed request is
+timed by its intended send (the log's offset, sped up) and its actual send. Three scenarios:
+200/s and 1,000/s for 20 s, and a 1-million-line log (1,000 s recorded at 1,000/s) streamed at
+--speed 20 keeping 5 % of its users (about 1,000 requests/s sent while 20,000 lines/s are read),
+the worker's RSS sampled every 0.5 s.
+Targets: lag p99 under 2 ms at 200/s; the achieved rate within 1 % of the recorded rate (both
+rates); RSS flat while streaming the 1-million-line log (it grows less than 16 MiB from the end of
+the run's first quarter to its last second, where holding the log would take hundreds).
+Run from the repo root: python -m benchmarks.replay_fidelity
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from benchmarks._common import ROOT, llmchaos, process
+from llmchaos import run
+
+SERVE = llmchaos("serve", "--port", "{port}", "--sim-time-scale", "0")  # zero-cost: answers at once
+REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay.py", "--headless", "--only-summary"]
+LANGS = ("en", "zh", "ja", "de")
+MIB = 1 << 20
+FLAT_MIB = 16
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    rate: float  # recorded requests/s
+    lines: int
+    users: int
+    speed: float = 1.0
+    sample: float = 1.0
+    lag_target: float | None = None  # seconds, p99
+
+
+SCENARIOS = (
+    Scenario("200/s", 200, 4_000, 2_000, lag_target=0.002),
+    Scenario("1,000/s", 1_000, 20_000, 10_000),
+    Scenario("1M-line log", 1_000, 1_000_000, 50_000, speed=20, sample=0.05),
+)
+
+
+def write_log(path: Path, s: Scenario, seed: int = 7) -> None:
+    """`s.lines` requests at Poisson arrivals of `s.rate`/s, users and languages drawn at random."""
+    rng = random.Random(seed)
+    t = 0.0
+    with open(path, "w") as f:
+        for _ in range(s.lines):
+            u = rng.randrange(s.users)
+            f.write(
+                f'{{"ts":{t:.6f},"user_id":"u{u}","lang":"{LANGS[u % len(LANGS)]}",'
+                '"input_tokens":32,"output_tokens":1}\n'
+            )
+            t += rng.expovariate(s.rate)
+
+
+def replay(url: str, s: Scenario, tmp: Path) -> dict[str, float]:
+    log = tmp / "log.jsonl"
+    write_log(log, s)
+    argv = [*REPLAY, "--log", str(log), "--target-a", url, "--speed", str(s.speed), "--sample", str(s.sample)]
+    proc = subprocess.Popen(
+        [*argv, "--results-dir", str(tmp / "r")],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.sched_setaffinity(0, {1}),
+    )
+    ps, rss, cpu, began = psutil.Process(proc.pid), [], 0.0, time.monotonic()
+    while proc.poll() is None:
+        try:
+            rss.append(ps.memory_info().rss)
+            times = ps.cpu_times()
+        except psutil.NoSuchProcess:
+            break
+        cpu = (times.user + times.system) / (time.monotonic() - began)
+        time.sleep(0.5)
+    _, err = proc.communicate(timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"replay exited {proc.returncode}: {err.decode()[-2000:]}")
+    (run_dir,) = [p for p in (tmp / "r").iterdir() if p.is_dir()]
+    side = run.load(run_dir / "a")
+    lag = side.run.replay.fidelity.lag if side.run.replay else None
+    sent = sorted(r.sent for r in side.requests() if r.outcome == "ok")
+    intended = sorted(r.intended for r in side.requests())
+    q = len(rss) // 4
+    streaming = rss[q:-2]  # from the end of the first quarter, without the last second (the report)
+    return {
+        "requests": len(intended),
+        "ok": len(sent),
+        "recorded_rate": (len(intended) - 1) / (intended[-1] - intended[0]),
+        "achieved_rate": (len(sent) - 1) / (sent[-1] - sent[0]),
+        "lag_p50": lag.p50 if lag and lag.p50 is not None else float("nan"),
+        "lag_p99": lag.p99 if lag and lag.p99 is not None else float("nan"),
+        "rss_growth": max(streaming) - rss[q] if streaming else float("nan"),
+        "rss_max": max(rss, default=0),
+        "cpu": cpu,
+    }
+
+
+def main() -> int:
+    ok = True
+    print(f"{'scenario':14} {'requests':>9} {'recorded/s':>11} {'achieved/s':>11} {'error':>7} "
+          f"{'lag p50 ms':>11} {'lag p99 ms':>11} {'RSS max':>8} {'growth':>8} {'cpu':>5}")  # fmt: skip
+    for s in SCENARIOS:
+        with process(SERVE, 0, "/healthz") as (url, _), tempfile.TemporaryDirectory() as tmp:
+            r = replay(url, s, Path(tmp))
+        error = abs(r["achieved_rate"] / r["recorded_rate"] - 1)
+        met = r["ok"] == r["requests"] and error < 0.01
+        if s.lag_target is not None:
+            met &= r["lag_p99"] < s.lag_target
+        if s.lines >= 1_000_000:
+            met &= r["rss_growth"] < FLAT_MIB * MIB
+        ok &= met
+        print(
+            f"{s.name:14} {r['requests']:9.0f} {r['recorded_rate']:11.1f} {r['achieved_rate']:11.1f} "
+            f"{error * 100:6.2f}% {r['lag_p50'] * 1000:11.2f} {r['lag_p99'] * 1000:11.2f} "
+            f"{r['rss_max'] / MIB:7.0f}M {r['rss_growth'] / MIB:7.1f}M {r['cpu']:5.2f}  {'met' if met else 'NOT met'}"
+        )
+    print(f"targets: lag p99 < 2 ms at 200/s; rate within 1 %; RSS growth < {FLAT_MIB} MiB over the 1M-line log")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
