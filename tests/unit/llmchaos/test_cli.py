@@ -32,6 +32,7 @@ def test_every_component_owns_its_subcommands():
         "compare": "dashboards.cli",
         "regress": "dashboards.cli",
         "dashboards": "dashboards.grafana.cli",
+        "stack": "loadtests.stack.cli",
     }
 
 
