@@ -9,7 +9,9 @@ most servers stream, it is exact); its percentiles themselves always come from t
 
 from __future__ import annotations
 
+import math
 from array import array
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,31 +30,13 @@ MIN_VALUE = 1e-6  # a latency of 0 is recorded as the histograms' smallest unit
 class Column:
     """One metric's values: time, value, weight (how many samples it stands for), cell index."""
 
-    t: array = field(default_factory=lambda: array("d"))
-    v: array = field(default_factory=lambda: array("d"))
-    w: array = field(default_factory=lambda: array("d"))
-    cell: array = field(default_factory=lambda: array("i"))
-
-    def add(self, t: float, v: float, cell: int, w: float = 1.0) -> None:
-        self.t.append(t)
-        self.v.append(v)
-        self.w.append(w)
-        self.cell.append(cell)
-
-    def extend(self, t: float, values: list[float], cell: int, w: float = 1.0) -> None:
-        n = len(values)
-        self.t.extend([t] * n)
-        self.v.extend(values)
-        self.w.extend([w] * n)
-        self.cell.extend([cell] * n)
+    t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    v: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    w: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cell: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return (
-            np.frombuffer(self.t, dtype=np.float64),
-            np.frombuffer(self.v, dtype=np.float64),
-            np.frombuffer(self.w, dtype=np.float64),
-            np.frombuffer(self.cell, dtype=np.int32),
-        )
+        return self.t, self.v, self.w, self.cell
 
 
 @dataclass
@@ -76,41 +60,78 @@ class Columns:
             self.cells.append((lang, phase))
         return i
 
-    def add(self, r: RequestLine, limits: dict[str, float]) -> None:
-        """One request line."""
-        self.outcomes[(r.lang, r.outcome)] = self.outcomes.get((r.lang, r.outcome), 0) + 1
-        if r.at_stop:
-            return
-        c, t, ok = self.cell(r.lang, r.phase), r.intended, r.outcome == "ok"
-        n = r.output_tokens
-        tpot = (r.e2e - r.ttft) / (n - 1) if ok and r.ttft is not None and r.e2e is not None and n >= 2 else None
-        met = slo.attained(limits, ok=ok, ttft=r.ttft, e2e=r.e2e, tpot=tpot, max_gap=max(r.gaps, default=0.0))
-        self.requests.add(t, 0.0 if ok else 1.0, c, 1.0 if met else 0.0)
-        if not ok:
-            return
-        m = self.metrics
-        if r.ttft is not None:
-            m["ttft"].add(t, max(r.ttft, MIN_VALUE), c)
-        if r.e2e is not None:
-            m["e2e"].add(t, max(r.e2e, MIN_VALUE), c)
-        if tpot is not None:
-            m["tpot"].add(t, max(tpot, MIN_VALUE), c)
-        m["output_tokens"].add(t, float(n), c)
-        if r.gaps:
-            gaps = [max(g, MIN_VALUE) for g in r.gaps]
-            m["inter_chunk"].extend(t, gaps, c)
-            per_event = max(1.0, n / (len(gaps) + 1))
-            m["itl"].extend(t, [g / per_event for g in gaps], c, per_event)
+
+@dataclass
+class _Lines:
+    """The fields of every issued request, appended as read (one C append each: a run holds
+    millions), turned into columns at once by `_fill`."""
+
+    cell: array = field(default_factory=lambda: array("i"))
+    t: array = field(default_factory=lambda: array("d"))
+    ok: array = field(default_factory=lambda: array("b"))
+    ttft: array = field(default_factory=lambda: array("d"))  # NaN: none
+    e2e: array = field(default_factory=lambda: array("d"))
+    tokens: array = field(default_factory=lambda: array("d"))
+    n_gaps: array = field(default_factory=lambda: array("i"))
+    gaps: array = field(default_factory=lambda: array("d"))
 
 
 def read(run: Run, lines: Iterable[RequestLine]) -> Columns:
     """A run's requests as columns, with each phase's spans of time (for goodput)."""
     start, end = _unix(run.start), _unix(run.end)
     cols = Columns(start, end, spans=spans(run, start, end))
-    limits = {row.lang: {c.slo: c.threshold_ms for c in row.checks} for row in run.slo}
+    raw, nan, outcomes = _Lines(), math.nan, Counter[tuple[str, str]]()
     for r in lines:
-        cols.add(r, limits.get(r.lang, {}))
+        outcomes[(r.lang, r.outcome)] += 1
+        if r.at_stop:
+            continue
+        raw.cell.append(cols.cell(r.lang, r.phase))
+        raw.t.append(r.intended)
+        raw.ok.append(r.outcome == "ok")
+        raw.ttft.append(nan if r.ttft is None else r.ttft)
+        raw.e2e.append(nan if r.e2e is None else r.e2e)
+        raw.tokens.append(r.output_tokens)
+        raw.n_gaps.append(len(r.gaps))
+        raw.gaps.extend(r.gaps)
+    cols.outcomes = dict(outcomes)
+    limits = {row.lang: {c.slo: c.threshold_ms for c in row.checks} for row in run.slo}
+    _fill(cols, raw, [limits.get(lang, {}) for lang, _ in cols.cells])
     return cols
+
+
+def _fill(cols: Columns, raw: _Lines, limits: list[dict[str, float]]) -> None:
+    """Every column from the requests' fields: TPOT, each request's longest gap and whether it met
+    its language's SLO (`slo.attained`, on every request at once), ITL from the gaps."""
+    cell, t, tokens = (np.frombuffer(a, dtype=d) for a, d in ((raw.cell, np.int32), (raw.t, None), (raw.tokens, None)))
+    ok = np.frombuffer(raw.ok, dtype=np.int8).astype(bool)
+    ttft, e2e = np.frombuffer(raw.ttft), np.frombuffer(raw.e2e)
+    n_gaps, gaps = np.frombuffer(raw.n_gaps, dtype=np.int32), np.frombuffer(raw.gaps)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(ok & (tokens >= 2), (e2e - ttft) / (tokens - 1), np.nan)
+    first = np.concatenate([[0], np.cumsum(n_gaps)[:-1]]).astype(np.int64)
+    max_gap = np.zeros(len(t))
+    has = n_gaps > 0
+    if len(gaps):
+        max_gap[has] = np.maximum.reduceat(gaps, first[has])
+    met = ok.copy()
+    values = {"ttft": ttft, "e2e": e2e, "itl": tpot, "tpot": tpot, "inter_chunk": max_gap}
+    for i, lim in enumerate(limits):
+        mine = cell == i
+        for key, ms in lim.items():
+            m = slo.SLO_KEY.fullmatch(key)
+            v = values[m.group(1)] if m is not None else None
+            if v is not None:
+                met[mine & (v * 1000.0 > ms)] = False  # NaN (no value) compares False: not a miss
+    cols.requests = Column(t, (~ok).astype(np.float64), met.astype(np.float64), cell)
+    for metric, v in (("ttft", ttft), ("e2e", e2e), ("tpot", tpot), ("output_tokens", tokens)):
+        keep = ok & np.isfinite(v)
+        cols.metrics[metric] = Column(t[keep], np.maximum(v[keep], MIN_VALUE), np.ones(int(keep.sum())), cell[keep])
+    per_request = np.repeat(ok, n_gaps)
+    gt, gc = np.repeat(t, n_gaps)[per_request], np.repeat(cell, n_gaps)[per_request]
+    g = np.maximum(gaps[per_request], MIN_VALUE)
+    cols.metrics["inter_chunk"] = Column(gt, g, np.ones(len(g)), gc)
+    per_event = np.repeat(np.maximum(1.0, tokens / (n_gaps + 1)), n_gaps)[per_request]
+    cols.metrics["itl"] = Column(gt, g / per_event, per_event, gc)
 
 
 def spans(run: Run, start: float, end: float) -> dict[str, list[tuple[float, float]]]:

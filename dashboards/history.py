@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from otava.analysis import compute_change_points
-
 from dashboards.rules import ALL, Rules
 from dashboards.sample import PCTS
 from llmchaos import run
@@ -91,5 +89,7 @@ def _value(results: run.RunResults, lang: str, metric: str, stat: str) -> float 
 def _change_points(values: list[float]) -> list[ChangePoint]:
     if len(values) < 3:
         return []
+    from otava.analysis import compute_change_points  # only with --history: it imports scipy.stats (1 s)
+
     points, _ = compute_change_points(values, window_len=min(WINDOW, len(values)), max_pvalue=MAX_PVALUE)
     return [ChangePoint(cp.index, float(cp.stats.forward_rel_change()), float(cp.stats.pvalue)) for cp in points]

@@ -26,6 +26,7 @@ RATES = ("error_rate", "slo_attainment", "goodput")
 RATES_GROUP = "rates"
 REL_WIDTH = 0.005
 LOWEST_PCT = 40.0
+EDGE_SAMPLE = 100_000
 
 
 class CellKey(NamedTuple):
@@ -94,8 +95,9 @@ def group(metric: str) -> str:
 
 
 def log_edges(v: np.ndarray) -> np.ndarray:
-    """Edges from 0: one bin up to the 40th percentile, then `REL_WIDTH`-wide log bins to the max."""
-    lo = max(float(np.percentile(v, LOWEST_PCT)), 1e-9)
+    """Edges from 0: one bin up to (about) the 40th percentile, then `REL_WIDTH`-wide log bins to the
+    max. The lowest edge only bounds the bins, so an evenly strided 100,000 values set it."""
+    lo = max(float(np.percentile(v[:: max(1, len(v) // EDGE_SAMPLE)], LOWEST_PCT)), 1e-9)
     hi = max(float(v.max()), lo * (1 + REL_WIDTH))
     n = math.ceil(math.log(hi / lo) / math.log1p(REL_WIDTH)) + 1
     return np.concatenate(([0.0], lo * (1 + REL_WIDTH) ** np.arange(n)))
@@ -150,21 +152,24 @@ def choose_blocks(cols: Columns, arrays: Mapping[str, tuple[np.ndarray, ...]]) -
     (the request counts' among them: whether a request fails or meets its SLO follows them all).
     Warmup is left out: a ramp is no memory."""
     grid = blocks.base(cols.start, cols.end)
-    steady = [i for i, (_, phase) in enumerate(cols.cells) if phase != "warmup"]
+    steady = np.array([phase != "warmup" for _, phase in cols.cells] or [False])
     t_req, _, _, c_req = cols.requests.arrays()
-    per = {m: blocks.bins_of(t[np.isin(c, steady)], v[np.isin(c, steady)], grid) for m, (t, v, _, c) in arrays.items()}
-    per[RATES_GROUP] = max([blocks.bins_of(t_req[np.isin(c_req, steady)], None, grid), *per.values()])
+    every = bool(steady.all())
+
+    def part(a: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        return a if every else a[steady[cell]]
+
+    per = {m: blocks.bins_of(part(t, c), part(v, c), grid) for m, (t, v, _, c) in arrays.items()}
+    per[RATES_GROUP] = max([blocks.bins_of(part(t_req, c_req), None, grid), *per.values()])
     return {m: blocks.choose(grid, n) for m, n in per.items()}
 
 
 def by_cell(cell: np.ndarray, *arrays: np.ndarray) -> Iterator[tuple[int, list[np.ndarray]]]:
-    """Each cell index with its part of every array (one stable sort, then slices)."""
-    order = np.argsort(cell, kind="stable")
-    sorted_cells = cell[order]
-    cut = np.flatnonzero(np.diff(sorted_cells)) + 1
-    parts = [np.split(a[order], cut) for a in arrays]
-    for j, start in enumerate(np.concatenate(([0], cut)).astype(np.int64)):
-        yield int(sorted_cells[start]), [p[j] for p in parts]
+    """Each cell index present with its part of every array (a mask per cell: a run has few cells
+    and millions of values, which a sort would gather at random)."""
+    for i in np.flatnonzero(np.bincount(cell)) if len(cell) else ():
+        mine = cell == i
+        yield int(i), [a[mine] for a in arrays]
 
 
 def _rates(cols: Columns, bl: Blocks) -> dict[CellKey, Cell]:

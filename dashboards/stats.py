@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as st
+from scipy import special  # Student's t and the normal, without scipy.stats's second of imports
 
 BOOTSTRAP = 400  # resamples: enough for a standard error within ~4 %
 
@@ -71,7 +71,7 @@ def t_quantile(q: float, df: float) -> float:
 
 @functools.cache
 def _t_quantile(q: float, df: float) -> float:
-    return float(st.norm.ppf(q) if math.isinf(df) else st.t.ppf(q, max(df, 1)))
+    return float(special.ndtri(q) if math.isinf(df) else special.stdtrit(max(df, 1), q))
 
 
 def difference(a: Estimate, b: Estimate) -> Difference:
@@ -84,7 +84,7 @@ def difference(a: Estimate, b: Estimate) -> Difference:
     finite = [e for e in (a, b) if e.se > 0 and not math.isinf(e.df)]
     df = var**2 / sum(e.se**4 / e.df for e in finite) if finite else math.inf
     z = abs(diff) / math.sqrt(var)
-    p = float(2 * (st.norm.sf(z) if math.isinf(df) else st.t.sf(z, df)))
+    p = float(2 * (special.ndtr(-z) if math.isinf(df) else special.stdtr(df, -z)))
     return Difference(diff, math.sqrt(var), df, p)
 
 

@@ -10,13 +10,12 @@ a small probability and meets its language's SLO when it succeeds within the TTF
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from dashboards.blocks import Blocks
-from dashboards.columns import Columns
+from dashboards.columns import Column, Columns
 from dashboards.sample import RunSample, reduce
 
 LANGS = {"en": 10, "de": 8, "fr": 8, "es": 8, "it": 7, "pt": 7, "zh": 6, "ja": 4}
@@ -95,8 +94,8 @@ class Sim:
         met = ok & (self.ttft <= np.array([SLO_TTFT_S[x] for x in names])[self.lang])
         cols = Columns(float(t[0]), float(t[-1]), spans={"baseline": [(float(t[0]), float(t[-1]))]})
         cells = np.array([cols.cell(x, "baseline") for x in names], dtype=np.int32)[self.lang]
-        _fill(cols.metrics["ttft"], t[ok], self.ttft[ok], cells[ok])
-        _fill(cols.requests, t, self.failed.astype(np.float64), cells, met.astype(np.float64))
+        cols.metrics["ttft"] = Column(t[ok], self.ttft[ok], np.ones(int(ok.sum())), cells[ok])
+        cols.requests = Column(t, self.failed.astype(np.float64), met.astype(np.float64), cells)
         for m in [m for m, c in cols.metrics.items() if not len(c.v)]:
             del cols.metrics[m]
         return reduce("sim", cols, bl=bl)
@@ -110,16 +109,3 @@ def simulate(q: Queue, rng: np.random.Generator) -> Sim:
     median = np.array(list(PREFILL_MEDIAN_S.values()))[lang]
     ttft = wait + median * np.exp(rng.normal(0.0, q.prefill_sigma, n))
     return Sim(t, lang, ttft, rng.random(n) < q.failure)
-
-
-def _fill(col: object, t: np.ndarray, v: np.ndarray, cell: np.ndarray, w: np.ndarray | None = None) -> None:
-    """Put numpy columns into a `Column` (the reader's layout) at once."""
-    for name, values, code in (
-        ("t", t, "d"),
-        ("v", v, "d"),
-        ("w", np.ones(len(v)) if w is None else w, "d"),
-        ("cell", cell.astype(np.int32), "i"),
-    ):
-        a = array(code)
-        a.frombytes(np.ascontiguousarray(values).tobytes())
-        setattr(col, name, a)
