@@ -84,9 +84,15 @@ def headline(c: Comparison) -> str:
 def method(c: Comparison) -> str:
     """How the verdicts were reached, in one sentence."""
     s = c.settings
+    own = any(r.rule != s.rule(r.metric) for r in c.rows if r.gated)
+    needs = (
+        "more than its rule allows (per language and metric: the rules file or the registry's SLOs)"
+        if own
+        else f"at least {s.min_effect:.0%} and {s.min_abs * 1000:g} ms (latencies)"
+    )
     return (
-        f"{CORRECTION_NAMES[s.correction]} at {s.alpha:g} over the gated cells; a verdict needs a change of at "
-        f"least {s.min_effect:.0%} and {s.min_abs * 1000:g} ms (latencies); intervals {1 - s.alpha:.0%}; minimum "
+        f"{CORRECTION_NAMES[s.correction]} at {s.alpha:g} over the gated cells; a verdict needs a change of "
+        f"{needs}; intervals {1 - s.alpha:.0%}; minimum "
         f"detectable effects at {s.power:.0%} power; block bootstrap ({s.resamples} resamples) within a run, "
         "runs as units when both sides have repetitions"
     )

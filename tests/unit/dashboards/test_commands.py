@@ -139,3 +139,25 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message):
     assert r.stdout == ""
     assert r.stderr.count("\n") == 1
     assert r.stderr.startswith("llmchaos: error: " + message.format(d=d))
+
+
+def test_regress_history_shows_the_change_points_apache_otava_finds(tmp_path):
+    history = tmp_path / "history"
+    for night in range(10):  # the build got 30 % slower from night 5 on
+        start = 1.8e9 + night * 86400
+        slowdown = 1.3 if night >= 5 else 1.0
+        write(history / f"night{night}", 3000, seed=20 + night, slowdown=slowdown, start=start, drift=0.0)
+    page = tmp_path / "r.html"
+    r = llmchaos(
+        "regress",
+        *("--baseline", str(history / "night0"), "--current", str(history / "night9")),
+        *("--history", str(history), "--json", "--html", str(page)),
+    )
+    assert r.returncode == 1, r.stderr
+    lines = json.loads(r.stdout)["history"]
+    for lang in ("en", "de", "ja"):
+        assert any(line.startswith(f"history: {lang} ttft p50: change +") and "at night5 " in line for line in lines)
+    assert not [line for line in lines if "at night5 " not in line]  # no change point where nothing changed
+    html = page.read_text()
+    assert "History: 10 runs, change points (Apache Otava, E-divisive)" in html
+    assert "at night5" in html
