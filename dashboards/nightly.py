@@ -28,6 +28,7 @@ import httpx
 from llmchaos.procs import free_port, stop
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DIR, BASELINE, HISTORY = "results/nightly", "baseline", "history"  # CI keeps DIR/baseline and DIR/history
 
 
 def env(name: str, default: str) -> str:
@@ -79,10 +80,10 @@ def runs_in(folder: Path) -> list[Path]:
 
 
 def main() -> int:
-    top = Path(env("NIGHTLY_DIR", "results/nightly"))
-    baseline = Path(env("NIGHTLY_BASELINE", str(top / "baseline")))
+    top = Path(env("NIGHTLY_DIR", DEFAULT_DIR))
+    baseline = Path(env("NIGHTLY_BASELINE", str(top / BASELINE)))
     tonight = top / time.strftime("%Y%m%dT%H%M%S")
-    runs, history = tonight / "runs", top / "history"
+    runs, history = tonight / "runs", top / HISTORY
     runs.mkdir(parents=True)
     server, url = serve(env("NIGHTLY_SERVER_ARGS", "").split(), tonight / "server.log")
     try:
