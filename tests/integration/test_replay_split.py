@@ -1,6 +1,6 @@
 """The A/B split of a replay against two reference servers: each user goes to the side FNV-1a 64 of
 its id says, every request once, and the same user to the same side in two runs and in one process
-versus a master with two workers; results in DIR/<run_id>/a and /b, one run id."""
+versus a master with two workers (or Locust's --processes); results in DIR/<run_id>/a and /b, one run id."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ def log(tmp_path_factory):
     return path
 
 
-def assignment(tmp_path, log, servers, workers):
+def assignment(tmp_path, log, servers, workers, *more):
     a, b = servers
     proc = replay(
         "--log", str(log), "--target-a", a.url, "--target-b", b.url, "--split", "30", "--speed", "10",
-        "--results-dir", str(tmp_path), workers=workers,
+        "--results-dir", str(tmp_path), *more, workers=workers,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = sides(tmp_path)
@@ -56,7 +56,8 @@ def test_a_user_lands_on_the_same_side_every_time(tmp_path, log, servers):
     once = assignment(tmp_path / "one", log, servers, workers=0)
     again = assignment(tmp_path / "two", log, servers, workers=0)
     spread = assignment(tmp_path / "workers", log, servers, workers=2)
-    assert once == again == spread
+    forked = assignment(tmp_path / "processes", log, servers, 0, "--processes", "2")  # Locust's own fork
+    assert once == again == spread == forked
     assert once == {u: side(u, 30) for u in once}  # FNV-1a 64 of the user id, modulo 100, below 30: B
     on_b = sum(s == "b" for s in once.values()) / len(once)
     assert 0.2 < on_b < 0.4
