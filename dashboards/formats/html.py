@@ -182,26 +182,26 @@ def _percentile_bars(result: Comparison, lang: str, metric: str) -> str:
 
 
 def _over_time(lang: str, ctx: Context) -> list[str]:
-    chart = svg.Chart(f"{lang} TTFT p99 over time, fault windows shaded", "seconds from start", "ms")
-    for side, runs in (("A", ctx.a), ("B", ctx.b)):
-        for i, loaded in enumerate(runs):
-            mids, series = timeline.over_time(loaded.columns, "ttft", 99.0)
-            if lang in series:
-                chart.lines.append(
-                    svg.Line(
-                        f"{side}{i + 1 if len(runs) > 1 else ''}",
-                        list(mids),
-                        list(series[lang] * 1000),
-                        svg.SIDE_COLOURS[side],
-                        i > 0,
+    """TTFT, ITL and E2E p99 of A and B over their runs' time, each side's fault windows shaded."""
+    out = []
+    for metric, pct, label in TIME_METRICS:
+        chart = svg.Chart(f"{lang} {label} over time, fault windows shaded", "seconds from start", "ms")
+        for side, runs in (("A", ctx.a), ("B", ctx.b)):
+            for i, loaded in enumerate(runs):
+                mids, series = timeline.over_time(loaded.columns, metric, pct)
+                if lang in series:
+                    run_name = f"{side}{i + 1 if len(runs) > 1 else ''}"
+                    chart.lines.append(
+                        svg.Line(run_name, list(mids), list(series[lang] * 1000), svg.SIDE_COLOURS[side], i > 0)
                     )
-                )
-            if i == 0:
-                chart.spans += [
-                    svg.Span(s, e, f"{side}: {name}")
-                    for s, e, name in timeline.fault_spans(loaded.results.run, loaded.columns.start)
-                ]
-    return [svg.line_chart(chart)] if chart.lines else []
+                if i == 0:
+                    chart.spans += [
+                        svg.Span(s, e, f"{side}: {name}")
+                        for s, e, name in timeline.fault_spans(loaded.results.run, loaded.columns.start)
+                    ]
+        if chart.lines:
+            out.append(svg.line_chart(chart))
+    return out
 
 
 def _outcome_rows(label: str, results: RunResults) -> list[tuple[str, list[tuple[str, float, str]]]]:

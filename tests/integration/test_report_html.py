@@ -100,8 +100,10 @@ def test_the_comparison_page_renders_offline_with_its_plots_and_the_verdict_on_t
     assert r.returncode == 1, r.stderr
     html = page.read_text()
     assert not re.search(r"(src|href)=\"?(https?:)?//", html)  # nothing fetched: it opens offline
-    for title in ("TTFT: CDF", "percentiles (baseline) with intervals", "over time, fault windows shaded"):
+    for title in ("TTFT: CDF", "percentiles (baseline) with intervals", "Outcomes", "Method"):
         assert title in html
+    for metric in ("TTFT p99", "ITL p99", "E2E p99"):
+        assert f"de {metric} over time, fault windows shaded" in html
     assert html.count("<svg") >= 10
     assert chromium(page, shot, tmp_path / "profile") == []
     assert pixel(shot, 5, 5) == RED  # the verdict band: WORSE, at the very top
