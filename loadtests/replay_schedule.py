@@ -20,8 +20,9 @@ import gevent
 from gevent import monkey
 from gevent.queue import Queue
 
+from llmchaos import languages
 from loadtests.adapters import Call
-from loadtests.logs import split
+from loadtests.logs import prompts, split
 from loadtests.logs.problems import Problems
 from loadtests.logs.record import LogRecord
 from loadtests.replay_calls import CallOptions, build
@@ -129,6 +130,7 @@ class ReplaySchedule:
 
     def _dispatch(self, s: ReplaySettings, plan: ReplayPlan) -> None:
         opts, api = CallOptions.of(s.options), s.options["api"]
+        prompts.warm(languages.tags())  # before the first request is due (the plan comes a second ahead)
         counted = self.stats.problems if plan.worker == 0 else None
         for loop, at, rec, lang in timeline(s, plan.worker, plan.workers, counted):
             rec_api = rec.api or api

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -69,6 +70,12 @@ class Corpus:
             left -= k
             i = (i + 1) % total
         return "".join(out)
+
+
+def warm(langs: Iterable[str]) -> None:
+    """Read these languages' corpora now (tens of ms each), not while a schedule is running."""
+    for lang in langs:
+        Corpus.of(lang)
 
 
 @cache

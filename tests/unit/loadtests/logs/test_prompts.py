@@ -52,3 +52,13 @@ def test_a_key_fixes_the_text_and_each_pass_over_the_log_has_its_own():
     assert prompts.prompt("en", 600, "0:1", (5, 6), 512) != prompts.prompt("en", 600, "1:1", (5, 6), 512)
     # tokens beyond the hash ids are a block of the request's own
     assert tokenizer.count(prompts.prompt("fr", 1500, "0:9", (1, 2), 512)) == 1500
+
+
+def test_warm_reads_the_corpora_ahead():
+    prompts.Corpus.of.cache_clear()
+    prompts.block.cache_clear()
+    prompts.warm(["en", "zh"])
+    assert prompts.Corpus.of.cache_info().currsize == 2
+    before = prompts.Corpus.of.cache_info().hits
+    prompts.prompt("zh", 40, "0:1")
+    assert prompts.Corpus.of.cache_info().hits == before + 1  # the prompt found it read
