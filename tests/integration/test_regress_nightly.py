@@ -1,4 +1,5 @@
-"""`make nightly` against the real reference server: the first night sets the baseline, an unchanged
+"""`make nightly` against the real reference server: the first night sets the baseline (and pushes
+its run to a real Pushgateway, PUSHGATEWAY_URL being set), an unchanged
 build is green (and `llmchaos compare` of the two real runs finds no cell worse), a build whose sim
 cost is 20 % higher is red: `llmchaos regress` exits 1 and names the cells, in its table and as
 failed JUnit test cases, with the HTML report written."""
@@ -13,12 +14,15 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import httpx
+
 from tests.procs import ROOT
+from tests.services import pushgateway
 
 LANGS = ("en", "de", "ja")
 
 
-def nightly(top: Path, rules: Path, server_args: str = "") -> subprocess.CompletedProcess[str]:
+def nightly(top: Path, rules: Path, server_args: str = "", gateway: str = "") -> subprocess.CompletedProcess[str]:
     """One night: one 12 s run (2 s of warmup) of 12 users, gated at +10 % (this shared 2-core host
     moves an unchanged build's ITL by a few per cent between runs; the slowed build moves it by 20)."""
     env = {k: v for k, v in os.environ.items() if k != "PUSHGATEWAY_URL"}
@@ -32,6 +36,8 @@ def nightly(top: Path, rules: Path, server_args: str = "") -> subprocess.Complet
         "NIGHTLY_RULES": str(rules),
         "NIGHTLY_SERVER_ARGS": server_args,
     }
+    if gateway:
+        env["PUSHGATEWAY_URL"] = gateway
     # -o: the venv is installed already (make would reinstall it when pyproject.toml is newer)
     proc = subprocess.Popen(
         ["make", "-s", "-o", ".venv/.installed", "nightly"],
@@ -58,10 +64,14 @@ def test_nightly_sets_a_baseline_is_green_unchanged_and_red_on_a_slower_build(tm
     top, rules = tmp_path / "nightly", tmp_path / "rules.yaml"
     rules.write_text("defaults: {increase_pct: 10}\n")
 
-    first = nightly(top, rules)
+    with pushgateway() as gw:  # PUSHGATEWAY_URL set: the night's run is pushed, grouped by its run_id
+        first = nightly(top, rules, gateway=gw)
+        pushed = httpx.get(gw + "/metrics", timeout=10).text
     assert first.returncode == 0, first.stdout + first.stderr
     assert "tonight's 1 runs are the baseline now" in first.stdout
     (baseline,) = (top / "baseline").iterdir()
+    assert "llmchaos_requests_total{" in pushed
+    assert f'run_id="{baseline.name}"' in pushed
 
     green = nightly(top, rules)
     assert green.returncode == 0, green.stdout + green.stderr
