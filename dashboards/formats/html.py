@@ -78,23 +78,9 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Iterable
 
 
 def _cells_table(rows: list[Row]) -> str:
-    head = ("verdict", "cell", "A", "B", "change", "interval", "p adj", "MDE", "note")
     return _table(
-        head,
-        (
-            (
-                r.verdict,
-                text.cell(r) + ("" if r.gated else " (not gated)"),
-                text.value(r.a, r.unit),
-                text.value(r.b, r.unit),
-                text.change(r),
-                text.interval(r),
-                text.p_value(r.p_adj),
-                text.detectable(r),
-                r.reason,
-            )
-            for r in rows
-        ),
+        ("verdict", "cell", *text.NUMBERS, "note"),
+        ((r.verdict, text.cell(r) + ("" if r.gated else " (not gated)"), *text.numbers(r), r.reason) for r in rows),
         (r.verdict.replace(" ", "-") for r in rows),
     )
 

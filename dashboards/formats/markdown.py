@@ -11,16 +11,7 @@ MARK = {"worse": "🔴 worse", "better": "🟢 better", "inconclusive": "⚪ inc
 
 
 def _row(r: Row) -> str:
-    cells = (
-        MARK[r.verdict],
-        text.cell(r) + ("" if r.gated else " (not gated)"),
-        text.value(r.a, r.unit),
-        text.value(r.b, r.unit),
-        text.change(r),
-        text.interval(r),
-        text.p_value(r.p_adj),
-        text.detectable(r),
-    )
+    cells = (MARK[r.verdict], text.cell(r) + ("" if r.gated else " (not gated)"), *text.numbers(r))
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 

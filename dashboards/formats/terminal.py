@@ -10,7 +10,7 @@ from dashboards.formats import text
 
 COLOURS = {WORSE: "\033[31;1m", BETTER: "\033[32m", INCONCLUSIVE: "\033[33m"}
 RESET = "\033[0m"
-COLUMNS = ("verdict", "cell", "A", "B", "change", "interval", "p adj", "MDE", "note")
+COLUMNS = ("verdict", "cell", *text.NUMBERS, "note")
 
 
 def use_colour(stream: TextIO, asked: bool | None = None) -> bool:
@@ -22,17 +22,7 @@ def use_colour(stream: TextIO, asked: bool | None = None) -> bool:
 
 def _cells(r: Row) -> tuple[str, ...]:
     note = r.reason if r.verdict == INCONCLUSIVE else ("" if r.gated else "not gated")
-    return (
-        r.verdict,
-        text.cell(r),
-        text.value(r.a, r.unit),
-        text.value(r.b, r.unit),
-        text.change(r),
-        text.interval(r),
-        text.p_value(r.p_adj),
-        text.detectable(r),
-        note,
-    )
+    return (r.verdict, text.cell(r), *text.numbers(r), note)
 
 
 def render(c: Comparison, colour: bool = False) -> str:

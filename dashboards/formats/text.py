@@ -60,6 +60,21 @@ def metric(r: Row) -> str:
     return METRICS[r.metric].label
 
 
+NUMBERS = ("A", "B", "change", "interval", "p adj", "MDE")
+
+
+def numbers(r: Row) -> tuple[str, ...]:
+    """A row's `NUMBERS`, as every format shows them."""
+    return (
+        value(r.a, r.unit),
+        value(r.b, r.unit),
+        change(r),
+        interval(r),
+        p_value(r.p_adj),
+        detectable(r),
+    )
+
+
 def cell(r: Row) -> str:
     """e.g. `de TTFT p99 (baseline)`."""
     return f"{r.lang} {metric(r)} {r.stat if r.stat != 'rate' else ''}".rstrip() + f" ({r.phase})"
