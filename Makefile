@@ -13,13 +13,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Real Prometheus, Pushgateway and Docker daemon for the tests, and a static busybox to build a
-# test image from, and Chromium to open the HTML reports headless (Debian packages). The tests start
-# them on their own; a temporary policy-rc.d (exit 101) keeps the postinst from starting services.
-DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium
+# test image from, and Chromium to open the HTML reports headless, docker-compose and debootstrap for
+# the compose stack (Debian packages). The tests start them on their own; a temporary policy-rc.d
+# (exit 101) keeps the postinst from starting services.
+DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium docker-compose debootstrap
 debian-deps:
 	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null \
 		&& command -v dockerd >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 \
-		&& command -v chromium >/dev/null; then exit 0; fi; \
+		&& command -v chromium >/dev/null && command -v docker-compose >/dev/null \
+		&& command -v debootstrap >/dev/null; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "debian-deps: not root, skipping; install $(DEBIAN_DEPS) by hand" >&2; exit 0; fi; \
 	set -e; made=; \
@@ -45,8 +47,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-demo: $(STAMP)
-	$(BIN)/python -m loadtests.demo
+demo: $(STAMP) debian-deps
+	$(BIN)/python -m loadtests.stack.demo
 
 # Every benchmark runs even when one misses its target; the target fails if any did.
 BENCHMARKS := server_throughput server_memory client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large

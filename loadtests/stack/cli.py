@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 import httpx
@@ -37,6 +38,9 @@ def register(sub: Subparsers) -> None:
     up.add_argument("--langs", default="en,de,fr,es,it,pt,zh,ja", help="languages of the Locust users")
     up.add_argument("--scrape-interval", type=positive(int), default=5, help="Prometheus' scrape interval (s)")
     up.add_argument("--admin-token", default="", help="the reference servers' admin token (clock faults)")
+    up.add_argument("--locust-args", default="", help="more options for the Locust master, e.g. '--schedule F'")
+    up.add_argument("--server-port", type=int, default=0, help="the first server's port (default: a free one)")
+    up.add_argument("--proxy-port", type=int, default=0, help="the proxy's port (default: a free one)")
     up.add_argument("--no-grafana", action="store_true", help="do not start Grafana even when installed")
     up.add_argument("--worker-host", default="", help="HOST:PORT of a master to join: start only --workers workers")
     up.set_defaults(func=run_up)
@@ -47,6 +51,9 @@ def register(sub: Subparsers) -> None:
 def run_up(args: argparse.Namespace) -> int:
     if args.workers < 0:
         raise UsageError(f"must be >= 0, got {args.workers}", field="--workers")
+    for flag, port in (("--server-port", args.server_port), ("--proxy-port", args.proxy_port)):
+        if not 0 <= port <= 65535:
+            raise UsageError(f"not a port: {port}", field=flag)
     state = Path(args.state_dir)
     if Stack.load(state).running():
         raise UsageError(f"a stack already runs from {state}: `llmchaos stack down` first", field="--state-dir")
@@ -102,6 +109,9 @@ def full(stack: Stack, args: argparse.Namespace) -> str | None:
         args.langs,
         args.scrape_interval,
         ("--admin-token", args.admin_token) if args.admin_token else (),
+        _split(args.locust_args),
+        args.server_port,
+        args.proxy_port,
     )
     started = services.servers(plan)
     for s in started:
@@ -129,6 +139,13 @@ def full(stack: Stack, args: argparse.Namespace) -> str | None:
     if problem := wait_ready(master, READY_S, lambda m: _workers(m) >= args.workers):
         return problem
     return dashboards(stack, plan, prom.url, args.no_grafana)
+
+
+def _split(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as e:
+        raise UsageError(str(e), field="--locust-args") from None
 
 
 def _hostport(service: Service) -> str:

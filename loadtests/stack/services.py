@@ -30,9 +30,18 @@ class Plan:
     langs: str
     scrape_interval_s: int
     engine_args: tuple[str, ...]
+    master_args: tuple[str, ...] = ()  # more Locust options for the master (a schedule, a shape, --autostart)
+    server_port: int = 0  # the first server's and the proxy's ports (0: any free one), for a schedule
+    proxy_port: int = 0  # written before `up` that names them
 
     def url(self, port: int) -> str:
         return f"http://{self.bind}:{port}"
+
+    @property
+    def listen(self) -> str:
+        """Where the servers and the proxy listen: on the loopback too when bound elsewhere, since
+        their admin and control APIs (clock and SSE faults) answer loopback clients only."""
+        return self.bind if self.bind.startswith("127.") else "0.0.0.0"
 
 
 def binary(*names: str) -> str | None:
@@ -42,15 +51,15 @@ def binary(*names: str) -> str | None:
 def servers(plan: Plan) -> list[Service]:
     out = []
     for i in range(plan.servers):
-        port = free_port(plan.bind)
-        cmd = [*LLMCHAOS, "serve", "--engine", "sim", "--host", plan.bind, "--port", str(port), *plan.engine_args]
+        port = plan.server_port if i == 0 and plan.server_port else free_port(plan.bind)
+        cmd = [*LLMCHAOS, "serve", "--engine", "sim", "--host", plan.listen, "--port", str(port), *plan.engine_args]
         out.append(Service(f"server-{i + 1}", cmd, plan.url(port), plan.url(port) + "/healthz"))
     return out
 
 
 def proxy(plan: Plan, upstream: str) -> Service:
-    port = free_port(plan.bind)
-    cmd = [*LLMCHAOS, "proxy", "--listen", f"{plan.bind}:{port}", "--upstream", upstream]
+    port = plan.proxy_port or free_port(plan.bind)
+    cmd = [*LLMCHAOS, "proxy", "--listen", f"{plan.listen}:{port}", "--upstream", upstream]
     return Service("proxy", cmd, plan.url(port), plan.url(port) + "/healthz")  # relayed to the server
 
 
@@ -96,6 +105,7 @@ def master(plan: Plan, host: str, gateway: str, state: Path) -> tuple[Service, i
         *("--master", "--master-bind-host", plan.bind, "--master-bind-port", str(bus)),
         *("--web-host", plan.bind, "--web-port", str(web), "--host", host, "--langs", plan.langs),
         *("--prometheus-port", str(exporter), "--push-gateway", gateway, "--results-dir", str(state / "results")),
+        *plan.master_args,
     ]
     return Service("locust-master", cmd, plan.url(web), plan.url(web) + "/"), bus, exporter
 

@@ -4,47 +4,20 @@ on each side leaves no process and no port, and the namespace and the link go wi
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
-import uuid
-from collections.abc import Iterator
 
 import httpx
-from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import IPRoute, netns
 
+from loadtests.stack.netns import enter, namespace_with_link
 from tests.integration.test_stack import assert_all_gone, services, short_run, stack
-from tests.system.netns import NET, in_netns
-
-
-@contextlib.contextmanager
-def namespace_with_link() -> Iterator[tuple[str, str, str]]:
-    """A namespace joined to the host by a veth pair: (namespace, the host's address, its address)."""
-    tag = uuid.uuid4().hex[:6]
-    ns, host_if, subnet = f"llmc-w-{tag}", f"llmcw{tag}", int(tag[:2], 16) % 200
-    host_addr, ns_addr = NET.format(subnet, 1), NET.format(subnet, 2)
-    netns.create(ns)
-    try:
-        with IPRoute() as ip:
-            ip.link("add", ifname=host_if, kind="veth", peer={"ifname": "veth0", "net_ns_fd": ns})
-            idx = ip.link_lookup(ifname=host_if)[0]
-            ip.addr("add", index=idx, address=host_addr, prefixlen=24)
-            ip.link("set", index=idx, state="up")
-        with NetNS(ns) as n:
-            idx = n.link_lookup(ifname="veth0")[0]
-            n.addr("add", index=idx, address=ns_addr, prefixlen=24)
-            n.link("set", index=idx, state="up")
-            n.link("set", index=n.link_lookup(ifname="lo")[0], state="up")
-        yield ns, host_addr, ns_addr
-    finally:
-        with IPRoute() as ip, contextlib.suppress(Exception):  # gone with the namespace already
-            ip.link("del", index=ip.link_lookup(ifname=host_if)[0])
-        netns.remove(ns)
 
 
 def test_workers_in_their_own_namespace_join_the_master_over_the_network(tmp_path):
     home, away = tmp_path / "stack", tmp_path / "workers"
-    with namespace_with_link() as (ns, host_addr, _ns_addr):
+    with namespace_with_link() as link:
+        ns, host_addr = link.namespace, link.host_address
         up = stack("up", "--state-dir", str(home), "--bind", host_addr, "--workers", "0", "--langs", "en")
         started = services(home) if (home / "state.json").exists() else {}
         joined: dict[str, dict] = {}
@@ -52,7 +25,7 @@ def test_workers_in_their_own_namespace_join_the_master_over_the_network(tmp_pat
             assert up.returncode == 0, up.stdout + up.stderr
             (join,) = re.findall(r"--worker-host (\S+)", up.stdout)
             assert join.startswith(host_addr + ":")
-            w = stack("up", "--state-dir", str(away), "--worker-host", join, "--workers", "2", preexec_fn=in_netns(ns))
+            w = stack("up", "--state-dir", str(away), "--worker-host", join, "--workers", "2", preexec_fn=enter(ns))
             joined = services(away) if (away / "state.json").exists() else {}
             assert w.returncode == 0, w.stdout + w.stderr
             master = started["locust-master"]["url"]

@@ -1,0 +1,63 @@
+"""`make demo`, shortened to 30 s of load: it finishes green by itself, prints the per-phase table
+where each fault phase differs visibly from the baseline (a first-token delay in TTFT, the clock lock
+in ITL, the bandwidth limit on the veth pair in E2E), and leaves no process, fault or namespace."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import psutil
+from pyroute2 import netns
+
+from llmchaos import run as results
+from tests.procs import ROOT
+
+
+def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
+    before = set(netns.listnetns())
+    r = subprocess.run(
+        [sys.executable, "-m", "loadtests.stack.demo", "--seconds", "30", "--dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    faults = ("first-token-delay", "gpu-at-660mhz", "bandwidth-400kbit")
+    assert "per phase:" in r.stdout
+    for name in faults:
+        assert f"  {name} " in r.stdout
+    (state,) = tmp_path.iterdir()
+    (run_dir,) = (state / "stack" / "results").iterdir()
+    loaded = results.load(run_dir)
+    assert [w.name for w in loaded.run.faults] == list(faults)
+    assert (run_dir / "report.html").stat().st_size > 1000
+    assert sorted(p.name for p in (state / "dashboards").iterdir()) == [
+        "llmchaos-ab.json",
+        "llmchaos-load.json",
+        "llmchaos-server.json",
+    ]
+
+    def p50(metric: str, phase: str) -> float:
+        h = loaded.histograms.combined(metric, phase=phase)
+        assert h is not None, (metric, phase)
+        return h.quantile(50)
+
+    assert p50("ttft", "first-token-delay") > p50("ttft", "baseline") + 0.15  # the proxy held 0.25 s
+    assert p50("itl", "gpu-at-660mhz") > 2 * p50("itl", "baseline")  # 1980/660 = 3x the step time
+    assert p50("e2e", "bandwidth-400kbit") > 1.5 * p50("e2e", "baseline")
+    # Nothing left: no process of the stack (its state dir, or the veth address, in its command line),
+    # no fault in the journal, no namespace.
+    (bind,) = set(re.findall(r"http://(198\.18\.\d+\.1):", r.stdout))
+    for part in ("stack", "workers"):
+        assert not (state / part / "state.json").exists()
+    left = [
+        p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
+    left += [p.info for p in psutil.process_iter(["pid", "cmdline"]) if bind in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+    assert json.loads((state / "journal.json").read_text()) == []
+    assert set(netns.listnetns()) == before
