@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -55,8 +56,10 @@ class ReplayHarness(Harness):
         self.stats = self.schedule.stats = ReplayStats(r.source.path)
         problems = Problems(r.source.path, strict=r.strict)
         records = r.source.read(problems)
-        for _ in records if r.strict else [next(records, None)]:
-            pass
+        if r.strict:
+            deque(records, maxlen=0)  # every line, before anything runs
+        else:
+            next(records, None)  # its format, and a CSV's header
 
     # -- the schedule ---------------------------------------------------------------------------
     def arrival_plan(self, t0: float, worker: int = 0, workers: int = 1) -> dict[str, Any] | None:
