@@ -21,7 +21,7 @@ def servers():
 @pytest.fixture(scope="module")
 def log(tmp_path_factory):
     path = tmp_path_factory.mktemp("log") / "synth.jsonl"
-    args = ["--duration", "40s", "--rate", "15", "--users", "3000", "--sessions", "0", "--output-median", "6"]
+    args = ["--duration", "20s", "--rate", "15", "--users", "3000", "--sessions", "0", "--output-median", "6"]
     assert main(["logs", "synth", "--tokens-only", *args, "--out", str(path)]) == 0
     return path
 
