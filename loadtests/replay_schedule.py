@@ -14,11 +14,11 @@ from argparse import Namespace
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import gevent
 from gevent import monkey
-from gevent.queue import Queue
+from gevent.event import AsyncResult
 
 from llmchaos import languages
 from loadtests.adapters import Call
@@ -113,7 +113,8 @@ class ReplaySchedule:
 
     def __init__(self, stats: ReplayStats, on_finished: Callable[[], None]) -> None:
         self.stats, self.on_finished = stats, on_finished
-        self._queue: Queue = Queue()
+        self._queue: deque[Due] = deque()  # due, waiting for a user
+        self._idle: list[AsyncResult] = []  # users waiting for a request, the last to come on top
         self._busy: dict[str, deque[Due]] = {}  # sessions with a turn in flight -> their held turns
         self._greenlet: gevent.Greenlet | None = None
         self._in_flight = 0
@@ -152,11 +153,31 @@ class ReplaySchedule:
                 self.stats.held += 1
                 return
             self._busy[due.session] = deque()
-        self._queue.put(due)
+        self._hand(due)
+
+    def _hand(self, due: Due) -> None:
+        """To the user that became idle last (its connection the warmest: a user idle longer than a
+        server's keep-alive would find its connection closed), else into the queue."""
+        if self._idle:
+            self._idle.pop().set(due)
+        else:
+            self._queue.append(due)
 
     def next(self) -> Due:
         """Wait for the next request due; `done` must follow once it has ended."""
-        due: Due = self._queue.get()
+        if self._queue:
+            due = self._queue.popleft()
+        else:
+            waiter: AsyncResult = AsyncResult()
+            self._idle.append(waiter)
+            try:
+                due = cast(Due, waiter.get())  # only _hand sets it
+            except BaseException:  # this user was stopped: what it was handed goes to another
+                if waiter in self._idle:
+                    self._idle.remove(waiter)
+                elif waiter.successful():
+                    self._queue.appendleft(cast(Due, waiter.value))
+                raise
         self._in_flight += 1
         return due
 
@@ -168,14 +189,14 @@ class ReplaySchedule:
             if held:
                 turn = held.popleft()
                 turn.intended = max(turn.intended, time.time())
-                self._queue.put(turn)
+                self._hand(turn)
             else:
                 self._busy.pop(due.session, None)
         self._check_finished()
 
     @property
     def finished(self) -> bool:
-        return self._exhausted and not self._in_flight and self._queue.empty() and not self._busy
+        return self._exhausted and not self._in_flight and not self._queue and not self._busy
 
     def _check_finished(self) -> None:
         if self.finished and not self._reported:
@@ -187,9 +208,8 @@ class ReplaySchedule:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
-        unsent = []
-        while not self._queue.empty():
-            unsent.append(self._queue.get())
+        unsent = list(self._queue)
+        self._queue.clear()
         for held in self._busy.values():
             unsent.extend(held)
         self._busy.clear()

@@ -145,3 +145,30 @@ def test_sleep_until_returns_at_its_time_with_other_greenlets_running():
     finally:
         g.kill()
     assert len([t for t in ticks if t < due]) > 1  # it kept running between the naps
+
+
+def test_the_user_idle_last_takes_the_next_request(tmp_path):
+    """Requests 20 ms apart, each over in 1 ms: one user (of four) takes them all, its connection
+    kept warm, the others' left to idle; one taken while another runs goes to another user."""
+    p = tmp_path / "spaced.jsonl"
+    rows = [{"ts": i * 0.02, "user_id": f"u{i}", "input_tokens": 8} for i in range(10)]
+    rows.append({"ts": 0.181, "user_id": "late", "input_tokens": 8})  # due while line 10 is taken
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sched = ReplaySchedule(ReplayStats(), lambda: None)
+    sched.start(ReplayPlan(time.time() + 0.02, 0, 1, settings(p).options))
+    taken: dict[int, str] = {}
+
+    def taker(name: str, hold: float) -> None:
+        while True:
+            due = sched.next()
+            taken[due.rec.line] = name
+            gevent.sleep(hold if due.rec.line == 10 else 0.001)
+            sched.done(due)
+
+    users = [gevent.spawn(taker, f"t{k}", 0.01) for k in range(4)]
+    gevent.sleep(0.4)
+    gevent.killall(users)
+    assert len(taken) == 11
+    assert len({taken[line] for line in range(1, 11)}) == 1
+    assert taken[11] != taken[10]
+    assert sched.finished
