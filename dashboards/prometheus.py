@@ -7,7 +7,9 @@ restarts from zero), so the same block bootstrap applies as to a results directo
 Prometheus's bucket edges, far coarser than a run's histograms: a percentile is interpolated
 linearly within its bucket (as histogram_quantile does), and the output says so. The error rate
 comes from `llmchaos_requests_total` (cancelled requests left out: the counter cannot tell the ones
-the end of a test cut short); SLO attainment and goodput are not exported, so not compared.
+the end of a test cut short), SLO attainment from `llmchaos_slo_met_total` over
+`llmchaos_slo_issued_total`; goodput (met per second of each phase) is not compared: Prometheus does
+not say when a phase was on.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from dashboards.sample import PCTS, RATES_GROUP, Binned, Cell, CellKey, Ratio, R
 from dashboards.stats import quantiles
 from llmchaos.errors import UsageError
 from llmchaos.metrics import METRICS, REQUESTS_TOTAL
+
+# The SLO counters loadtests/exporters.py defines (a reader of results imports only the core)
+SLO_ISSUED, SLO_MET = "llmchaos_slo_issued_total", "llmchaos_slo_met_total"
 
 TIMEOUT_S = 30.0
 STEPS = 100
@@ -87,21 +92,21 @@ def read(url: str, selector: str, span: tuple[float, float], step: float | None,
             finite = [e for e in les if math.isfinite(e)]
             top = finite[-1] if finite else 1.0
             binned[CellKey(lang, metric, phase)] = (counts, np.array([0.0, *finite, top][: len(les) + 1]))
-    per = _block_steps(binned)
-    bl = blocks.choose(grid, per)
+    per = {m: _block_steps({k: v for k, v in binned.items() if k.metric == m}) for m in DISTRIBUTIONS}
+    per[RATES_GROUP] = max(per.values())
+    bl = {m: blocks.choose(grid, n) for m, n in per.items()}
     cells: dict[CellKey, Cell] = {}
     for key, (counts, edges) in binned.items():
-        merged = _merge_steps(counts, per, bl.count)
+        merged = _merge_steps(counts, per[key.metric], bl[key.metric].count)
         if merged.sum() > 0:
             exact = dict(zip(PCTS, quantiles(merged, edges, list(PCTS.values())), strict=True))
             cells[key] = Binned(merged, edges, exact, float(merged.sum()), int((merged.sum(axis=1) > 0).sum()))
-    cells.update(_errors(url, sel, grid, per, bl.count, flag))
+    cells.update(_errors(url, sel, grid, per[RATES_GROUP], bl[RATES_GROUP].count, flag))
     note = (
         f"{flag[2:].upper()} from Prometheus {url} {{{sel}}}: percentiles interpolated within the exporters' bucket "
-        "edges (vLLM's and the SLO thresholds; far coarser than a run's histograms); no SLO attainment or goodput"
+        "edges (vLLM's and the SLO thresholds; far coarser than a run's histograms); no goodput"
     )
-    groups = {*DISTRIBUTIONS, RATES_GROUP}
-    return RunSample(f"prometheus {{{sel}}} {_iso(start)}..{_iso(end)}", dict.fromkeys(groups, bl), cells, (note,))
+    return RunSample(f"prometheus {{{sel}}} {_iso(start)}..{_iso(end)}", bl, cells, (note,))
 
 
 def _iso(t: float) -> str:
@@ -142,14 +147,23 @@ def _increases(values: list[list[Any]], grid: Blocks) -> np.ndarray:
 
 
 def _block_steps(binned: dict[CellKey, tuple[np.ndarray, np.ndarray]]) -> int:
-    """Steps per block, from the autocorrelation of the per-step mean (log bucket middles)."""
+    """Steps per block for one metric's cells, from the autocorrelation of each per-step mean (log
+    bucket middles) over the steps that hold samples; warmup left out, as from a run's requests (a
+    ramp is no memory)."""
     per = 1
-    for counts, edges in binned.values():
+    for key, (counts, edges) in binned.items():
+        if key.phase == "warmup":
+            continue
         mids = np.log(np.maximum((edges[:-1] + edges[1:]) / 2, 1e-9))
         n = counts.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             series = np.where(n > 0, (counts * mids).sum(axis=1) / np.where(n > 0, n, 1), np.nan)
-        per = max(per, blocks.block_bins(series))
+        seen = np.flatnonzero(n > 0)
+        if len(seen) >= 2 * blocks.MIN_BLOCKS:  # a shorter series cannot say how long a state lasts
+            # The steps with samples only: an exporter that updates less often than the step leaves
+            # steps empty in a rhythm that is no memory of the server's; scaled back to steps.
+            span = seen[-1] - seen[0] + 1
+            per = max(per, math.ceil(blocks.block_bins(series[seen]) * span / len(seen)))
     return per
 
 
@@ -161,21 +175,43 @@ def _merge_steps(counts: np.ndarray, per: int, count: int) -> np.ndarray:
 
 
 def _errors(url: str, sel: str, grid: Blocks, per: int, count: int, flag: str) -> dict[CellKey, Cell]:
-    query = f"sum by (lang, phase, outcome) ({REQUESTS_TOTAL}{{{sel}}})"
+    """Error rate per (lang, phase) from the request counter, and SLO attainment from the SLO
+    counters (met over issued) where the exporters pushed them."""
     issued: dict[tuple[str, str], np.ndarray] = {}
     failed: dict[tuple[str, str], np.ndarray] = {}
-    for s in _query(url, query, grid.start, grid.start + grid.width * grid.count, grid.width, flag):
-        m = s["metric"]
+    for m, inc in _increments(
+        url, f"sum by (lang, phase, outcome) ({REQUESTS_TOTAL}{{{sel}}})", grid, per, count, flag
+    ):
         if m.get("outcome") == "cancelled":
             continue
         k = (m.get("lang", ""), m.get("phase", ""))
-        inc = _merge_steps(_increases(s["values"], grid), per, count)
         issued[k] = issued.get(k, 0) + inc
         if m.get("outcome") != "ok":
             failed[k] = failed.get(k, 0) + inc
-    return {
-        CellKey(lang, "error_rate", phase): Ratio(
-            failed.get((lang, phase), np.zeros_like(n)), n, int(n.sum()), int((n > 0).sum())
-        )
-        for (lang, phase), n in issued.items()
+    out: dict[CellKey, Cell] = {
+        CellKey(lang, "error_rate", phase): _ratio(failed.get((lang, phase)), n) for (lang, phase), n in issued.items()
     }
+    slo = {
+        name: {(m.get("lang", ""), m.get("phase", "")): inc for m, inc in _increments(url, q, grid, per, count, flag)}
+        for name, q in (
+            (SLO_ISSUED, f"sum by (lang, phase) ({SLO_ISSUED}{{{sel}}})"),
+            (SLO_MET, f"sum by (lang, phase) ({SLO_MET}{{{sel}}})"),
+        )
+    }
+    for (lang, phase), n in slo[SLO_ISSUED].items():
+        out[CellKey(lang, "slo_attainment", phase)] = _ratio(slo[SLO_MET].get((lang, phase)), n)
+    return out
+
+
+def _increments(
+    url: str, query: str, grid: Blocks, per: int, count: int, flag: str
+) -> list[tuple[dict[str, str], np.ndarray]]:
+    """Each counter series of the query with its increase per block."""
+    return [
+        (s["metric"], _merge_steps(_increases(s["values"], grid), per, count))
+        for s in _query(url, query, grid.start, grid.start + grid.width * grid.count, grid.width, flag)
+    ]
+
+
+def _ratio(num: np.ndarray | None, den: np.ndarray) -> Ratio:
+    return Ratio(np.zeros_like(den) if num is None else num, den, int(den.sum()), int((den > 0).sum()))

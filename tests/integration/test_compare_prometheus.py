@@ -6,7 +6,9 @@ directories, and says that its percentiles come from bucket edges.
 Twice, not 20 %: the exported ITL buckets are vLLM's (10 ms, 25 ms, 50 ms...), and the sim's ITL of
 15 ms and 18 ms both sit inside 10-25 ms, where a percentile interpolated within the bucket cannot
 tell them apart (the Prometheus reading says inconclusive there, the directories say worse); at 2x
-the ITL crosses 25 ms."""
+the ITL crosses 25 ms. 30 s of load: Prometheus sees a run at the exporter's update cadence (about a
+second), and a verdict needs 8 blocks as long as the series' memory, a few seconds each. SLO
+attainment, from the SLO counters, matches the directories' share."""
 
 from __future__ import annotations
 
@@ -20,11 +22,12 @@ from tests.procs import ROOT, free_port, serve
 from tests.services import prometheus
 
 LANGS = "en,de,ja"
+COMPARE = [sys.executable, "-m", "llmchaos.cli", "compare"]
 
 
 def compare(*args: str) -> tuple[int, dict]:
     r = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "compare", *args, "--json", "--langs", LANGS, "--metrics", "itl,ttft"],
+        [*COMPARE, *args, "--json", "--langs", LANGS, "--metrics", "itl,ttft,slo_attainment"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -38,12 +41,17 @@ def worse(doc: dict) -> set[tuple[str, str, str]]:
     return {(c["lang"], c["metric"], c["stat"]) for c in doc["cells"] if c["verdict"] == "worse"}
 
 
+def why(doc: dict) -> list[tuple[str, str, str]]:
+    """Each language's ITL p50 verdict and its reason (what a failure shows)."""
+    return [(c["lang"], c["verdict"], c["reason"]) for c in doc["cells"] if (c["metric"], c["stat"]) == ("itl", "p50")]
+
+
 def test_compare_over_prometheus_agrees_with_compare_over_the_results_directories(tmp_path):
     ports = {"a": free_port(), "b": free_port()}
     with (
         serve() as server_a,
         serve("--sim-time-scale", "2") as server_b,
-        prometheus([f"127.0.0.1:{p}" for p in ports.values()]) as prom,
+        prometheus([f"127.0.0.1:{p}" for p in ports.values()], scrape_interval="500ms") as prom,
     ):
         urls = {"a": server_a.url, "b": server_b.url}
         start = time.time()
@@ -52,7 +60,7 @@ def test_compare_over_prometheus_agrees_with_compare_over_the_results_directorie
                 [
                     *LOCUST,
                     *("--host", urls[side], "--results-dir", str(tmp_path / side), "-u", "8", "-r", "8"),
-                    *("-t", "14s", "--warmup", "2s", "--langs", LANGS, "--max-tokens", "32"),
+                    *("-t", "30s", "--warmup", "2s", "--langs", LANGS, "--max-tokens", "32"),
                     *("--prometheus-port", str(ports[side])),
                 ],
                 cwd=ROOT,
@@ -75,16 +83,27 @@ def test_compare_over_prometheus_agrees_with_compare_over_the_results_directorie
             f'target="{urls["b"]}"',
             "--range",
             f"{start:.3f},{end:.3f}",
+            "--step",
+            "1",
         )
     (dir_a,) = (tmp_path / "a").iterdir()
     (dir_b,) = (tmp_path / "b").iterdir()
     code_d, by_dirs = compare(str(dir_a), str(dir_b))
-    assert code_d == code_p == 1
+    assert code_d == code_p == 1, (why(by_dirs), why(by_prom))
     assert by_prom["verdict"] == by_dirs["verdict"]
     both = worse(by_prom) & worse(by_dirs)
     for lang in LANGS.split(","):
-        assert (lang, "itl", "p50") in both, (worse(by_prom), worse(by_dirs))
+        assert (lang, "itl", "p50") in both, (why(by_dirs), why(by_prom))
     # a cell one reading calls worse, the other does not call better
     verdicts = {(c["lang"], c["metric"], c["stat"]): c["verdict"] for c in by_dirs["cells"]}
     assert not [k for k in worse(by_prom) if verdicts.get(k) == "better"]
     assert any("bucket edges" in n for n in by_prom["notes"])
+    # SLO attainment from the SLO counters: the share the results directories count, to a scrape's lag
+    attained = {
+        (c["lang"], side): c[side] for c in by_dirs["cells"] if c["metric"] == "slo_attainment" for side in "ab"
+    }
+    from_prom = [c for c in by_prom["cells"] if c["metric"] == "slo_attainment" and c["phase"] == "baseline"]
+    assert {c["lang"] for c in from_prom} == set(LANGS.split(","))
+    for c in from_prom:
+        for side in "ab":
+            assert abs(c[side] - attained[(c["lang"], side)]) < 0.05, (c, attained)

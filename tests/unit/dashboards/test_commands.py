@@ -161,3 +161,20 @@ def test_regress_history_shows_the_change_points_apache_otava_finds(tmp_path):
     html = page.read_text()
     assert "History: 10 runs, change points (Apache Otava, E-divisive)" in html
     assert "at night5" in html
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--range", "100,200"], "--a/--b: give a selector for each side"),
+        (["--a", "x", "--b", "y"], "--range: give the time range"),
+        (["--a", "x", "--b", "y", "--range", "200,100"], "--range: the end must come after the start"),
+        (["--a", "x", "--b", "y", "--range", "yesterday,200"], "--range: not a time (RFC 3339 or unix seconds)"),
+        (["--a", "x", "--b", "y", "--range", "100,200"], "--prometheus: cannot read Prometheus at http://127.0.0.1:9"),
+    ],
+)
+def test_bad_prometheus_input_is_one_line_and_exit_2(args, message):
+    r = llmchaos("compare", "--prometheus", "http://127.0.0.1:9", *args)  # port 9 (discard): nothing listens
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("llmchaos: error: " + message), r.stderr
