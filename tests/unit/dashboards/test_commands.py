@@ -178,3 +178,30 @@ def test_bad_prometheus_input_is_one_line_and_exit_2(args, message):
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1
     assert r.stderr.startswith("llmchaos: error: " + message), r.stderr
+
+
+def test_a_mirrored_replay_shows_its_output_drift_in_the_html_report(tmp_path):
+    replay = tmp_path / "replay"
+    for side, seed in (("a", 11), ("b", 12)):
+        write(replay / side, 2000, seed=seed, drift=0.0)
+    doc = json.loads((replay / "a" / "run.json").read_text())
+    doc["replay"] = {  # what a mirrored replay's side a records (llmchaos.run.model.Replay)
+        "side": "a",
+        "mode": "mirror",
+        "log": "prod.jsonl",
+        "format": "jsonl",
+        "targets": {"a": "http://a", "b": "http://b"},
+        "fidelity": {"lag": {"count": 2000}},
+        "mirror": [
+            {"lang": "de", "pairs": 200, "identical": 150, "output_tokens_a": 3200, "output_tokens_b": 3100},
+            {"lang": "en", "pairs": 400, "identical": 396, "output_tokens_a": 6400, "output_tokens_b": 6400},
+        ],
+    }
+    (replay / "a" / "run.json").write_text(json.dumps(doc))
+    page = tmp_path / "r.html"
+    r = llmchaos("compare", str(replay), "--html", str(page))
+    assert r.returncode in (0, 1), r.stderr
+    html = page.read_text()
+    assert "<h2>Output drift (mirrored pairs)</h2>" in html
+    assert "<td>de</td><td>200</td><td>75.0%</td><td>3200</td><td>3100</td>" in html
+    assert "<td>en</td><td>400</td><td>99.0%</td>" in html
