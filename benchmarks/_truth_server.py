@@ -1,0 +1,219 @@
+"""The ground-truth SSE server of the generator-capacity benchmark: it is never the limit.
+
+OpenAI chat-completion chunks over HTTP/1.1 (keep-alive, chunked). Each request gets `EVENTS`
+content events, the first `TTFT` after the request has arrived and then one every ~`GAP`; each
+event is sent at its intended time (CLOCK_MONOTONIC ns) from a timerfd armed at the next due
+event (ns resolution; asyncio's timers round to the millisecond), and stamped right after the send
+system call returns. GET /truth: per x-request-id the arrival, the language and each event's actual
+send time (ns after the arrival), and the server's lateness (actual - intended, µs) per event.
+It asks for SCHED_FIFO and says at GET /truth whether it got it.
+Run (repo root): python -m benchmarks._truth_server PORT
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import heapq
+import json
+import os
+import random
+import select
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+EVENTS = 60
+TTFT_NS = (15_000_000, 25_000_000)  # uniform, per request
+GAP_NS = (5_000_000, 7_000_000)  # uniform, per event: ~6 ms
+WORDS = {"de": " Wort", "fr": " mot", "es": " palabra", "it": " parola", "pt": " palavra", "zh": " 词", "ja": " 言葉"}
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def sse(obj: dict) -> bytes:
+    return chunk(b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
+
+
+def content_event(lang: str) -> bytes:
+    delta = {"content": WORDS.get(lang, " word")}
+    return sse({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+
+END = (
+    sse({"object": "chat.completion.chunk", "choices": [], "usage": {"completion_tokens": EVENTS}})
+    + chunk(b"data: [DONE]\n\n")
+    + b"0\r\n\r\n"
+)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("interval", _Timespec), ("value", _Timespec)]
+
+
+class TimerFd:
+    """A CLOCK_MONOTONIC timerfd armed at absolute ns times (libc through ctypes: Python's
+    os.timerfd_* arrive in 3.13)."""
+
+    def __init__(self) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.timerfd_create(time.CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_create")
+        self._spec = _Itimerspec()
+
+    def arm(self, at_ns: int) -> None:
+        self._spec.value.sec, self._spec.value.nsec = divmod(at_ns, 1_000_000_000)
+        self._libc.timerfd_settime(self.fd, 1, ctypes.byref(self._spec), None)  # 1: TFD_TIMER_ABSTIME
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self.fd, 8)
+
+
+@dataclass
+class Stream:
+    conn: Conn
+    rid: str
+    event: bytes
+    arrived: int
+    rng: random.Random
+    actual: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Conn:
+    sock: socket.socket
+    buf: bytes = b""
+    busy: bool = False  # a stream is in flight on it
+
+
+class TruthServer:
+    def __init__(self, port: int) -> None:
+        self.listener = socket.create_server(("127.0.0.1", port), backlog=4096)
+        self.listener.setblocking(False)
+        self.timer = TimerFd()
+        self.ep = select.epoll()
+        self.ep.register(self.listener.fileno(), select.EPOLLIN)
+        self.ep.register(self.timer.fd, select.EPOLLIN)
+        self.conns: dict[int, Conn] = {}
+        self.due: list[tuple[int, int, Stream]] = []  # (intended ns, seq, stream)
+        self.seq = 0
+        self.truth: dict[str, dict] = {}
+        self.lateness_us: list[int] = []
+        self.realtime = self._realtime()
+
+    @staticmethod
+    def _realtime() -> str:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+            return "SCHED_FIFO"
+        except (OSError, AttributeError) as e:
+            return f"normal priority (SCHED_FIFO refused: {e})"
+
+    def serve(self) -> None:
+        armed = 0
+        while True:
+            timeout = -1.0 if not self.due else max(0.0, (self.due[0][0] - time.monotonic_ns()) / 1e9 + 0.01)
+            for fd, _ in self.ep.poll(timeout):
+                if fd == self.timer.fd:
+                    self.timer.clear()
+                elif fd == self.listener.fileno():
+                    self._accept()
+                else:
+                    self._read(fd)
+            self._send_due()
+            if self.due and self.due[0][0] != armed:
+                armed = self.due[0][0]
+                self.timer.arm(armed)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            sock.setblocking(True)  # sends are small and the peer reads: a send never waits long
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.conns[sock.fileno()] = Conn(sock)
+            self.ep.register(sock.fileno(), select.EPOLLIN)
+
+    def _read(self, fd: int) -> None:
+        conn = self.conns[fd]
+        try:
+            data = conn.sock.recv(65536)
+        except OSError:  # reset by the client: as closed
+            data = b""
+        if not data:
+            self.ep.unregister(fd)
+            conn.sock.close()
+            del self.conns[fd]
+            return
+        conn.buf += data
+        self._handle(conn)
+
+    def _handle(self, conn: Conn) -> None:
+        """Start the next complete request on `conn` when none is in flight."""
+        head, sep, rest = conn.buf.partition(b"\r\n\r\n")
+        if conn.busy or not sep:
+            return
+        lines = head.split(b"\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+        n = int(headers.get(b"content-length", b"0"))
+        if len(rest) < n:
+            return
+        arrived = time.monotonic_ns()
+        conn.buf = rest[n:]
+        if lines[0].startswith(b"GET /healthz"):
+            conn.sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        elif lines[0].startswith(b"GET /truth"):
+            body = json.dumps({"realtime": self.realtime, "lateness_us": self.lateness_us, "requests": self.truth})
+            conn.sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body.encode()))
+        else:
+            rid = headers.get(b"x-request-id", b"").decode()
+            lang = headers.get(b"x-llmchaos-lang", b"en").decode()
+            conn.sock.sendall(HEAD)
+            conn.busy = True
+            stream = Stream(conn, rid, content_event(lang), arrived, random.Random(rid))
+            self.truth[rid] = {"lang": lang, "arrived_ns": arrived, "wall_ns": time.time_ns(), "sent_ns": stream.actual}
+            self._schedule(stream, arrived + stream.rng.randint(*TTFT_NS))
+
+    def _schedule(self, stream: Stream, at: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.due, (at, self.seq, stream))
+
+    def _send_due(self) -> None:
+        due = self.due
+        while due and due[0][0] <= time.monotonic_ns():
+            intended, _, s = heapq.heappop(due)
+            if s.conn.sock.fileno() < 0:  # the client went away: the stream ends here
+                continue
+            try:
+                s.conn.sock.sendall(s.event)
+            except OSError:
+                continue
+            t = time.monotonic_ns()
+            s.actual.append(t - s.arrived)
+            self.lateness_us.append((t - intended) // 1000)
+            if len(s.actual) < EVENTS:
+                self._schedule(s, intended + s.rng.randint(*GAP_NS))
+                continue
+            try:
+                s.conn.sock.sendall(END)
+            except OSError:
+                continue
+            s.conn.busy = False
+            self._handle(s.conn)  # a request that came in meanwhile
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        TruthServer(int(sys.argv[1])).serve()

@@ -1,0 +1,179 @@
+"""How many SSE events/s one client core drives while its TTFT and ITL stay true: our Locust harness
+(one process, the project's locustfile) beside a plain asyncio/aiohttp yardstick, in the same run.
+
+The ground-truth server (`benchmarks._truth_server`, CPU 0, SCHED_FIFO where allowed) sends each
+event at its intended time from a timerfd and logs when it really sent it; each client runs alone
+on CPU 1. Per level of streams (60 events a request, ~6 ms gaps, mixed languages) and client:
+events/s, the error of TTFT and ITL p50/p99 against the truth of the same requests (client's
+percentile minus the truth's), the server's own lateness p99 (over 0.2 ms: the server's fault), and
+for our harness its validity verdict from run.json. Tolerance: ITL within 1 ms or 1 % at p50 and
+3 ms or 3 % at p99; TTFT within 2 ms or 2 % at p50 and 5 ms or 5 % at p99.
+Capacity = the events/s of the highest level within tolerance.
+Targets: ours >= 28,000 events/s and >= the yardstick's; every level out of tolerance flagged
+invalid by our run, none within.
+Run from the repo root: python -m benchmarks.generator_capacity [LEVEL ...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from benchmarks import _yardstick
+from benchmarks._common import ROOT, module, process
+from benchmarks._measured import Measured, pct, truth
+from benchmarks.client_throughput import LOCUST, run_pinned
+from llmchaos import run
+
+LEVELS = (50, 100, 200, 400, 600)
+LANGS = ["en", "de", "fr", "es", "zh", "ja"]
+SECONDS, WARMUP = 12.0, 3.0
+TOLERANCE = {  # (metric, percentile): (seconds, share of the truth), whichever is larger
+    ("ttft", 50): (0.002, 0.02),
+    ("ttft", 99): (0.005, 0.05),
+    ("itl", 50): (0.001, 0.01),
+    ("itl", 99): (0.003, 0.03),
+}
+SERVER_LATE_S = 0.0002  # the server's lateness p99 beyond which a level is the server's fault
+TARGET_EVENTS_S = 28_000
+SERVER = module("_truth_server", "{port}")
+
+
+@dataclass
+class Level:
+    client: str
+    streams: int
+    events_s: float
+    errors: dict[tuple[str, int], tuple[float, float]]  # (metric, p): (client - truth, tolerance) in s
+    late_p99: float  # the server's, s
+    realtime: str
+    cpu: float | None = None
+    valid: bool | None = None  # our run's own verdict
+    why: str = ""
+
+    @property
+    def within(self) -> bool:
+        return all(abs(err) <= tol for err, tol in self.errors.values())
+
+    @property
+    def server_fault(self) -> bool:
+        return self.late_p99 > SERVER_LATE_S
+
+
+def judge(
+    client: str, streams: int, measured: dict[str, Measured], server: dict, warmup: float = WARMUP, end: float = SECONDS
+) -> Level:
+    """A client's measurements against the server's truth over the same window (from `warmup` to
+    `end` - 0.5 s after the first start) and requests (those started in it)."""
+    t0 = min(m.start_unix for m in measured.values())
+    lo, hi = t0 + warmup, t0 + end - 0.5
+    events = sum(lo <= t < hi for m in measured.values() for t in m.received())
+    ours: dict[str, list[float]] = {"ttft": [], "itl": []}
+    true: dict[str, list[float]] = {"ttft": [], "itl": []}
+    for rid, m in measured.items():
+        entry = server["requests"].get(rid)
+        if m.start_unix < lo or entry is None or len(entry["sent_ns"]) != len(m.gaps) + 1:
+            continue
+        t = truth(entry)
+        ours["ttft"].append(m.ttft)
+        true["ttft"].append(t.ttft)
+        ours["itl"] += m.gaps
+        true["itl"] += t.gaps
+    errors = {}
+    for (metric, p), (abs_tol, rel_tol) in TOLERANCE.items():
+        want = pct(true[metric], p)
+        errors[(metric, p)] = (pct(ours[metric], p) - want, max(abs_tol, rel_tol * want))
+    late = pct([us / 1e6 for us in server["lateness_us"]], 99)
+    return Level(client, streams, events / (hi - lo), errors, late, server["realtime"])
+
+
+def truth_of(url: str) -> dict:
+    return dict(httpx.get(url + "/truth", timeout=60).json())
+
+
+def yardstick(streams: int) -> Level:
+    with process(SERVER, cpu=0, health="/healthz") as (url, _):
+        t = time.process_time(), time.monotonic()
+        measured = run_pinned(lambda u, n: _yardstick.run(u, n, LANGS, SECONDS), url, streams)
+        cpu = (time.process_time() - t[0]) / (time.monotonic() - t[1])
+        level = judge("aiohttp", streams, measured, truth_of(url))
+    level.cpu = cpu
+    return level
+
+
+def ours(streams: int) -> Level:
+    with process(SERVER, cpu=0, health="/healthz") as (url, _), tempfile.TemporaryDirectory() as tmp:
+        n = str(streams)
+        args = ["--host", url, "--results-dir", tmp, "-u", n, "-r", n, "-t", f"{SECONDS:g}s"]
+        args += ["--warmup", f"{WARMUP:g}s", "--langs", ",".join(LANGS), "--max-tokens", "60"]
+        subprocess.run(
+            [*LOCUST, *args],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: os.sched_setaffinity(0, {1}),
+            timeout=120,
+            check=False,
+        )
+        (run_dir,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
+        res = run.load(run_dir)
+        measured = {
+            r.request_id: Measured(r.intended, r.ttft, r.gaps)
+            for r in res.requests()
+            if r.outcome == "ok" and r.ttft is not None
+        }
+        level = judge("locust", streams, measured, truth_of(url))
+    gen = res.run.generator.get("local", {})
+    level.cpu, level.valid = gen.get("cpu_mean"), res.run.validity.valid
+    level.why = ", ".join(res.run.validity.flags)
+    return level
+
+
+def row(lv: Level) -> str:
+    errs = " ".join(f"{lv.errors[k][0] * 1000:+7.2f}" for k in TOLERANCE)
+    valid = "" if lv.valid is None else ("valid" if lv.valid else "INVALID")
+    cpu = f"{lv.cpu:4.2f}" if lv.cpu is not None else "   -"
+    return (
+        f"{lv.client:8} {lv.streams:5d} {lv.events_s:9.0f} {errs} {lv.late_p99 * 1000:8.3f}"
+        f"{'!' if lv.server_fault else ' '} {cpu} {'yes' if lv.within else 'NO':>6} {valid:8} {lv.why}"
+    )
+
+
+def capacity(levels: list[Level]) -> float:
+    """Events/s at the highest level within tolerance that the server kept (0 when none)."""
+    kept = [lv for lv in levels if lv.within and not lv.server_fault]
+    return max((lv.events_s for lv in kept), default=0.0)
+
+
+def main(argv: list[str]) -> int:
+    streams = [int(a) for a in argv] or list(LEVELS)
+    results: dict[str, list[Level]] = {"locust": [], "aiohttp": []}
+    heads = " ".join(f"{m} p{p}".rjust(7) for m, p in TOLERANCE)
+    print(f"{'client':8} {'strms':>5} {'events/s':>9} {heads} {'late p99':>8}  {'cpu':>4} {'within':>6} validity")
+    print(f"{'':24} {'error vs truth, ms':^31} {'ms (!: server)':>14}")
+    for n in streams:
+        for lv in (ours(n), yardstick(n)):
+            results[lv.client].append(lv)
+            print(row(lv), flush=True)
+    cap = {c: capacity(lvs) for c, lvs in results.items()}
+    ratio = cap["locust"] / cap["aiohttp"] if cap["aiohttp"] else float("nan")
+    print(f"server: {results['locust'][0].realtime}")
+    print(f"capacity: locust {cap['locust']:.0f} events/s, aiohttp {cap['aiohttp']:.0f} events/s, ratio {ratio:.2f}")
+    flag_ok = all(lv.valid == lv.within for lv in results["locust"] if not lv.server_fault)
+    met = cap["locust"] >= TARGET_EVENTS_S and ratio >= 1.0
+    print(f"target (>= {TARGET_EVENTS_S} events/s and >= 1.0x aiohttp): {'met' if met else 'NOT met'}")
+    print(f"validity flag (invalid exactly where out of tolerance): {'right' if flag_ok else 'WRONG'}")
+    print(json.dumps({"capacity": cap, "ratio": ratio}))
+    return 0 if met and flag_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
