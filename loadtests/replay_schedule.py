@@ -142,6 +142,7 @@ class ReplaySchedule:
             sleep_until(due.intended)
             self.stats.due(sides, due.intended)
             self._release(due)
+            gevent.sleep(0)  # the user handed it sends it now, before the next one is built
         self._exhausted = True
         self._check_finished()
 
