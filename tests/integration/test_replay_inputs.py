@@ -130,3 +130,17 @@ def test_a_window_of_the_log_looped(tmp_path, server):
     first = min(r["intended"] for r in side.requests)
     starts = sorted(r["intended"] - first for r in side.requests if r["replay"]["log_line"] == 3)
     assert starts == pytest.approx([0.0, 0.5, 1.0], abs=1e-6)  # each pass 500 ms after the one before
+
+
+def test_max_concurrency_caps_the_requests_in_flight(tmp_path, server):
+    """Twelve requests due at once, each streaming 30 tokens (~0.4 s): three at a time, the rest late."""
+    log = write(tmp_path / "burst.jsonl", [line(0, f"u{i}", output_tokens=30) for i in range(12)])
+    out = tmp_path / "r"
+    proc = replay("--log", str(log), "--target-a", server.url, "--max-concurrency", "3", "--results-dir", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (side,) = sides(out).values()
+    spans = sorted((r["sent"], r["intended"] + r["e2e"]) for r in side.requests)
+    assert len(spans) == 12
+    in_flight = [sum(s <= t < e for s, e in spans) for t, _ in spans]
+    assert max(in_flight) == 3
+    assert sum(r["schedule_lag"] > 0.2 for r in side.requests) >= 6  # waited for a user to be free
