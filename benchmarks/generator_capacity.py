@@ -58,6 +58,8 @@ class Level:
     cpu: float | None = None
     valid: bool | None = None  # our run's own verdict
     why: str = ""
+    coalesced: float | None = None  # our run's share of stream reads that brought several events
+    lag_p95: float | None = None  # our run's event-loop lag p95, s
 
     @property
     def within(self) -> bool:
@@ -133,7 +135,9 @@ def ours(streams: int) -> Level:
         level = judge("locust", streams, measured, truth_of(url))
     gen = res.run.generator.get("local", {})
     level.cpu, level.valid = gen.get("cpu_mean"), res.run.validity.valid
-    level.why = ", ".join(res.run.validity.flags)
+    level.why = "; ".join(res.run.validity.reasons or res.run.validity.flags)
+    level.coalesced = res.run.reads.coalesced / max(res.run.reads.reads, 1)
+    level.lag_p95 = gen.get("loop_lag_p95_s")
     return level
 
 
@@ -141,9 +145,14 @@ def row(lv: Level) -> str:
     errs = " ".join(f"{lv.errors[k][0] * 1000:+7.2f}" for k in TOLERANCE)
     valid = "" if lv.valid is None else ("valid" if lv.valid else "INVALID")
     cpu = f"{lv.cpu:4.2f}" if lv.cpu is not None else "   -"
+    watch = (
+        f"{100 * lv.coalesced:6.2f} {lv.lag_p95 * 1000:6.1f}"
+        if lv.coalesced is not None and lv.lag_p95 is not None
+        else f"{'-':>6} {'-':>6}"
+    )
     return (
         f"{lv.client:8} {lv.streams:5d} {lv.events_s:9.0f} {errs} {lv.late_p99 * 1000:8.3f}"
-        f"{'!' if lv.server_fault else ' '} {cpu} {'yes' if lv.within else 'NO':>6} {valid:8} {lv.why}"
+        f"{'!' if lv.server_fault else ' '} {cpu} {watch} {'yes' if lv.within else 'NO':>6} {valid:8} {lv.why}"
     )
 
 
@@ -157,7 +166,10 @@ def main(argv: list[str]) -> int:
     streams = [int(a) for a in argv] or list(LEVELS)
     results: dict[str, list[Level]] = {"locust": [], "aiohttp": []}
     heads = " ".join(f"{m} p{p}".rjust(7) for m, p in TOLERANCE)
-    print(f"{'client':8} {'strms':>5} {'events/s':>9} {heads} {'late p99':>8}  {'cpu':>4} {'within':>6} validity")
+    print(
+        f"{'client':8} {'strms':>5} {'events/s':>9} {heads} {'late p99':>8}  {'cpu':>4} {'coal%':>6} {'lag95':>6} "
+        f"{'within':>6} validity"
+    )
     print(f"{'':24} {'error vs truth, ms':^31} {'ms (!: server)':>14}")
     for n in streams:
         for lv in (ours(n), yardstick(n)):

@@ -88,6 +88,15 @@ def read_some(resp: HTTPSocketPoolResponse, timeout: float) -> tuple[bytes, floa
     return data, time.perf_counter() if rx is None else rx
 
 
+def count_read(rec: RequestRecord, events: int) -> None:
+    """Count a read that brought `events` content events; several share one kernel receive stamp
+    (a coalesced read: the gaps between them are lost, one before them inflated)."""
+    if events:
+        rec.reads += 1
+        if events > 1:
+            rec.coalesced_reads += 1
+
+
 def header(resp: HTTPSocketPoolResponse, name: str) -> str | None:
     """A response header's value; a repeated one joined as HTTP allows."""
     value = resp.get(name)
@@ -219,34 +228,38 @@ class StreamClient:
                     rec.outcome, rec.error = "truncated", "stream ended without a terminator"
                 return
             head = head or data
-            for ev in decoder.feed(data):
-                seen, last_event = seen + 1, now
-                if not ev.data:  # `data:` alone carries nothing to read
-                    continue
-                if not ev.valid_utf8:
-                    rec.outcome, rec.error = "malformed", "invalid UTF-8 in an event"
-                    return
-                try:
-                    parsed = adapter.event(ev.data)
-                except (ValueError, KeyError, IndexError, TypeError) as e:
-                    rec.outcome, rec.error = "malformed", f"event {ev.data[:80]!r}: {e}"
-                    return
-                if parsed.error is not None:
-                    rec.outcome, rec.error = f"http_{parsed.error_code or 500}", parsed.error
-                    return
-                if parsed.text:
-                    if chunks:
-                        gaps.append(now - last_content)
-                    else:
-                        rec.ttft = now - start
-                    chunks.append(parsed.text)
-                    last_content = now
-                if parsed.usage_tokens is not None:
-                    rec.usage_tokens = parsed.usage_tokens
-                if parsed.done:  # the stream ended: ok, with or without text (an EOS first token)
-                    rec.e2e = now - start
-                    self._drain(resp)
-                    return
+            before = len(chunks)
+            try:
+                for ev in decoder.feed(data):
+                    seen, last_event = seen + 1, now
+                    if not ev.data:  # `data:` alone carries nothing to read
+                        continue
+                    if not ev.valid_utf8:
+                        rec.outcome, rec.error = "malformed", "invalid UTF-8 in an event"
+                        return
+                    try:
+                        parsed = adapter.event(ev.data)
+                    except (ValueError, KeyError, IndexError, TypeError) as e:
+                        rec.outcome, rec.error = "malformed", f"event {ev.data[:80]!r}: {e}"
+                        return
+                    if parsed.error is not None:
+                        rec.outcome, rec.error = f"http_{parsed.error_code or 500}", parsed.error
+                        return
+                    if parsed.text:
+                        if chunks:
+                            gaps.append(now - last_content)
+                        else:
+                            rec.ttft = now - start
+                        chunks.append(parsed.text)
+                        last_content = now
+                    if parsed.usage_tokens is not None:
+                        rec.usage_tokens = parsed.usage_tokens
+                    if parsed.done:  # the stream ended: ok, with or without text (an EOS first token)
+                        rec.e2e = now - start
+                        self._drain(resp)
+                        return
+            finally:
+                count_read(rec, len(chunks) - before)
 
     def _silence(self, why: str) -> str:
         lim = self.limits

@@ -124,6 +124,7 @@ class Harness:
             rec.at_stop = rec.outcome == "cancelled" and self.stopping
             rec.count_tokens()  # before it is added: adding never yields
             self.collector.add(rec)
+            self.watch.count(rec)
             self._locust_stats(rec)
 
     def _locust_stats(self, rec: RequestRecord) -> None:

@@ -30,7 +30,7 @@ class Merged:
         self.outcomes: Counter[tuple[str, ...]] = local.outcomes if local else Counter()
         self.slo_counts: Counter[tuple[str, ...]] = local.slo_counts if local else Counter()
         self.requests = requests
-        self.generator: dict[str, dict[str, list[float]]] = {}  # process -> cpu and loop-lag samples
+        self.generator: dict[str, dict[str, Any]] = {}  # process -> cpu and loop-lag samples, read counts
 
     def merge(self, data: dict[str, Any]) -> None:
         """Add a worker's report."""
@@ -50,10 +50,11 @@ class Merged:
             self.requests.write(lines[i : i + YIELD_EVERY])
             gevent.sleep(0)
 
-    def watch(self, process: str, samples: dict[str, list[float]]) -> None:
-        g = self.generator.setdefault(process, {"cpu": [], "lags": []})
-        g["cpu"] += samples["cpu"]
-        g["lags"] += samples["lags"]
+    def watch(self, process: str, samples: dict[str, Any]) -> None:
+        """Add a process's self-watch samples (lists grow, counts add)."""
+        g = self.generator.setdefault(process, {})
+        for k, v in samples.items():
+            g[k] = g[k] + v if k in g else v
 
 
 class Finals:

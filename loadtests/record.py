@@ -55,6 +55,8 @@ class RequestRecord:
     gaps: list[float] = field(default_factory=list)  # between consecutive content events
     chunks: list[str] = field(default_factory=list)  # text of each content event
     usage_tokens: int | None = None
+    reads: int = 0  # socket reads of the body that brought content events
+    coalesced_reads: int = 0  # ... that brought several (one kernel receive stamp for all: gaps lost)
     at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out

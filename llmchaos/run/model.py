@@ -125,7 +125,16 @@ class GuardTrip(Row):
 
 class Validity(Row):
     valid: bool
-    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>
+    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_coalesced:<process>
+    reasons: tuple[str, ...] = ()  # one line per flag: the figure measured against its limit
+
+
+class Reads(Row):
+    """The generator's socket reads of stream bodies that brought content events, and those that
+    brought several (coalesced: one kernel receive stamp for all, so the gaps between them are lost)."""
+
+    reads: int = 0
+    coalesced: int = 0
 
 
 class RequestsFile(Row):
@@ -225,6 +234,7 @@ class Run(Row):
     host: dict[str, Any]
     generator: dict[str, Any]  # per process: CPU and event-loop lag
     validity: Validity
+    reads: Reads = Reads()
     faults: list[FaultWindow] = []
     outcomes: list[OutcomeCount] = []
     slo: list[SloResult] = []

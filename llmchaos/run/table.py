@@ -36,10 +36,13 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
             f"{'pass' if row.passed else 'FAIL':>5}"
         )
+    if run.reads.reads:
+        share = 100 * run.reads.coalesced / run.reads.reads
+        lines.append(f"stream reads: {run.reads.reads}, {run.reads.coalesced} coalesced ({share:.2f} %)")
     if not run.validity.valid:
         lines.append(
-            "INVALID RUN: the load generator saturated ("
-            + ", ".join(run.validity.flags)
+            "INVALID RUN: the load generator could not keep up ("
+            + "; ".join(run.validity.reasons or run.validity.flags)
             + "); its own queueing is in these latencies"
         )
     return "\n".join(lines)
