@@ -60,6 +60,7 @@ class Level:
     why: str = ""
     coalesced: float | None = None  # our run's share of stream reads that brought several events
     lag_p95: float | None = None  # our run's event-loop lag p95, s
+    load: float = 0.0  # the machine's 1-minute load average at the end (others' work shares the cores)
 
     @property
     def within(self) -> bool:
@@ -152,7 +153,8 @@ def row(lv: Level) -> str:
     )
     return (
         f"{lv.client:8} {lv.streams:5d} {lv.events_s:9.0f} {errs} {lv.late_p99 * 1000:8.3f}"
-        f"{'!' if lv.server_fault else ' '} {cpu} {watch} {'yes' if lv.within else 'NO':>6} {valid:8} {lv.why}"
+        f"{'!' if lv.server_fault else ' '} {cpu} {watch} {lv.load:4.1f} {'yes' if lv.within else 'NO':>6} {valid:8} "
+        f"{lv.why}"
     )
 
 
@@ -167,16 +169,18 @@ def main(argv: list[str]) -> int:
     results: dict[str, list[Level]] = {"locust": [], "aiohttp": []}
     heads = " ".join(f"{m} p{p}".rjust(7) for m, p in TOLERANCE)
     print(
-        f"{'client':8} {'strms':>5} {'events/s':>9} {heads} {'late p99':>8}  {'cpu':>4} {'coal%':>6} {'lag95':>6} "
-        f"{'within':>6} validity"
+        f"{'client':8} {'strms':>5} {'events/s':>9} {heads} {'late p99':>8}  {'cpu':>4} {'coal%':>6} "
+        f"{'lag95':>6} {'load':>4} {'within':>6} validity"
     )
     print(f"{'':24} {'error vs truth, ms':^31} {'ms (!: server)':>14}")
     for n in streams:
-        for lv in (ours(n), yardstick(n)):
+        for measure in (ours, yardstick):
+            lv = measure(n)
+            lv.load = os.getloadavg()[0]
             results[lv.client].append(lv)
             print(row(lv), flush=True)
     cap = {c: capacity(lvs) for c, lvs in results.items()}
-    ratio = cap["locust"] / cap["aiohttp"] if cap["aiohttp"] else float("nan")
+    ratio = cap["locust"] / cap["aiohttp"] if cap["aiohttp"] else float("inf") if cap["locust"] else float("nan")
     print(f"server: {results['locust'][0].realtime}")
     print(f"capacity: locust {cap['locust']:.0f} events/s, aiohttp {cap['aiohttp']:.0f} events/s, ratio {ratio:.2f}")
     flag_ok = all(lv.valid == lv.within for lv in results["locust"] if not lv.server_fault)
