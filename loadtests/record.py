@@ -184,4 +184,6 @@ class RequestRecord:
             self.tokens_from,
             self.at_stop,
             self.replay,
+            self.reads,
+            self.coalesced_reads,
         )

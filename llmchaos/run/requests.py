@@ -57,6 +57,8 @@ class RequestLine:
     tokens_from: str | None = None  # usage | tokenizer: the count output_tokens and the ITL samples follow
     at_stop: bool = False  # cancelled because the test stopped: apart from the requests issued
     replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay.py)
+    reads: int = 0  # socket reads of the body that brought content events
+    coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
 
     def encode(self) -> bytes:
         """The line, without its newline (orjson writes dataclasses natively and fast)."""

@@ -14,7 +14,7 @@ from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
 from loadtests.client import Limits, StreamClient
 from loadtests.record import RequestRecord
-from tests.integration.loadtest_helpers import locust, only_run
+from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.servers import raw_upstream, scripted
 
 pytestmark = pytest.mark.integration
@@ -63,20 +63,25 @@ def test_events_written_far_apart_are_no_coalesced_read(upstream):
     assert min(rec.gaps) > 0.0
 
 
-def test_a_run_counts_its_coalesced_reads_and_a_run_of_them_is_invalid(tmp_path):
+@pytest.mark.parametrize("mode", ["one process", "master and two workers"])
+def test_a_run_counts_its_coalesced_reads_and_a_run_of_them_is_invalid(tmp_path, mode):
     # No gap between events: they are written back to back and read several at a time; the run is
-    # invalid (its ITL is the reads', not the server's), says why, and prints its reads.
+    # invalid (its ITL is the reads', not the server's), says why, and prints its reads; a master
+    # adds up its workers' counts.
     with scripted.running(3, "--itl-ms", "0", "0") as url:
-        proc = locust(
-            "--host", url, "--results-dir", str(tmp_path), "-u", "4", "-r", "4", "-t", "3s",
-            "--langs", "en", "--max-tokens", "200",
-        )  # fmt: skip
+        args = ("--host", url, "--results-dir", str(tmp_path), "-u", "4", "-r", "4", "-t", "3s")
+        args += ("--langs", "en", "--max-tokens", "200")
+        proc = locust(*args) if mode == "one process" else distributed(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, requests = only_run(tmp_path)
     reads = run["reads"]
     assert 0 < reads["coalesced"] <= reads["reads"] < sum(200 for r in requests if r["outcome"] == "ok")
-    assert run["generator"]["local"]["coalesced_reads"] == reads["coalesced"]
-    assert "reads_coalesced:local" in run["validity"]["flags"]
+    assert sum(r["coalesced_reads"] for r in requests) == reads["coalesced"]  # per request in requests.jsonl
+    assert sum(r["reads"] for r in requests) == reads["reads"]
+    procs = run["generator"]
+    assert len(procs) == (1 if mode == "one process" else 2)
+    assert sum(p["coalesced_reads"] for p in procs.values()) == reads["coalesced"]
+    assert any(f.startswith("reads_coalesced:") for f in run["validity"]["flags"])
     assert any("under one stamp" in r for r in run["validity"]["reasons"])
     assert f"stream reads: {reads['reads']}, {reads['coalesced']} coalesced" in proc.stderr
     assert "INVALID RUN" in proc.stderr
