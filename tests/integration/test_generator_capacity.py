@@ -3,14 +3,31 @@ real processes on loopback, judged the way the benchmark judges them."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+
 import httpx
+import pytest
 
 from benchmarks import _truth_server, _yardstick, generator_capacity
 from benchmarks._common import process
 
 
-def test_truth_server_logs_every_send_and_never_sends_early() -> None:
-    with process(generator_capacity.SERVER, cpu=None, health="/healthz") as (url, _):
+@pytest.fixture(params=["python", "c"])
+def server(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """The ground-truth server's command: the Python one, and the C one the benchmark builds."""
+    if request.param == "python":
+        yield generator_capacity.PY_SERVER
+        return
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: the benchmark uses the Python server")
+    with tempfile.TemporaryDirectory() as build:
+        yield generator_capacity.server_command(build)
+
+
+def test_truth_server_logs_every_send_and_never_sends_early(server: list[str]) -> None:
+    with process(server, cpu=None, health="/healthz") as (url, _):
         measured = _yardstick.run(url, 3, ["en", "zh"], 1.2)
         truth = httpx.get(url + "/truth", timeout=30).json()
     assert len(measured) >= 3  # three streams, at least one whole request each
