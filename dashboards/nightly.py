@@ -5,8 +5,9 @@ against a baseline folder. Every process is started by its command (`llmchaos se
 - NIGHTLY_DIR (results/nightly): this night's runs go to DIR/<stamp>/runs, its JUnit file and HTML
   report next to them; DIR/history keeps every night's runs (`regress --history`);
 - NIGHTLY_BASELINE (DIR/baseline): the runs to gate against; when it holds none, tonight's become it;
-- NIGHTLY_RUNS (3), NIGHTLY_DURATION (30s), NIGHTLY_WARMUP (5s), NIGHTLY_USERS (8), NIGHTLY_LANGS
-  (en,de,ja), NIGHTLY_MAX_TOKENS (32): the load, the same every night;
+- NIGHTLY_RUNS (3), NIGHTLY_DURATION (30s), NIGHTLY_WARMUP (5s), NIGHTLY_RATE (20 requests/s, open
+  loop: a slower build is offered the same load; 0 for closed-loop users), NIGHTLY_USERS (32, the
+  concurrency cap), NIGHTLY_LANGS (en,de,ja), NIGHTLY_MAX_TOKENS (32): the load, the same every night;
 - NIGHTLY_SERVER_ARGS: extra `llmchaos serve` flags (the build under test, e.g. --sim-time-scale 1.2);
 - NIGHTLY_RULES: a rules file for `llmchaos regress`;
 - PUSHGATEWAY_URL: when set, every run pushes its metrics there (Locust's --push-gateway).
@@ -64,9 +65,12 @@ def load(url: str, results: Path, log: Path) -> None:
     argv = [
         *(sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary"),
         *("--host", url, "--results-dir", str(results), "-t", env("NIGHTLY_DURATION", "30s")),
-        *("-u", env("NIGHTLY_USERS", "8"), "-r", env("NIGHTLY_USERS", "8"), "--warmup", env("NIGHTLY_WARMUP", "5s")),
+        *("-u", env("NIGHTLY_USERS", "32"), "-r", env("NIGHTLY_USERS", "32"), "--warmup", env("NIGHTLY_WARMUP", "5s")),
         *("--langs", env("NIGHTLY_LANGS", "en,de,ja"), "--max-tokens", env("NIGHTLY_MAX_TOKENS", "32")),
     ]
+    rate = env("NIGHTLY_RATE", "20")
+    if rate != "0":  # the load test checks the number itself
+        argv += ["--rate", rate]
     if os.environ.get("PUSHGATEWAY_URL"):
         argv += ["--push-gateway", os.environ["PUSHGATEWAY_URL"]]
     with open(log, "ab") as out:
