@@ -6,14 +6,16 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
-from locust.runners import MasterRunner
 
 from llmchaos.histogram import HistogramSet
 from llmchaos.run import RequestsWriter
 from loadtests.collector import Collector
+
+if TYPE_CHECKING:  # importing locust monkey-patches the process: tests import this module without it
+    from locust.runners import MasterRunner
 
 log = logging.getLogger("llmchaos")
 FLUSH_MSG, FINAL_MSG = "llmchaos_flush", "llmchaos_final"  # the master asks for, and gets, a worker's last data

@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Response, jsonify, request
-from locust.env import Environment
-from locust.runners import STATE_STOPPED, MasterRunner
 
 from llmchaos import slo
-from loadtests.harness import Harness
 from loadtests.merge import Merged
+
+if TYPE_CHECKING:  # importing locust monkey-patches the process: the rows' tests import this module without it
+    from locust.env import Environment
+
+    from loadtests.harness import Harness
 
 LANGS, FAULTS = "llmchaos-languages", "llmchaos-faults"
 ROUTE = "/llmchaos/tab"
@@ -117,6 +119,8 @@ def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
 
 def settled(h: Harness) -> bool:
     """Whether the test has stopped and its totals are final (a master has every worker's last data)."""
+    from locust.runners import STATE_STOPPED, MasterRunner
+
     runner = h.env.runner
     if not h.stopping or runner is None:
         return False

@@ -1,6 +1,10 @@
 """Hypothesis profiles for the fuzz tests: `ci` (the default, in make test) runs a fixed, repeatable
-set of examples; `soak` (make fuzz) runs many fresh ones."""
+set of examples; `soak` (make fuzz) runs many fresh ones. And no test module may import locust into
+the test process."""
 
+import sys
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -13,3 +17,10 @@ settings.register_profile(
 )
 settings.register_profile("soak", max_examples=20_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Importing locust monkey-patches threads, sockets and sleeps with gevent's for every later test
+    (a torch step in a 'thread' then blocks the event loop): tests run Locust in its own processes."""
+    if "locust" in sys.modules:
+        raise pytest.UsageError("a test module imported locust into the test process (through loadtests?)")
