@@ -12,6 +12,8 @@ from llmchaos import slo
 from llmchaos.histogram import HistogramSet, Key
 from loadtests.record import RequestRecord, count_batch
 
+YIELD_EVERY = 64  # records encoded or written between yields to the event loop while streams run
+
 
 class Collector:
     """Histograms, outcome counts, SLO counts and sampled records of this process's requests."""
@@ -72,4 +74,9 @@ def encode(recs: list[RequestRecord], streaming: bool) -> list[bytes]:
     if not recs:
         return []
     own = count_batch([r.text for r in recs], off_loop=streaming)
-    return [r.line(n).encode() for r, n in zip(recs, own, strict=True)]
+    lines = []
+    for i, (r, n) in enumerate(zip(recs, own, strict=True), 1):
+        lines.append(r.line(n).encode())
+        if streaming and i % YIELD_EVERY == 0:
+            gevent.sleep(0)
+    return lines

@@ -12,7 +12,7 @@ import gevent
 
 from llmchaos.histogram import HistogramSet
 from llmchaos.run import RequestsWriter
-from loadtests.collector import Collector
+from loadtests.collector import YIELD_EVERY, Collector
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process: tests import this module without it
     from locust.runners import MasterRunner
@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # importing locust monkey-patches the process: tests import t
 log = logging.getLogger("llmchaos")
 FLUSH_MSG, FINAL_MSG = "llmchaos_flush", "llmchaos_final"  # the master asks for, and gets, a worker's last data
 FINAL_WAIT_S = 15.0
-YIELD_EVERY = 64  # records written between yields to the event loop
 
 
 class Merged:

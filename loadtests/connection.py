@@ -1,0 +1,240 @@
+"""One keep-alive HTTP/1.1 connection on the data plane: a non-blocking socket, TLS in memory for
+https, and each read stamped with the kernel's receive time (SO_TIMESTAMPNS) on the perf_counter
+clock, so an event is timed when it reached the host, not when the generator got to it. TLS goes
+through memory BIOs so that even an https stream keeps the kernel's stamp of its bytes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import ssl
+import struct
+import sys
+import time
+from collections.abc import Callable
+from time import perf_counter
+
+from gevent import monkey
+
+from llmchaos.net import SO_TIMESTAMPNS
+from loadtests.exchange import Exchange
+from loadtests.plane import EPOLLIN, EPOLLOUT, EPOLLRDHUP, Plane
+
+_socket = monkey.get_original("socket", "socket")
+RX_CMSG = socket.CMSG_SPACE(16)
+STAMP = struct.Struct("qq")
+BLOCK = 65536
+
+
+def stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """A read's receive time on the perf_counter clock: the kernel's stamp when it gave one (never
+    later than now), else now."""
+    now = perf_counter()
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = STAMP.unpack_from(payload)
+            return min(now, now - (time.time() - sec - nsec * 1e-9))
+    return now
+
+
+class Connection:
+    """To `host`:`port` at `address` (family, sockaddr), over TLS when `tls` is given; one exchange
+    at a time. Lives on the plane's thread."""
+
+    def __init__(
+        self, plane: Plane, host: str, port: int, address: tuple[int, tuple], tls: ssl.SSLContext | None
+    ) -> None:
+        self.plane, self.host, self.port, self.address, self.tls_context = plane, host, port, address, tls
+        self.sock: socket.socket | None = None
+        self.fd = -1
+        self.tls: ssl.SSLObject | None = None
+        self._tls_in, self._tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._handshaking = False
+        self._pending = b""  # bytes still to send
+        self.exchange: Exchange | None = None
+        self.opened = 0  # connections opened so far
+        self._step: Callable[[], None] = self._on_readable  # what the socket being ready means now
+
+    def ready(self, events: int) -> None:
+        self._step()
+
+    def crashed(self, error: Exception) -> None:
+        ex = self.exchange
+        self.close()
+        if ex is not None and not ex.done:
+            ex.end("malformed", f"unreadable by the client: {type(error).__name__}: {error}")
+
+    def start(self, ex: Exchange) -> None:
+        """Send `ex` on this connection, opened now unless it is open and idle."""
+        if self.exchange is not None:  # the last response is still draining: not worth the wait
+            self.close()
+        self.exchange, ex.conn = ex, self
+        if self.sock is None:
+            self._connect(ex)
+        else:
+            ex.reused = True
+            self._write(ex.request)
+        self.plane.due(ex)
+
+    def release(self) -> None:
+        """The exchange is over and the connection clean: keep it, watching for the peer closing it."""
+        self.exchange = None
+        if self.sock is not None:
+            self._wait(EPOLLIN | EPOLLRDHUP, self._on_readable)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.plane.unwatch(self.fd)
+            self.sock.close()
+            self.sock, self.tls, self._pending = None, None, b""
+        self.exchange = None
+
+    def _wait(self, mask: int, step: Callable[[], None]) -> None:
+        self._step = step
+        self.plane.watch(self.fd, mask, self)
+
+    # -- opening -------------------------------------------------------------------------------
+    def _connect(self, ex: Exchange) -> None:
+        family, sockaddr = self.address
+        sock = _socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        if family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sys.platform == "linux":
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.sock, self.fd = sock, sock.fileno()
+        self.opened += 1
+        ex.connecting(perf_counter())
+        err = sock.connect_ex(sockaddr)
+        if err not in (0, errno.EINPROGRESS):
+            self._lost(OSError(err, os.strerror(err)))
+            return
+        self._wait(EPOLLOUT, self._on_connected)
+
+    def _on_connected(self) -> None:
+        assert self.sock is not None
+        assert self.exchange is not None
+        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            self._lost(OSError(err, os.strerror(err)))
+            return
+        if self.tls_context is None:
+            self.exchange.connected()
+            self._write(self.exchange.request)
+            return
+        self._tls_in, self._tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = self.tls_context.wrap_bio(self._tls_in, self._tls_out, server_hostname=self.host)
+        self._handshaking = True
+        self._handshake()
+
+    def _handshake(self) -> None:
+        assert self.tls is not None
+        assert self.exchange is not None
+        try:
+            self.tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self._write(b"")
+            return
+        except ssl.SSLError as e:
+            self._lost(e)
+            return
+        self._handshaking = False
+        self.exchange.connected()
+        self._write(self.exchange.request)
+
+    # -- bytes out -----------------------------------------------------------------------------
+    def _write(self, data: bytes) -> None:
+        if self.tls is not None:
+            if data:
+                self.tls.write(data)
+            data = self._tls_out.read()
+        self._pending += data
+        self._send()
+
+    def _send(self) -> None:
+        assert self.sock is not None
+        try:
+            sent = self.sock.send(self._pending) if self._pending else 0
+        except BlockingIOError:
+            sent = 0
+        except OSError as e:
+            self._lost(e)
+            return
+        self._pending = self._pending[sent:]
+        if self._pending:
+            self._wait(EPOLLOUT, self._send)
+        else:
+            self._wait(EPOLLIN, self._on_readable)
+
+    # -- bytes in ------------------------------------------------------------------------------
+    def _on_readable(self) -> None:
+        sock = self.sock
+        if sock is None:
+            return
+        try:
+            data, ancillary, _, _ = sock.recvmsg(BLOCK, RX_CMSG)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            self._lost(e)
+            return
+        now = stamp(ancillary)
+        ex = self.exchange
+        if ex is None:  # idle: the peer closed it (or sent what nobody asked for)
+            self.close()
+            return
+        if self.tls is not None:
+            try:
+                data, eof = self._decrypt(data)
+            except ssl.SSLError as e:
+                self._lost(e)
+                return
+            if self._handshaking:
+                self._handshake()
+                return
+            if data:
+                ex.received(data, now)
+            if eof and self.exchange is ex:
+                self._lost(None)
+            return
+        if data:
+            ex.received(data, now)
+        else:
+            self._lost(None)
+
+    def _decrypt(self, raw: bytes) -> tuple[bytes, bool]:
+        """The plaintext `raw` completes, and whether the TLS stream has ended."""
+        assert self.tls is not None
+        if raw:
+            self._tls_in.write(raw)
+        else:
+            self._tls_in.write_eof()
+        if self._handshaking:
+            return b"", False
+        out: list[bytes] = []
+        while True:
+            try:
+                piece = self.tls.read(BLOCK)
+            except ssl.SSLWantReadError:
+                return b"".join(out), not raw
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return b"".join(out), True
+            if not piece:
+                return b"".join(out), True
+            out.append(piece)
+
+    def _lost(self, error: OSError | None) -> None:
+        """The connection closed (`error` None: by the peer) or failed. A request sent on a kept
+        connection that brought no byte back goes once more on a new one (the server had closed
+        it meanwhile), as HTTP clients do; otherwise the exchange ends with it."""
+        ex = self.exchange
+        self.close()
+        if ex is None or ex.done:
+            return
+        if ex.reused and not ex.began:
+            ex.reused = False
+            self.start(ex)
+            return
+        ex.ended(error, perf_counter())

@@ -1,0 +1,247 @@
+"""The data plane's own paths over real sockets: https through memory BIOs (stamped, verified), a
+kept connection the server closed, a request killed mid-stream, a refused connection and an unknown
+host, and its deadline heap."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import queue
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import gevent
+import pytest
+import trustme
+
+from loadtests.adapters import ADAPTERS, Call
+from loadtests.client import StreamClient, tls_context
+from loadtests.exchange import Limits
+from loadtests.plane import plane
+from loadtests.record import RequestRecord
+from tests.servers import raw_upstream, scripted
+
+pytestmark = pytest.mark.integration
+
+LIMITS = Limits(connect=2.0, ttft=5.0, stall=5.0, request=10.0)
+GAP_S = 0.03
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def event(text: str) -> bytes:
+    return ("data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) + "\n\n").encode()
+
+
+def chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def ask(client: StreamClient, call: Call | None = None) -> RequestRecord:
+    adapter = ADAPTERS["openai-chat"]
+    rec = RequestRecord("en", adapter.name, "t")
+    client.run(adapter, call or adapter.call("m", "x", "en", 8, True, False, None), True, rec, time.perf_counter())
+    return rec
+
+
+class TlsServer:
+    """Answers each TLS connection with three events `GAP_S` apart and [DONE], then closes."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.context = context
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.errors: queue.Queue[str] = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):  # the listener closed: done
+            while True:
+                conn, _ = self.listener.accept()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each write its own segment
+                with conn:
+                    try:
+                        tls = self.context.wrap_socket(conn, server_side=True)
+                    except ssl.SSLError as e:  # the client refused our certificate
+                        self.errors.put(str(e))
+                        continue
+                    with tls:
+                        head = b""
+                        while b"\r\n\r\n" not in head:
+                            head += tls.recv(65536)
+                        tls.sendall(HEAD + chunked(event("a")))
+                        for piece in (event("b"), event("c"), b"data: [DONE]\n\n"):
+                            time.sleep(GAP_S)
+                            tls.sendall(chunked(piece))
+                        tls.sendall(b"0\r\n\r\n")
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[TlsServer, Path]]:
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(server_context)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    server = TlsServer(server_context)
+    tls_context.cache_clear()
+    yield server, ca_file
+    tls_context.cache_clear()
+    server.close()
+
+
+def test_an_https_stream_is_read_and_timed_through_the_kernel_stamps(tls_server, monkeypatch):
+    server, ca_file = tls_server
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # how a user trusts a private CA
+    client = StreamClient(f"https://localhost:{server.port}", LIMITS)
+    try:
+        rec = ask(client)
+    finally:
+        client.close()
+    assert (rec.outcome, rec.error, rec.chunks) == ("ok", None, ["a", "b", "c"])
+    assert all(GAP_S * 0.9 < g < GAP_S * 10 for g in rec.gaps), rec.gaps
+    assert (rec.reads, rec.coalesced_reads) == (3, 0)
+
+
+def test_an_https_server_nobody_vouches_for_is_a_connect_error(tls_server):
+    server, _ = tls_server
+    client = StreamClient(f"https://localhost:{server.port}", LIMITS)
+    try:
+        rec = ask(client)
+    finally:
+        client.close()
+    assert rec.outcome == "connect_error"
+    assert str(rec.error).startswith("SSLCertVerificationError"), rec.error
+    assert server.errors.get(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[raw_upstream.RawUpstream]:
+    with raw_upstream.running() as server:
+        yield server
+
+
+def script(pieces: list[bytes], close: bool) -> Call:
+    body = {"pieces": [p.decode("latin-1") for p in pieces], "gap_s": 0.0, "close": close}
+    return Call("/script", {}, json.dumps(body).encode())
+
+
+def test_a_kept_connection_closed_under_a_request_is_retried_once_on_a_new_one(upstream):
+    # The first answer keeps the connection; at the next request the server closes it unanswered,
+    # and again on the new one: sent twice in all, then a connect error, never a loop.
+    client = StreamClient(upstream.url, LIMITS)
+    whole = HEAD + chunked(event("a") + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    try:
+        assert ask(client, script([whole], close=False)).outcome == "ok"
+        before = len(upstream.seen)
+        rec = ask(client, script([], close=True))
+    finally:
+        client.close()
+    assert (rec.outcome, rec.error) == ("connect_error", "connection closed before the response")
+    assert len(upstream.seen) - before == 2
+    assert client.connections == 2
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced(upstream):
+    client = StreamClient(upstream.url, LIMITS)
+    whole = HEAD + chunked(event("a") + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    try:
+        assert ask(client, script([whole], close=True)).outcome == "ok"
+        time.sleep(0.1)  # the close reaches the idle connection
+        assert ask(client, script([whole], close=False)).outcome == "ok"
+    finally:
+        client.close()
+    assert client.connections == 2
+
+
+@pytest.fixture(scope="module")
+def slow() -> Iterator[str]:
+    with scripted.running(4) as url:
+        yield url
+
+
+def test_a_request_killed_mid_stream_is_cancelled_and_its_connection_dropped(slow):
+    client = StreamClient(slow, LIMITS)
+    adapter = ADAPTERS["openai-chat"]
+    body = json.loads(adapter.call("m", "x", "en", 100, True, False, None).body)
+    body["x_script"] = {"ttft_ms": [5, 5], "itl_ms": [20, 20]}
+    call = Call("/v1/chat/completions", {"content-type": "application/json"}, json.dumps(body).encode())
+    rec = RequestRecord("en", adapter.name, slow)
+    try:
+        g = gevent.spawn(client.run, adapter, call, True, rec, time.perf_counter())
+        gevent.sleep(0.3)
+        g.kill()
+        assert rec.outcome == "cancelled"
+        assert 0 < len(rec.chunks) < 100
+        assert len(rec.gaps) == len(rec.chunks) - 1
+        seen = len(rec.chunks)
+        gevent.sleep(0.1)
+        assert len(rec.chunks) == seen  # the plane no longer writes to it
+        assert ask(client).outcome == "ok"  # the next request goes on a new connection
+    finally:
+        client.close()
+    assert client.connections == 2
+
+
+def test_a_refused_connection_is_a_connect_error():
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    client = StreamClient(f"http://127.0.0.1:{port}", LIMITS)
+    rec = ask(client)
+    client.close()
+    assert rec.outcome == "connect_error"
+    assert str(rec.error).startswith("ConnectionRefusedError"), rec.error
+
+
+def test_an_unknown_host_is_a_connect_error():
+    rec = ask(StreamClient("http://no-such-host.invalid:80", LIMITS))
+    assert rec.outcome == "connect_error"
+    assert str(rec.error).startswith("gaierror"), rec.error
+
+
+class Item:
+    """A deadline the test moves, and when the plane expired it."""
+
+    def __init__(self, name: str, deadline: float | None, out: queue.Queue[tuple[str, float, float | None]]) -> None:
+        self.name, self.deadline, self.out = name, deadline, out
+        self.scheduled = math.inf
+
+    def expire(self, now: float) -> None:
+        self.out.put((self.name, now, self.deadline))
+        self.deadline = None
+
+
+def test_the_plane_expires_each_deadline_once_and_never_early():
+    out: queue.Queue[tuple[str, float, float | None]] = queue.Queue()
+    t = time.perf_counter()
+    later = Item("later", t + 0.05, out)  # moved later after it was due: found at its first time, put back
+    earlier = Item("earlier", t + 0.5, out)  # moved earlier: a new entry
+    dropped = Item("dropped", t + 0.05, out)  # nothing due any more
+    p = plane()
+
+    def arrange() -> None:
+        for item in (later, earlier, dropped):
+            p.due(item)
+        later.deadline, earlier.deadline, dropped.deadline = t + 0.2, t + 0.1, None
+        p.due(earlier)
+        p.due(later)
+
+    p.call(arrange)
+    got = [out.get(timeout=5) for _ in range(2)]
+    assert [name for name, _, _ in got] == ["earlier", "later"]
+    for _, now, deadline in got:
+        assert deadline is not None
+        assert now >= deadline
+    with pytest.raises(queue.Empty):
+        out.get(timeout=0.6)  # neither expires twice, the dropped one never
