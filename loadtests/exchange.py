@@ -274,15 +274,17 @@ class Exchange:
         response (draining what follows a terminator for DRAIN_S at most)."""
         rec, conn = self.rec, self.conn
         rec.outcome, rec.error = outcome, error
-        self.done, self.deadline = True, None
+        self.done = True
         if conn is not None:
-            if outcome != "ok":
-                conn.close()
-            elif self.complete:
-                conn.release()
-            else:
+            if outcome == "ok" and not self.complete:
                 self.deadline = time.perf_counter() + DRAIN_S
                 conn.plane.due(self)
+            else:
+                conn.plane.forget(self)
+                if outcome == "ok":
+                    conn.release()
+                else:
+                    conn.close()
         self._finished()
 
     def _drain(self, data: bytes) -> None:
@@ -294,5 +296,5 @@ class Exchange:
             return
         self._pieces = []
         if self.complete:
-            self.deadline = None
+            self.conn.plane.forget(self)
             self.conn.release()

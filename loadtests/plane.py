@@ -25,6 +25,7 @@ _epoll = monkey.get_original("select", "epoll")
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 EPOLLIN, EPOLLOUT, EPOLLRDHUP = 0x001, 0x004, 0x2000
 IDLE_WAIT_S = 1.0  # the longest epoll wait with nothing due
+STALE_SLACK = 64  # stale heap entries tolerated beyond twice the live ones
 GIL_SWITCH_S = 0.0005  # a busy Locust thread hands the plane the GIL after this long (Python's default: 5 ms)
 
 
@@ -70,6 +71,7 @@ class Plane:
         self._watchers: dict[int, Watcher] = {self._wake: _Wake(self)}
         self._heap: list[tuple[float, int, Timed]] = []
         self._seq = itertools.count()
+        self._live = 0  # items with an entry in the heap
         sys.setswitchinterval(GIL_SWITCH_S)
         self.thread_id = _start_thread(self._run, ())
 
@@ -97,8 +99,27 @@ class Plane:
         has makes a new one; a later one is found when that entry comes up and put back then."""
         deadline = item.deadline
         if deadline is not None and deadline < item.scheduled:
+            if item.scheduled == math.inf:
+                self._live += 1
             item.scheduled = deadline
             heapq.heappush(self._heap, (deadline, next(self._seq), item))
+
+    def forget(self, item: Timed) -> None:
+        """`item` has nothing due any more: its entry goes stale, and the heap is rebuilt without
+        stale entries once they outnumber the live ones (a request's limit lies minutes ahead:
+        left in place, every finished request would be kept that long)."""
+        item.deadline = None
+        if item.scheduled != math.inf:
+            item.scheduled = math.inf
+            self._live -= 1
+        if len(self._heap) > 2 * self._live + STALE_SLACK:
+            self._heap = [e for e in self._heap if e[0] == e[2].scheduled]
+            heapq.heapify(self._heap)
+
+    @property
+    def entries(self) -> int:
+        """Entries in the deadline heap, live and stale."""
+        return len(self._heap)
 
     def drain_inbox(self) -> None:
         os.eventfd_read(self._wake)
@@ -118,6 +139,7 @@ class Plane:
                 heapq.heappush(heap, (deadline, next(self._seq), item))
                 continue
             item.scheduled = math.inf
+            self._live -= 1
             if deadline is not None:
                 item.expire(now)
         return min(heap[0][0] - now, IDLE_WAIT_S) if heap else IDLE_WAIT_S

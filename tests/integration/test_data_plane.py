@@ -233,7 +233,8 @@ def test_the_plane_expires_each_deadline_once_and_never_early():
     def arrange() -> None:
         for item in (later, earlier, dropped):
             p.due(item)
-        later.deadline, earlier.deadline, dropped.deadline = t + 0.2, t + 0.1, None
+        later.deadline, earlier.deadline = t + 0.2, t + 0.1
+        p.forget(dropped)
         p.due(earlier)
         p.due(later)
 
@@ -245,3 +246,20 @@ def test_the_plane_expires_each_deadline_once_and_never_early():
         assert now >= deadline
     with pytest.raises(queue.Empty):
         out.get(timeout=0.6)  # neither expires twice, the dropped one never
+
+
+def test_finished_requests_leave_the_deadline_heap_bounded():
+    # Each request's limit lies minutes ahead: its entry must not keep it (and its record) that long.
+    out: queue.Queue[tuple[str, float, float | None]] = queue.Queue()
+    p = plane()
+    counted: queue.Queue[int] = queue.Queue()
+    items = [Item(str(i), time.perf_counter() + 600, out) for i in range(5000)]
+
+    def churn() -> None:
+        for item in items:
+            p.due(item)
+            p.forget(item)
+        counted.put(p.entries)
+
+    p.call(churn)
+    assert counted.get(timeout=10) <= 64 + 1
