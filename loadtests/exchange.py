@@ -76,7 +76,7 @@ class Exchange:
         self.done = False  # the record is whole and handed back
         self.parser = httptools.HttpResponseParser(self)
         self.headers: dict[str, str] = {}
-        self.mode = ""  # once the headers are in: "stream", "body" (a whole non-stream body) or "error"
+        self.mode = ""  # once the headers are in: "stream", "not_sse", "body" (a whole non-stream body) or "error"
         self.complete = False  # the response ended as HTTP frames it
         self._pieces: list[bytes] = []
         self.decoder = sse_codec.Decoder()
@@ -95,7 +95,13 @@ class Exchange:
 
     def on_headers_complete(self) -> None:
         status = self.rec.status = self.parser.get_status_code()
-        self.mode = "error" if status != 200 else "stream" if self.stream else "body"
+        if status != 200:
+            self.mode = "error"
+        elif not self.stream:
+            self.mode = "body"
+        else:
+            sse = self.headers.get("content-type", "").startswith("text/event-stream")
+            self.mode = "stream" if sse else "not_sse"
 
     def on_body(self, body: bytes) -> None:
         self._pieces.append(body)
@@ -129,15 +135,19 @@ class Exchange:
         except httptools.HttpParserError as e:
             self.end("malformed" if self.rec.status is None else "truncated", f"HTTP: {e}")
             return
-        if not self.mode or (not self._pieces and not self.complete and self.mode != "stream"):
-            return  # the headers are not all in yet, or no body: a stream's content type is checked now
-        body, self._pieces = b"".join(self._pieces), []
+        pieces = self._pieces
+        if not self.mode or (not pieces and not self.complete and self.mode in ("body", "error")):
+            return  # the headers are not all in yet, or a whole body is still to come
+        body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()
         self._dispatch(body, now)
 
     def _dispatch(self, body: bytes, now: float) -> None:
         """Body bytes of one read, by what the response turned out to be."""
         if self.mode == "stream":
             self._stream(body, now)
+        elif self.mode == "not_sse":
+            self.end("malformed", f"content-type {self.headers.get('content-type', '')!r}")
         elif self.mode == "body":
             self.head += body
             if self.complete:
@@ -189,10 +199,6 @@ class Exchange:
         return (limit, why) if limit < start + lim.request else (start + lim.request, "timeout")
 
     def _stream(self, data: bytes, now: float) -> None:
-        ctype = self.headers.get("content-type", "")
-        if not ctype.startswith("text/event-stream"):
-            self.end("malformed", f"content-type {ctype!r}")
-            return
         rec = self.rec
         chunks, before = rec.chunks, len(rec.chunks)
         self.head = self.head or data
