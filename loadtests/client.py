@@ -1,4 +1,4 @@
-"""Streaming HTTP client for the Locust users: the request runs on the data plane (`plane.py`),
+"""Streaming HTTP client for the Locust users: the request runs on the data plane (`dataplane/`),
 which times every SSE event and classifies the outcome; the calling greenlet waits for the record.
 
 The greenlet keeps what Locust needs (users, spawning, events, stats); the bytes are read by one
@@ -17,9 +17,9 @@ import gevent
 from gevent.event import Event
 
 from loadtests.adapters import Adapter, Call
-from loadtests.connection import Connection
-from loadtests.exchange import Exchange, Limits
-from loadtests.plane import plane
+from loadtests.dataplane.connection import Connection
+from loadtests.dataplane.exchange import Exchange, Limits
+from loadtests.dataplane.loop import plane
 from loadtests.record import RequestRecord
 
 USER_AGENT = "llmchaos"

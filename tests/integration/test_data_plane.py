@@ -21,8 +21,8 @@ import trustme
 
 from loadtests.adapters import ADAPTERS, Call
 from loadtests.client import StreamClient, tls_context
-from loadtests.exchange import Limits
-from loadtests.plane import plane
+from loadtests.dataplane.exchange import Limits
+from loadtests.dataplane.loop import plane
 from loadtests.record import RequestRecord
 from tests.servers import raw_upstream, scripted
 

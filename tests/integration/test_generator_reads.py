@@ -13,7 +13,7 @@ import pytest
 from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
 from loadtests.client import StreamClient
-from loadtests.exchange import Limits
+from loadtests.dataplane.exchange import Limits
 from loadtests.record import RequestRecord
 from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.servers import raw_upstream, scripted

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
 from loadtests.client import StreamClient
-from loadtests.exchange import Limits
+from loadtests.dataplane.exchange import Limits
 from loadtests.record import RequestRecord
 from tests.servers import scripted
 

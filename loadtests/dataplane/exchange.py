@@ -10,16 +10,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httptools
 
 from llmchaos import sse_codec
 from loadtests.adapters import Adapter
+from loadtests.dataplane.loop import Plane
 from loadtests.record import RequestRecord
-
-if TYPE_CHECKING:
-    from loadtests.connection import Connection
 
 DRAIN_S = 1.0  # a server ends the body right after the terminator; longer, the connection is dropped
 ERROR_TEXT = 500  # bytes of an error body kept as the record's error
@@ -54,6 +52,19 @@ def count_read(rec: RequestRecord, events: int) -> None:
             rec.coalesced_reads += 1
 
 
+class Link(Protocol):
+    """What an exchange needs of the connection carrying it."""
+
+    plane: Plane
+
+    @property
+    def exchange(self) -> Exchange | None: ...
+
+    def release(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Exchange:
     """A request's bytes, and the record its response fills. `finished` is called once, on the
     plane's thread, when the record is whole (the connection may drain a little longer)."""
@@ -70,7 +81,7 @@ class Exchange:
     ) -> None:
         self.adapter, self.request, self.stream, self.rec = adapter, request, stream, rec
         self.start, self.limits, self._finished = start, limits, finished
-        self.conn: Connection | None = None  # set when a connection takes it up
+        self.conn: Link | None = None  # set when a connection takes it up
         self.reused = False  # sent on a connection that served an earlier request
         self.began = False  # a response byte has arrived
         self.done = False  # the record is whole and handed back
