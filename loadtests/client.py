@@ -7,6 +7,7 @@ native thread per process, so a read costs no greenlet switch and no timer.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import time
@@ -69,6 +70,7 @@ class StreamClient:
         ex = Exchange(adapter, self._request(call), stream, rec, start, self.limits, woken.send)
         data_plane = plane()
         data_plane.call(lambda: conn.start(ex))
+        os.sched_yield()  # the plane sends it now, not after whatever else this thread has to do
         try:
             done.wait()
         except BaseException as e:  # killed (the test stops) or timed out from outside: drop it
