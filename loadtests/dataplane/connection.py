@@ -99,7 +99,11 @@ class Connection:
     # -- opening -------------------------------------------------------------------------------
     def _connect(self, ex: Exchange) -> None:
         family, sockaddr = self.address
-        sock = _socket(family, socket.SOCK_STREAM)
+        try:  # out of file descriptors, say: this request's connect error, not the plane's end
+            sock = _socket(family, socket.SOCK_STREAM)
+        except OSError as e:
+            ex.ended(e, perf_counter())
+            return
         sock.setblocking(False)
         if family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

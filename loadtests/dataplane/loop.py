@@ -16,6 +16,7 @@ import os
 import sys
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from time import perf_counter
 from typing import Protocol
 
@@ -48,17 +49,6 @@ class Watcher(Protocol):
     def crashed(self, error: Exception) -> None: ...
 
 
-class _Wake:
-    def __init__(self, plane: Plane) -> None:
-        self.plane = plane
-
-    def ready(self, events: int) -> None:
-        self.plane.drain_inbox()
-
-    def crashed(self, error: Exception) -> None:
-        raise error
-
-
 class Plane:
     """An epoll loop on its own OS thread. Other threads only `call` it; everything else is the
     plane's own and runs on its thread."""
@@ -68,7 +58,7 @@ class Plane:
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._poll.register(self._wake, EPOLLIN)
         self._inbox: deque[Callable[[], None]] = deque()
-        self._watchers: dict[int, Watcher] = {self._wake: _Wake(self)}
+        self._watchers: dict[int, Watcher] = {}
         self._heap: list[tuple[float, int, Timed]] = []
         self._seq = itertools.count()
         self._live = 0  # items with an entry in the heap
@@ -121,10 +111,10 @@ class Plane:
         """Entries in the deadline heap, live and stale."""
         return len(self._heap)
 
-    def drain_inbox(self) -> None:
+    def _drain_inbox(self) -> None:
         os.eventfd_read(self._wake)
         while self._inbox:
-            self._inbox.popleft()()
+            _guarded(self._inbox.popleft())
 
     def _expire(self, now: float) -> float:
         """Expire what is due; the seconds until the next deadline."""
@@ -141,14 +131,17 @@ class Plane:
             item.scheduled = math.inf
             self._live -= 1
             if deadline is not None:
-                item.expire(now)
+                _guarded(partial(item.expire, now))
         return min(heap[0][0] - now, IDLE_WAIT_S) if heap else IDLE_WAIT_S
 
     def _run(self) -> None:
-        poll, watchers = self._poll.poll, self._watchers
+        poll, watchers, wake = self._poll.poll, self._watchers, self._wake
         wait = IDLE_WAIT_S
         while True:
             for fd, events in poll(wait):
+                if fd == wake:
+                    self._drain_inbox()
+                    continue
                 watcher = watchers.get(fd)
                 if watcher is not None:
                     try:
@@ -157,6 +150,14 @@ class Plane:
                         sys.excepthook(type(e), e, e.__traceback__)
                         watcher.crashed(e)
             wait = self._expire(perf_counter())
+
+
+def _guarded(fn: Callable[[], None]) -> None:
+    """Run `fn` on the plane's thread; a bug in it is reported, and the plane goes on."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the plane's thread must outlive any one request
+        sys.excepthook(type(e), e, e.__traceback__)
 
 
 _plane: Plane | None = None

@@ -19,7 +19,7 @@ import gevent
 import pytest
 import trustme
 
-from loadtests.adapters import ADAPTERS, Call
+from loadtests.adapters import ADAPTERS, Call, Event, OpenAIChat
 from loadtests.client import StreamClient, tls_context
 from loadtests.dataplane.exchange import Limits
 from loadtests.dataplane.loop import plane
@@ -263,3 +263,22 @@ def test_finished_requests_leave_the_deadline_heap_bounded():
 
     p.call(churn)
     assert counted.get(timeout=10) <= 64 + 1
+
+
+class BrokenAdapter(OpenAIChat):
+    """An adapter with a bug: any event raises what no request handling expects."""
+
+    def event(self, data: str) -> Event:
+        raise RuntimeError("a bug")
+
+
+def test_a_bug_in_one_request_ends_it_and_the_plane_goes_on(upstream):
+    whole = HEAD + chunked(event("a") + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    client = StreamClient(upstream.url, LIMITS)
+    rec = RequestRecord("en", "openai-chat", "t")
+    try:
+        client.run(BrokenAdapter(), script([whole], close=False), True, rec, time.perf_counter())
+        assert (rec.outcome, rec.error) == ("malformed", "unreadable by the client: RuntimeError: a bug")
+        assert ask(client, script([whole], close=False)).outcome == "ok"
+    finally:
+        client.close()
