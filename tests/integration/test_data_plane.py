@@ -4,13 +4,11 @@ host, and its deadline heap."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import queue
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from loadtests.dataplane.exchange import Limits
 from loadtests.dataplane.loop import plane
 from loadtests.record import RequestRecord
 from tests.servers import raw_upstream, scripted
+from tests.servers.accepting import Accepting
 
 pytestmark = pytest.mark.integration
 
@@ -48,43 +47,29 @@ def ask(client: StreamClient, call: Call | None = None) -> RequestRecord:
     return rec
 
 
-class TlsServer:
+class TlsServer(Accepting):
     """Answers each TLS connection with three events `GAP_S` apart and [DONE], then closes."""
 
     def __init__(self, context: ssl.SSLContext) -> None:
         self.context = context
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
         self.errors: queue.Queue[str] = queue.Queue()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        with contextlib.suppress(OSError):  # the listener closed: done
-            while True:
-                conn, _ = self.listener.accept()
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each write its own segment
-                with conn:
-                    try:
-                        tls = self.context.wrap_socket(conn, server_side=True)
-                    except ssl.SSLError as e:  # the client refused our certificate
-                        self.errors.put(str(e))
-                        continue
-                    with tls:
-                        head = b""
-                        while b"\r\n\r\n" not in head:
-                            head += tls.recv(65536)
-                        tls.sendall(HEAD + chunked(event("a")))
-                        for piece in (event("b"), event("c"), b"data: [DONE]\n\n"):
-                            time.sleep(GAP_S)
-                            tls.sendall(chunked(piece))
-                        tls.sendall(b"0\r\n\r\n")
-
-    def close(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(10)
-        assert not self.thread.is_alive()
+    def answer(self, conn: socket.socket) -> None:
+        try:
+            tls = self.context.wrap_socket(conn, server_side=True)
+        except ssl.SSLError as e:  # the client refused our certificate
+            self.errors.put(str(e))
+            return
+        with tls:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += tls.recv(65536)
+            tls.sendall(HEAD + chunked(event("a")))
+            for piece in (event("b"), event("c"), b"data: [DONE]\n\n"):
+                time.sleep(GAP_S)
+                tls.sendall(chunked(piece))
+            tls.sendall(b"0\r\n\r\n")
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import json
 import queue
 import socket
 import struct
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from loadtests.client import StreamClient
 from loadtests.dataplane.exchange import Limits
 from loadtests.record import RequestRecord
 from tests.servers import scripted
+from tests.servers.accepting import Accepting
 
 pytestmark = pytest.mark.integration
 
@@ -179,38 +179,24 @@ def test_the_connection_is_reused_after_a_whole_response(url):
 
 
 # -- fuzz: the client's outcome for a generated stream, from a raw socket server -------------------
-class RawServer:
+class RawServer(Accepting):
     """Answers each connection, once its request is in, with the next queued response: the head, then
     each piece written on its own; then a clean close, or an abort (RST) when `cut`."""
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.responses: queue.Queue[tuple[list[bytes], bool]] = queue.Queue()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        with contextlib.suppress(OSError):  # the listener closed: done
-            while True:
-                conn, _ = self.listener.accept()
-                with conn:
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    head = b""
-                    while b"\r\n\r\n" not in head:
-                        head += conn.recv(65536)
-                    pieces, cut = self.responses.get(timeout=10)
-                    with contextlib.suppress(OSError):
-                        for p in pieces:
-                            conn.sendall(p)
-                        if cut:
-                            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-
-    def close(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (closing alone does not)
-        self.listener.close()
-        self.thread.join(10)
-        assert not self.thread.is_alive()
+    def answer(self, conn: socket.socket) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn.recv(65536)
+        pieces, cut = self.responses.get(timeout=10)
+        with contextlib.suppress(OSError):
+            for p in pieces:
+                conn.sendall(p)
+            if cut:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 @pytest.fixture(scope="module")
