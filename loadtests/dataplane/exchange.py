@@ -89,7 +89,8 @@ class Exchange:
         self.headers: dict[str, str] = {}
         self.mode = ""  # once the headers are in: "stream", "not_sse", "body" (a whole non-stream body) or "error"
         self.complete = False  # the response ended as HTTP frames it
-        self._pieces: list[bytes] = []
+        self._pieces: list[bytes] = []  # body bytes of the read being parsed
+        self._whole: list[bytes] = []  # a non-stream body's, until it ends
         self.decoder = sse_codec.Decoder()
         self.last_event = self.last_content = start
         self.seen = 0  # events decoded
@@ -160,8 +161,9 @@ class Exchange:
         elif self.mode == "not_sse":
             self.end("malformed", f"content-type {self.headers.get('content-type', '')!r}")
         elif self.mode == "body":
-            self.head += body
+            self._whole.append(body)
             if self.complete:
+                self.head = b"".join(self._whole)
                 self._body(now)
         else:
             self.head += body[: ERROR_TEXT - len(self.head)]

@@ -267,3 +267,24 @@ def test_a_bug_in_one_request_ends_it_and_the_plane_goes_on(upstream):
         assert ask(client, script([whole], close=False)).outcome == "ok"
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("framing", ["length", "close"])
+def test_a_whole_body_in_many_reads_is_one_answer(upstream, framing):
+    # --no-stream: the JSON body comes in pieces, framed by its length or by the connection's end.
+    body = json.dumps({"choices": [{"message": {"content": "x" * 5000}}], "usage": {"completion_tokens": 7}})
+    head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    head += f"content-length: {len(body)}\r\n\r\n" if framing == "length" else "connection: close\r\n\r\n"
+    pieces = [head.encode(), *(body[i : i + 1000].encode() for i in range(0, len(body), 1000))]
+    adapter = ADAPTERS["openai-chat"]
+    rec = RequestRecord("en", adapter.name, "t")
+    client = StreamClient(upstream.url, LIMITS)
+    call = Call("/script", {}, json.dumps({"pieces": [p.decode() for p in pieces], "gap_s": 0.01}).encode())
+    try:
+        client.run(adapter, call, False, rec, time.perf_counter())
+    finally:
+        client.close()
+    assert (rec.outcome, rec.error, rec.chunks, rec.usage_tokens) == ("ok", None, ["x" * 5000], 7)
+    assert rec.ttft == rec.e2e
+    assert rec.e2e is not None
+    assert rec.e2e >= 0.01 * (len(pieces) - 1)  # timed at its last piece
