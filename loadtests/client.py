@@ -92,7 +92,7 @@ class StreamClient:
                 raise OSError(f"no host in the target URL {self.netloc!r}")
             family, _, _, _, sockaddr = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
             tls = tls_context() if self.https else None
-            self._conn = Connection(plane(), self.host, self.port, (family, sockaddr), tls)
+            self._conn = Connection(plane(), self.host, (family, sockaddr), tls)
         return self._conn
 
     def _request(self, call: Call) -> bytes:

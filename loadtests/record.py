@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cache
 
-import gevent
+from gevent.threadpool import ThreadPool
 
 from llmchaos import slo, tokenizer
 from llmchaos.run import ReplayFields, RequestLine
@@ -16,18 +17,25 @@ OFF_LOOP_CHARS = 100_000  # longer texts are counted in a native thread (~0.5 s 
 
 
 def _count_behind(texts: list[str]) -> list[int]:
-    """Count in a pool thread at the lowest CPU priority (Linux: per thread): a second's records
-    take tens of ms to count, which must never delay a read of a stream on the same core."""
+    """Count at the lowest CPU priority (Linux: per thread): a second's records take tens of ms to
+    count, which must never delay a read of a stream on the same core."""
     if sys.platform == "linux":
         os.setpriority(os.PRIO_PROCESS, 0, 19)
     return tokenizer.count_batch(texts)
+
+
+@cache
+def _counting_pool() -> ThreadPool:
+    """A native thread of its own for counting: the hub's shared pool (DNS lookups too) keeps its
+    priority."""
+    return ThreadPool(1)
 
 
 def count_batch(texts: list[str], off_loop: bool) -> list[int]:
     """Our tokenizer's counts of `texts`; in a native thread when `off_loop` (the tokenizer releases
     the GIL, so the event loop and every stream in flight go on meanwhile)."""
     if off_loop:
-        counts: list[int] = gevent.get_hub().threadpool.apply(_count_behind, (texts,))
+        counts: list[int] = _counting_pool().apply(_count_behind, (texts,))
         return counts
     return tokenizer.count_batch(texts)
 

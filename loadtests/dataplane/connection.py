@@ -41,17 +41,16 @@ def stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
 
 
 class Connection:
-    """To `host`:`port` at `address` (family, sockaddr), over TLS when `tls` is given; one exchange
-    at a time. Lives on the plane's thread."""
+    """To `host` at `address` (family, sockaddr), over TLS when `tls` is given; one exchange at a
+    time. Lives on the plane's thread."""
 
-    def __init__(
-        self, plane: Plane, host: str, port: int, address: tuple[int, tuple], tls: ssl.SSLContext | None
-    ) -> None:
-        self.plane, self.host, self.port, self.address, self.tls_context = plane, host, port, address, tls
+    def __init__(self, plane: Plane, host: str, address: tuple[int, tuple], tls: ssl.SSLContext | None) -> None:
+        self.plane, self.host, self.address, self.tls_context = plane, host, address, tls
         self.sock: socket.socket | None = None
         self.fd = -1
         self.tls: ssl.SSLObject | None = None
-        self._tls_in, self._tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls_in: ssl.MemoryBIO  # with `tls`: new for each connection
+        self._tls_out: ssl.MemoryBIO
         self._handshaking = False
         self._pending = b""  # bytes still to send
         self.exchange: Exchange | None = None

@@ -94,7 +94,7 @@ class Exchange:
         self.decoder = sse_codec.Decoder()
         self.last_event = self.last_content = start
         self.seen = 0  # events decoded
-        self.head = b""  # the body's first bytes, to show what a non-stream was
+        self.head = b""  # a stream's first bytes (to show what a non-stream was), an error body's text
         self.connect_by: float | None = None  # while connecting: when that is given up
         self.limit, self.why = self._limit() if stream else (start + limits.request, "timeout")
         self.deadline: float | None = self.limit
@@ -163,8 +163,7 @@ class Exchange:
         elif self.mode == "body":
             self._whole.append(body)
             if self.complete:
-                self.head = b"".join(self._whole)
-                self._body(now)
+                self._body(b"".join(self._whole), now)
         else:
             self.head += body[: ERROR_TEXT - len(self.head)]
             if self.complete:
@@ -261,10 +260,10 @@ class Exchange:
                 return "ok", None
         return None
 
-    def _body(self, now: float) -> None:
+    def _body(self, raw: bytes, now: float) -> None:
         rec = self.rec
         try:
-            ev = self.adapter.body(self.head)
+            ev = self.adapter.body(raw)
         except (ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError) as e:
             self.end("malformed", f"body: {e}")
             return
