@@ -14,6 +14,7 @@ from typing import Any
 
 import gevent
 from gevent.event import Event
+from gevent.lock import Semaphore
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -63,6 +64,7 @@ class Harness:
         self.guard: Guard | None = None  # master / single process with --guard, from test start to quitting
         self._local_loop: gevent.Greenlet | None = None
         self._local_done = Event()
+        self._reporting = Semaphore()  # one worker report at a time: see report_data
 
     def configure(self) -> None:
         """Read the options; a worker reads them again at test start, when the master's spawn
@@ -220,8 +222,12 @@ class Harness:
         self.guard.start(report.started)
 
     def report_data(self, streaming: bool) -> dict[str, Any]:
-        """What a worker sends the master: its collector's data and its self-watch samples."""
-        return {"collector": self.collector.report(streaming=streaming), "watch": self.watch.drain()}
+        """What a worker sends the master: its collector's data and its self-watch samples. One at
+        a time: the final report at stop waits for a periodic one still counting its records'
+        tokens (seconds on a busy machine, at nice 19), which its caller sends as soon as this
+        returns; otherwise the final went first and the master closed the run without those records."""
+        with self._reporting:
+            return {"collector": self.collector.report(streaming=streaming), "watch": self.watch.drain()}
 
     def absorb(self, process: str, data: dict[str, Any]) -> None:
         if self.report is not None:
