@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fuzz demo bench nightly install tokenizer clean debian-deps
+.PHONY: test test-stressed lint fuzz demo bench nightly install tokenizer clean debian-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,11 @@ install: $(STAMP)
 test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The tests that assert something about time, with a CPU-bound process on every core meanwhile: they
+# must hold on a slow, busy machine, not only on a quiet one.
+test-stressed: $(STAMP) debian-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m timing --stress tests
 
 # The fuzz tests with many more examples, fresh ones each time (make test runs them with a fixed few).
 fuzz: $(STAMP)

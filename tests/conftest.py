@@ -1,7 +1,10 @@
 """Hypothesis profiles for the fuzz tests: `ci` (the default, in make test) runs a fixed, repeatable
-set of examples; `soak` (make fuzz) runs many fresh ones. And no test module may import locust into
-the test process."""
+set of examples; `soak` (make fuzz) runs many fresh ones. No test module may import locust into the
+test process. And `--stress` (make test-stressed) runs a CPU-bound process on every core for the
+whole session: tests marked `timing` must pass under it."""
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -24,3 +27,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     (a torch step in a 'thread' then blocks the event loop): tests run Locust in its own processes."""
     if "locust" in sys.modules:
         raise pytest.UsageError("a test module imported locust into the test process (through loadtests?)")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--stress",
+        action="store_true",
+        help="a CPU-bound process on every core while the tests run (make test-stressed)",
+    )
+
+
+_hogs: list[subprocess.Popen] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if session.config.getoption("--stress"):
+        hog = [sys.executable, "-c", "while True: pass"]
+        _hogs.extend(subprocess.Popen(hog) for _ in range(os.cpu_count() or 1))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for hog in _hogs:
+        hog.kill()
+        hog.wait()
+    _hogs.clear()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return f"stressed: a CPU-bound process on each of {os.cpu_count()} cores" if config.getoption("--stress") else None
