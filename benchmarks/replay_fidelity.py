@@ -5,13 +5,16 @@ Logs of our JSONL format with Poisson arrivals at a steady recorded rate; each r
 timed by its intended send (the log's offset, sped up) and its actual send. Three scenarios:
 200/s and 1,000/s for 20 s, and a 1-million-line log (1,000 s recorded at 1,000/s) streamed at
 --speed 20 keeping 5 % of its users (about 1,000 requests/s sent while 20,000 lines/s are read),
-the worker's RSS sampled every 0.5 s. Up to 1,000 requests in flight at 200/s and 1,000/s, so
+the worker's RSS sampled every 0.5 s. And --mirror at 200/s to two ground-truth servers
+(`benchmarks._truth_server`, which note each request's arrival on the machine's monotonic clock):
+how far apart the two copies of a request arrive. Up to 1,000 requests in flight at 200/s and 1,000/s, so
 that a server slowed by a busy machine does not hold the schedule back; the default 100 while
 streaming the big log (the memory of a burst of requests in flight stays with the process: flat
 is about the log). The CPU columns are of one core, the worker's and the server's.
 Targets: lag p99 under 2 ms at 200/s; the achieved rate within 1 % of the recorded rate (both
 rates); RSS flat while streaming the 1-million-line log (it grows less than 16 MiB from the end of
-the run's first quarter to its last second, where holding the log would take hundreds).
+the run's first quarter to its last second, where holding the log would take hundreds); mirrored
+copies arriving within 1 ms of each other (p95).
 Run from the repo root: python -m benchmarks.replay_fidelity
 """
 
@@ -26,12 +29,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psutil
 
-from benchmarks._common import ROOT, llmchaos, process
+from benchmarks._common import ROOT, llmchaos, module, process
 from llmchaos import run
 
 SERVE = llmchaos("serve", "--port", "{port}", "--sim-time-scale", "0")  # zero-cost: answers at once
+TRUTH = module("_truth_server", "{port}")  # notes when each request arrived (CLOCK_MONOTONIC, machine-wide)
 REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay.py", "--headless", "--only-summary"]
 LANGS = ("en", "zh", "ja", "de")
 MIB = 1 << 20
@@ -50,12 +55,14 @@ class Scenario:
     # Users (most requests in flight): enough that a server slowed by a busy machine does not hold
     # the schedule back; the memory scenario keeps the default, as memory follows the peak in flight.
     concurrency: int = 1000
+    mirror_target: float | None = None  # --mirror to two truth servers; seconds between a pair's arrivals, p95
 
 
 SCENARIOS = (
     Scenario("200/s", 200, 4_000, 2_000, lag_target=0.002),
     Scenario("1,000/s", 1_000, 20_000, 10_000),
     Scenario("1M-line log", 1_000, 1_000_000, 50_000, speed=20, sample=0.05, concurrency=100),
+    Scenario("mirror 200/s", 200, 2_000, 1_000, mirror_target=0.001),
 )
 
 
@@ -73,10 +80,12 @@ def write_log(path: Path, s: Scenario, seed: int = 7) -> None:
             t += rng.expovariate(s.rate)
 
 
-def replay(url: str, server: psutil.Process, s: Scenario, tmp: Path) -> dict[str, float]:
+def replay(urls: list[str], server: psutil.Process, s: Scenario, tmp: Path) -> dict[str, float]:
     log = tmp / "log.jsonl"
     write_log(log, s)
-    argv = [*REPLAY, "--log", str(log), "--target-a", url, "--speed", str(s.speed), "--sample", str(s.sample)]
+    argv = [*REPLAY, "--log", str(log), "--target-a", urls[0], "--speed", str(s.speed), "--sample", str(s.sample)]
+    if len(urls) == 2:
+        argv += ["--target-b", urls[1], "--mirror"]
     argv += ["--max-concurrency", str(s.concurrency)]
     proc = subprocess.Popen(
         [*argv, "--results-dir", str(tmp / "r")],
@@ -117,30 +126,51 @@ def replay(url: str, server: psutil.Process, s: Scenario, tmp: Path) -> dict[str
         "rss_max": max(rss, default=0),
         "cpu": cpu,
         "server_cpu": (sum(server_after[:2]) - sum(server_before[:2])) / elapsed,
+        "mirror_p50": float("nan"),
+        "mirror_p95": float("nan"),
     }
+
+
+def mirrored(s: Scenario, tmp: Path) -> dict[str, float]:
+    """The scenario replayed to two truth servers on CPU 0, and how far apart each pair arrived."""
+    with process(TRUTH, 0, "/healthz") as (a, server), process(TRUTH, 0, "/healthz") as (b, _):
+        r = replay([a, b], server, s, tmp)
+        arrived = [httpx.get(url + "/truth", timeout=60).json()["requests"] for url in (a, b)]
+    gaps = sorted(abs(arrived[0][rid]["arrived_ns"] - arrived[1][rid]["arrived_ns"]) / 1e9 for rid in arrived[0])
+    return r | {"mirror_p50": gaps[len(gaps) // 2], "mirror_p95": gaps[int(0.95 * len(gaps))]}
 
 
 def main() -> int:
     ok = True
     print(f"{'scenario':14} {'requests':>9} {'recorded/s':>11} {'achieved/s':>11} {'error':>7} "
-          f"{'lag p50 ms':>11} {'lag p99 ms':>11} {'RSS max':>8} {'growth':>8} {'cpu':>5} {'server':>6}")  # fmt: skip
+          f"{'lag p50 ms':>11} {'lag p99 ms':>11} {'RSS max':>8} {'growth':>8} {'cpu':>5} {'server':>6} "
+          f"{'pair p50 ms':>11} {'pair p95 ms':>11}")  # fmt: skip
     for s in SCENARIOS:
-        with process(SERVE, 0, "/healthz") as (url, server), tempfile.TemporaryDirectory() as tmp:
-            r = replay(url, server, s, Path(tmp))
+        with tempfile.TemporaryDirectory() as tmp:
+            if s.mirror_target is not None:
+                r = mirrored(s, Path(tmp))
+            else:
+                with process(SERVE, 0, "/healthz") as (url, server):
+                    r = replay([url], server, s, Path(tmp))
         error = abs(r["achieved_rate"] / r["recorded_rate"] - 1)
         met = r["ok"] == r["requests"] and error < 0.01
         if s.lag_target is not None:
             met &= r["lag_p99"] < s.lag_target
         if s.lines >= 1_000_000:
             met &= r["rss_growth"] < FLAT_MIB * MIB
+        if s.mirror_target is not None:
+            met &= r["mirror_p95"] < s.mirror_target
         ok &= met
         print(
             f"{s.name:14} {r['requests']:9.0f} {r['recorded_rate']:11.1f} {r['achieved_rate']:11.1f} "
             f"{error * 100:6.2f}% {r['lag_p50'] * 1000:11.2f} {r['lag_p99'] * 1000:11.2f} "
-            f"{r['rss_max'] / MIB:7.0f}M {r['rss_growth'] / MIB:7.1f}M {r['cpu']:5.2f} {r['server_cpu']:6.2f}  "
-            f"{'met' if met else 'NOT met'}"
+            f"{r['rss_max'] / MIB:7.0f}M {r['rss_growth'] / MIB:7.1f}M {r['cpu']:5.2f} {r['server_cpu']:6.2f} "
+            f"{r['mirror_p50'] * 1000:11.3f} {r['mirror_p95'] * 1000:11.3f}  {'met' if met else 'NOT met'}"
         )
-    print(f"targets: lag p99 < 2 ms at 200/s; rate within 1 %; RSS growth < {FLAT_MIB} MiB over the 1M-line log")
+    print(
+        f"targets: lag p99 < 2 ms at 200/s; rate within 1 %; RSS growth < {FLAT_MIB} MiB over the 1M-line log; "
+        "mirrored pairs arrive within 1 ms (p95)"
+    )
     return 0 if ok else 1
 
 

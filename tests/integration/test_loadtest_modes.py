@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
@@ -86,6 +84,7 @@ def test_step_shape_drives_users_and_ends_the_test(tmp_path, reference):
     assert max(in_flight(t / 10) for t in range(40, 55)) == 6  # stage 2: 6 users
 
 
+@pytest.mark.timing
 def test_open_loop_rate_is_the_masters_across_two_workers(tmp_path):
     with scripted.running(1, "--itl-ms", "2", "4") as url:
         proc = distributed(
@@ -113,8 +112,14 @@ def test_open_loop_rate_is_the_masters_across_two_workers(tmp_path):
     issued = sorted(r["intended"] for r in requests)
     span = issued[-1] - issued[0]
     assert abs(len(issued) / span - 30) < 3  # one global schedule, shared: not 30 per worker
-    gaps = [b - a for a, b in itertools.pairwise(issued)]
-    assert max(gaps) < 0.05  # interleaved, constant arrivals
+    # Constant arrivals on one grid of 1/30 s, each slot taken once (two workers each running the
+    # rate would land on the same instants). A worker that stops a moment before the other leaves
+    # its last slots empty, so slots may be missing near the end, not all through the run.
+    slots = [(t - issued[0]) * 30 for t in issued]
+    assert all(abs(k - round(k)) < 1e-3 for k in slots), slots
+    taken = {round(k) for k in slots}
+    assert len(taken) == len(slots)
+    assert len(taken) >= 0.9 * (max(taken) + 1), sorted(set(range(max(taken) + 1)) - taken)
     assert run["load_profile"]["mode"] == "open"
 
 

@@ -1,6 +1,8 @@
 """A minimal OpenAI-style streaming server that stamps each request by the kernel's receive time of
 its first bytes (SO_TIMESTAMPNS), for measuring when requests reach a server whatever its own
-scheduling: `with running() as url:` ... `GET /truth` lists {request_id: unix seconds}.
+scheduling: `with running() as server:` ... `server.stamps` (also at `GET /truth`) is {request_id:
+unix seconds}; with `running(hold=S)` each answer waits S seconds and `server.answered` says when each
+was sent (unix seconds, just before its first byte).
 
 Each connection has its own thread (blocking sockets, keep-alive); every chat completion is answered
 with the same short stream ("Hello, world." and usage) whatever it asks."""
@@ -12,6 +14,7 @@ import json
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 
 from llmchaos.net import SO_TIMESTAMPNS
@@ -25,8 +28,10 @@ EVENTS = (
 
 
 class Stamped:
-    def __init__(self) -> None:
+    def __init__(self, hold: float = 0.0) -> None:
+        self.hold = hold
         self.stamps: dict[str, float] = {}
+        self.answered: dict[str, float] = {}
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # inherited: stamped from a connection's first byte
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
@@ -69,7 +74,10 @@ class Stamped:
         if line.startswith("GET /truth"):
             body, ctype = json.dumps(self.stamps).encode(), "application/json"
         else:
-            self.stamps[fields.get("x-request-id", "")] = stamp
+            rid = fields.get("x-request-id", "")
+            self.stamps[rid] = stamp
+            time.sleep(self.hold)
+            self.answered[rid] = time.time()
             body, ctype = EVENTS, "text/event-stream"
         return f"HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body
 
@@ -81,9 +89,9 @@ class Stamped:
 
 
 @contextlib.contextmanager
-def running() -> Iterator[Stamped]:
+def running(hold: float = 0.0) -> Iterator[Stamped]:
     """The server on a free loopback port, in threads of this process; closed at exit."""
-    server = Stamped()
+    server = Stamped(hold)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     try:
