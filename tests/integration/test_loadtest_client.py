@@ -73,30 +73,37 @@ def truth(url: str, rid: str) -> dict:
 
 
 # -- defect 13: the wait for the first token is TTFT, bounded by its own limit ------------------
+# Each limit test bounds the time the client took by the next limit that would have fired were the
+# one under test ignored (or by when the server would have gone on): a busy machine adds its delay to
+# both, and never makes the one look like the other.
+@pytest.mark.timing
 def test_a_first_token_slower_than_the_stall_limit_is_ttft_not_a_stall(url):
-    rec, _ = measure(url, Limits(ttft=10.0, stall=0.5, request=20.0), ttft_ms=[1500, 1500])
+    rec, took = measure(url, Limits(ttft=10.0, stall=0.5, request=20.0), ttft_ms=[1500, 1500])
     assert (rec.outcome, rec.error) == ("ok", None)
     assert rec.ttft is not None
-    assert 1.5 <= rec.ttft < 2.5
+    assert 1.5 <= rec.ttft <= took
     assert len(rec.chunks) == 6
 
 
+@pytest.mark.timing
 def test_no_first_token_within_the_ttft_timeout_is_its_own_outcome(url):
-    rec, took = measure(url, Limits(ttft=0.5, stall=10.0, request=20.0), ttft_ms=[3000, 3000])
+    rec, took = measure(url, Limits(ttft=0.5, stall=10.0, request=20.0), ttft_ms=[10_000, 10_000])
     assert rec.outcome == "ttft_timeout", rec.error
     assert rec.error == "no content within 0.5s"
-    assert 0.5 <= took < 2.0  # given up at the limit, not at the stall or request limit
+    assert 0.5 <= took < 10.0  # given up at the limit, not at the stall or request limit
     assert rec.ttft is None
 
 
+@pytest.mark.timing
 def test_a_gap_between_events_over_the_stall_limit_is_still_a_stall(url):
-    rec, took = measure(url, Limits(ttft=10.0, stall=0.5, request=20.0), mode="stall", after=2, seconds=3)
+    rec, took = measure(url, Limits(ttft=10.0, stall=0.5, request=20.0), mode="stall", after=2, seconds=10)
     assert rec.outcome == "stalled", rec.error
     assert len(rec.chunks) == 2
-    assert took < 2.0
+    assert took < 10.0  # before the server went on
 
 
 # -- defect 14: headers late, a stream held open after its end, bytes that never end a line --------
+@pytest.mark.timing
 def test_headers_after_the_stall_limit_are_part_of_ttft(url):
     rec, _ = measure(url, Limits(connect=2.0, ttft=10.0, stall=0.5, request=20.0), mode="late_headers", seconds=1.5)
     assert (rec.outcome, rec.status) == ("ok", 200), rec.error
@@ -104,26 +111,29 @@ def test_headers_after_the_stall_limit_are_part_of_ttft(url):
     assert rec.ttft >= 1.5
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["hold_open", "done_then_comments"])
 def test_a_stream_that_ended_is_ok_even_if_the_body_stays_open(url, mode):
-    rec, took = measure(url, Limits(ttft=10.0, stall=3.0, request=30.0), mode=mode)
+    rec, took = measure(url, Limits(ttft=10.0, stall=10.0, request=30.0), mode=mode)
     assert (rec.outcome, rec.error) == ("ok", None)
     assert len(rec.chunks) == 6
     assert rec.e2e is not None
-    assert took < 3.0  # the user goes on after a short drain: not the stall limit, not the run
+    assert took < 10.0  # the user goes on after a short drain: not the stall limit, not the run
     assert truth(url, rec.request_id)["disconnected"]  # the client left (a body never ending)
 
 
+@pytest.mark.timing
 def test_bytes_trickling_with_no_newline_are_cut_by_the_request_timeout(url):
     rec, took = measure(url, Limits(ttft=10.0, stall=10.0, request=1.5), mode="trickle", after=2, itl_ms=[50, 50])
     assert rec.outcome == "timeout", rec.error
-    assert 1.5 <= took < 3.0
+    assert 1.5 <= took < 10.0
 
 
+@pytest.mark.timing
 def test_bytes_trickling_with_no_newline_are_no_event_for_the_stall_limit(url):
     rec, took = measure(url, Limits(ttft=10.0, stall=1.0, request=20.0), mode="trickle", after=2, itl_ms=[50, 50])
     assert rec.outcome == "stalled", rec.error
-    assert 1.0 <= took < 2.5
+    assert 1.0 <= took < 20.0
 
 
 # -- defect 15: valid SSE the client misread --------------------------------------------------------
@@ -161,7 +171,7 @@ def test_a_stream_ended_before_any_text_is_ok_with_no_ttft(url):
     ],
 )
 def test_misbehaviours_keep_their_outcomes(url, script, outcome):
-    rec, _ = measure(url, Limits(ttft=2.0, stall=1.0, request=1.0), **script)
+    rec, _ = measure(url, Limits(ttft=10.0, stall=10.0, request=1.0 if outcome == "timeout" else 20.0), **script)
     assert rec.outcome == outcome, rec.error
 
 
