@@ -117,9 +117,7 @@ def api_reader(namespace: str, name: str) -> Callable[[], Snapshot]:
         try:
             config.load_kube_config()
         except (config.ConfigException, OSError) as e:
-            raise UsageError(
-                f"no cluster to read: not in a pod, and no kubeconfig ({e})", field="--k8s-workflow"
-            ) from None
+            raise UsageError(f"no cluster to read: not in a pod, and no kubeconfig ({e})") from None
     api = client.CustomObjectsApi()
 
     def read() -> Snapshot:
@@ -220,7 +218,8 @@ def shared(ref: str) -> ClusterPhases:
 
 def wait(read: Callable[[], Snapshot], step: str, until: str, poll_s: float = POLL_S) -> int:
     """Block until `step` has started (`until` start) or ended (end): 0 then; 1 when the Workflow is
-    deleted before the step started. A Workflow not there yet is waited for."""
+    deleted before the step started. A Workflow not there yet is waited for to start; to end, none
+    is there: its steps are over."""
     seen = False
     while True:
         try:
@@ -229,7 +228,7 @@ def wait(read: Callable[[], Snapshot], step: str, until: str, poll_s: float = PO
             log.warning("k8s wait %s: %s", step, str(e).splitlines()[0])
             time.sleep(poll_s)
             continue
-        if workflow is None and seen:
+        if workflow is None and (seen or until == "end"):  # deleted: its steps are over
             return 1 if until == "start" else 0
         seen = workflow is not None
         run = next((r for r in steps(workflow, nodes) if r.step == step), None) if workflow else None
