@@ -174,15 +174,14 @@ def test_wait_returns_when_the_step_starts_and_when_it_ends(planned):
     def follow(until):
         result[until] = (phases.wait(api.read, "slow-gpu", until, poll_s=0.02), time.time())
 
-    threads = [threading.Thread(target=follow, args=(u,)) for u in ("start", "end")]
-    for t in threads:
-        t.start()
+    starting = threading.Thread(target=follow, args=("start",))
+    starting.start()
     time.sleep(0.2)
     assert result == {}  # no Workflow yet: it is waited for
     api.workflow = workflow
     api.nodes = nodes(workflow, t0, until=t0)
-    for t in threads:
-        t.join(20)
+    starting.join(20)
+    follow("end")
     assert result["start"][0] == 0
     assert result["end"][0] == 0
     assert result["end"][1] >= t0 + 12  # the step's deadline
@@ -196,6 +195,7 @@ def test_wait_for_a_step_of_a_deleted_workflow(planned):
     assert phases.wait(lambda: next(answers), "slow-gpu", "start", poll_s=0.01) == 1
     answers = iter([(workflow, []), (None, [])])
     assert phases.wait(lambda: next(answers), "slow-gpu", "end", poll_s=0.01) == 0
+    assert phases.wait(lambda: (None, []), "slow-gpu", "end") == 0  # none there: its steps are over
 
 
 def test_requests_are_labelled_on_time_before_a_steps_node_is_read(planned):
