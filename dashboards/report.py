@@ -14,6 +14,8 @@ from llmchaos.run.table import table
 def summary(run_dir: str | Path) -> str:
     results = run.load(run_dir)
     lines = [table(results.run, results.histograms, str(results.path))]
+    if results.run.config.get("k8s_workflow"):
+        lines.append(f"phases: from the cluster, Chaos Mesh Workflow {results.run.config['k8s_workflow']}'s steps")
     for w in results.run.faults:
         if w.actual_start is None:
             ran = "never applied"

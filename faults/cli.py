@@ -26,6 +26,11 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--upstream", required=True, help="base URL of the server to forward to")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--control-listen",
+        default=None,
+        help="HOST:PORT where the control API alone is answered, from any peer (fence it: a NetworkPolicy)",
+    )
+    p.add_argument(
         "--header-timeout",
         type=positive(float),
         default=HEAD_TIMEOUT_S,
@@ -60,9 +65,8 @@ def register(sub: Subparsers) -> None:
 def run_proxy(args: argparse.Namespace) -> None:
     from faults import proxy
 
-    proxy.serve(
-        args.listen, args.upstream, args.seed, args.header_timeout
-    )  # a bad address: UsageError, before it listens
+    # a bad address: UsageError, before it listens
+    proxy.serve(args.listen, args.upstream, args.seed, args.header_timeout, args.control_listen)
 
 
 def _iso(t: float) -> str:

@@ -18,8 +18,10 @@ from gevent.lock import Semaphore
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from faults.k8s import phases
 from faults.session import FaultSession
 from llmchaos import tokenizer
+from llmchaos.errors import UsageError
 from llmchaos.run import FaultWindow
 from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests.arrivals import ArrivalPlan, Arrivals
@@ -48,7 +50,7 @@ class Harness:
     def __init__(self, env: Environment) -> None:
         self.env = env
         self.collector = Collector({}, 1.0, parsed_options(env).seed)
-        self.faults: FaultSession | None = None
+        self.faults: FaultSession | phases.ClusterPhases | None = None
         self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
         self.configure()
         tokenizer.load()  # not on the first request's clock
@@ -79,6 +81,10 @@ class Harness:
             if o.schedule
             else None
         )
+        if o.k8s_workflow:  # the cluster runs the faults; the phases are its record of them
+            if o.schedule:
+                raise UsageError("give --schedule or --k8s-workflow, not both", field="--k8s-workflow")
+            self.faults = phases.shared(o.k8s_workflow)
         if self.faults is not None and self.fault_t0 is not None:
             self.faults.t0 = self.fault_t0
         self.collector.slos, self.collector.sample_rate = settings.slos, o.requests_sample

@@ -74,6 +74,9 @@ def add_arguments(parser: ArgumentParser) -> None:
         "--guard", default="", help="YAML live guard: act when a language's percentile stays over its threshold"
     )
     g.add_argument("--schedule", default="", help="fault schedule (YAML); run by the master, phases tag requests")
+    g.add_argument(
+        "--k8s-workflow", default="", help="[NAMESPACE/]NAME: phases from that Chaos Mesh Workflow's steps, instead"
+    )
     g.add_argument("--fault-journal", default="", help="recovery journal (default: the user's state dir)")
     allow.add_arguments(g)
     g.add_argument("--results-dir", default="", help="write DIR/<run_id>/ results")

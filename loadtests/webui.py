@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response, jsonify, request
 
+from faults.session import FaultSession
 from llmchaos import slo
 from loadtests.merge import Merged
 
@@ -91,7 +92,7 @@ def language_rows(merged: Merged, slos: slo.Slos, elapsed_s: float, phase: str) 
 def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
     """The schedule's windows active now and the next `AHEAD` to come (offsets from its start while
     the test has not started)."""
-    if h.faults is None:
+    if not isinstance(h.faults, FaultSession):  # none, or the cluster's (it plans nothing ahead here)
         return []
     session = h.faults
     t0 = session.t0

@@ -3,7 +3,9 @@ active, misbehaves per SSE event the way real gateways and networks do.
 
 A fault is set, read back and cleared over the proxy's own loopback-only control API
 (`PUT|GET|DELETE /_llmchaos/fault`), so the schedule runner can apply and revert it like any
-other injector. With no fault active, each read from the upstream is written to the client in
+other injector; `--control-listen` answers it alone on a port of its own, from any peer (on a
+cluster, where a NetworkPolicy keeps that port inside the namespace). With no fault active, each
+read from the upstream is written to the client in
 the same callback: asyncio protocols and httptools' parser, by hand, because a framework's
 per-chunk task hand-offs (aiohttp's cost 1.7 ms at p99 here) are more than the proxy may add.
 

@@ -31,19 +31,19 @@ def _port(text: str, flag: str) -> int:
     return port
 
 
-def listen_address(text: str) -> tuple[str, int]:
+def listen_address(text: str, flag: str = "--listen") -> tuple[str, int]:
     """(host, port) from `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (loopback)."""
     if text.startswith("["):
         host, bracket, rest = text[1:].partition("]")
         if not bracket or not rest.startswith(":"):
-            raise UsageError(f"expected [IPv6 ADDRESS]:PORT, got {text!r}", field="--listen")
-        return host, _port(rest[1:], "--listen")
+            raise UsageError(f"expected [IPv6 ADDRESS]:PORT, got {text!r}", field=flag)
+        return host, _port(rest[1:], flag)
     host, colon, port = text.rpartition(":")
     if not colon:
-        raise UsageError(f"expected HOST:PORT, got {text!r}", field="--listen")
+        raise UsageError(f"expected HOST:PORT, got {text!r}", field=flag)
     if ":" in host:
-        raise UsageError(f"an IPv6 address goes in brackets, as in [::1]:9100; got {text!r}", field="--listen")
-    return host or "127.0.0.1", _port(port, "--listen")
+        raise UsageError(f"an IPv6 address goes in brackets, as in [::1]:9100; got {text!r}", field=flag)
+    return host or "127.0.0.1", _port(port, flag)
 
 
 def upstream_target(url: str) -> Target:

@@ -35,8 +35,8 @@ class Refusal(Exception):
 class Client(asyncio.Protocol):
     transport: asyncio.Transport  # set by connection_made, which asyncio calls before anything else
 
-    def __init__(self, proxy: Proxy) -> None:
-        self.proxy = proxy
+    def __init__(self, proxy: Proxy, control_only: bool = False) -> None:
+        self.proxy, self.control_only = proxy, control_only  # control_only: the control listener, any peer
         self.parser = httptools.HttpRequestParser(self)
         self.queue: deque[Request | Refusal] = deque()
         self.worker: asyncio.Task[None] | None = None
@@ -161,7 +161,9 @@ class Client(asyncio.Protocol):
         if not target.startswith("/"):
             self.reply(req, response(400, {"error": "the request target must be a path"}, close=close))
         elif target == CONTROL:
-            self.reply(req, self.proxy.control(req.method, bytes(req.body), self.peer, close))
+            self.reply(req, self.proxy.control(req.method, bytes(req.body), self.peer, close, self.control_only))
+        elif self.control_only:
+            self.reply(req, response(404, {"error": f"this listener answers {CONTROL} alone"}, close=close))
         elif not is_loopback(self.peer) and (
             is_admin(target) or is_admin(self.proxy.target.base.decode("latin-1") + target)
         ):

@@ -8,6 +8,7 @@ import gc
 import json
 import random
 import signal
+from collections.abc import Callable
 from dataclasses import asdict
 
 import uvloop
@@ -43,9 +44,10 @@ class Proxy:
         error = {"message": f"injected by llmchaos fault {fault.name}", "type": kind, "code": fault.error_status}
         return response(fault.error_status, {"error": error}, {"retry-after": str(fault.retry_after)}, close)
 
-    def control(self, method: bytes, body: bytes, peer: str, close: bool) -> bytes:
-        """`GET|PUT|DELETE /_llmchaos/fault` (and HEAD), from the loopback only."""
-        if not is_loopback(peer):
+    def control(self, method: bytes, body: bytes, peer: str, close: bool, any_peer: bool = False) -> bytes:
+        """`GET|PUT|DELETE /_llmchaos/fault` (and HEAD), from the loopback only unless `any_peer` (the
+        control listener, which a cluster's NetworkPolicy fences)."""
+        if not (any_peer or is_loopback(peer)):
             return response(403, {"error": "control API is loopback-only"}, close=close)
         if method == b"PUT":
             try:
@@ -66,20 +68,37 @@ class Proxy:
         )
 
 
-async def main(listen: tuple[str, int], target: Target, seed: int, header_timeout: float) -> None:
-    proxy, loop, stop = Proxy(target, seed, header_timeout), asyncio.get_running_loop(), asyncio.Event()
+async def _listen(address: tuple[str, int], client: Callable[[], Client], flag: str) -> asyncio.Server:
     try:
-        server = await loop.create_server(lambda: Client(proxy), *listen)
+        return await asyncio.get_running_loop().create_server(client, *address)
     except OSError as e:
-        host = f"[{listen[0]}]" if ":" in listen[0] else listen[0]
-        raise UsageError(f"cannot listen on {host}:{listen[1]}: {e.strerror or e}", field="--listen") from None
+        host = f"[{address[0]}]" if ":" in address[0] else address[0]
+        raise UsageError(f"cannot listen on {host}:{address[1]}: {e.strerror or e}", field=flag) from None
+
+
+async def main(
+    listen: tuple[str, int],
+    target: Target,
+    seed: int,
+    header_timeout: float,
+    control: tuple[str, int] | None = None,
+) -> None:
+    proxy, loop, stop = Proxy(target, seed, header_timeout), asyncio.get_running_loop(), asyncio.Event()
+    servers = [await _listen(listen, lambda: Client(proxy), "--listen")]
+    if control is not None:
+        servers.append(await _listen(control, lambda: Client(proxy, control_only=True), "--control-listen"))
     gc.freeze()  # what startup made is never collected: full collections stay short
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    server.close()
+    for server in servers:
+        server.close()
 
 
-def serve(listen: str, upstream: str, seed: int = 0, header_timeout: float = HEAD_TIMEOUT_S) -> None:
-    """Run the proxy until SIGINT or SIGTERM; a bad address is a UsageError before anything starts."""
-    uvloop.run(main(listen_address(listen), upstream_target(upstream), seed, header_timeout))
+def serve(
+    listen: str, upstream: str, seed: int = 0, header_timeout: float = HEAD_TIMEOUT_S, control: str | None = None
+) -> None:
+    """Run the proxy until SIGINT or SIGTERM; a bad address is a UsageError before anything starts.
+    `control`: also answer the control API alone there, from any peer."""
+    control_at = listen_address(control, "--control-listen") if control else None
+    uvloop.run(main(listen_address(listen), upstream_target(upstream), seed, header_timeout, control_at))

@@ -8,11 +8,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
 
-from tests.procs import ROOT, stop
+from tests.procs import ROOT, free_port, stop
 
 
 def proxy_command(*args: str) -> list[str]:
@@ -55,6 +56,17 @@ def test_a_port_in_use_is_one_line_and_exit_2():
     assert f"--listen: cannot listen on 127.0.0.1:{port}" in r.stderr
 
 
+def first_answer(proc: subprocess.Popen, call: Callable[[], httpx.Response]) -> httpx.Response:
+    """`call`'s answer once the proxy started by `proc` listens (within 20 s)."""
+    deadline = time.monotonic() + 20
+    while True:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, "the proxy did not answer"
+        with contextlib.suppress(httpx.TransportError):
+            return call()
+        time.sleep(0.05)
+
+
 def test_a_bracketed_ipv6_address_listens_there():
     with socket.socket(socket.AF_INET6) as s:
         s.bind(("::1", 0))
@@ -66,14 +78,42 @@ def test_a_bracketed_ipv6_address_listens_there():
         text=True,
     )
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the proxy did not answer on [::1]"
-            with contextlib.suppress(httpx.TransportError):
-                r = httpx.get(f"http://[::1]:{port}/_llmchaos/fault")
-                break
-            time.sleep(0.05)
+        r = first_answer(proc, lambda: httpx.get(f"http://[::1]:{port}/_llmchaos/fault"))
         assert r.json() == {"active": False, "fault": None}
     finally:
         stop(proc)
+
+
+def test_the_control_listener_answers_the_control_api_alone():
+    """`--control-listen`: the fault set there is the proxy's (a cluster's Task steps set it so); any
+    other path there is a 404, never forwarded."""
+    data, control = free_port(), free_port()
+    listen = ["--listen", f"127.0.0.1:{data}", "--control-listen", f"127.0.0.1:{control}"]
+    proc = subprocess.Popen(
+        proxy_command(*listen, "--upstream", "http://127.0.0.1:8000"),
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        fault = {"name": "drop", "drop_ratio": 0.15}
+        r = first_answer(proc, lambda: httpx.put(f"http://127.0.0.1:{control}/_llmchaos/fault", json=fault))
+        assert r.status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{data}/_llmchaos/fault").json()["fault"]["drop_ratio"] == 0.15
+        other = httpx.post(f"http://127.0.0.1:{control}/v1/chat/completions", json={})
+        assert other.status_code == 404
+        assert httpx.delete(f"http://127.0.0.1:{control}/_llmchaos/fault").json()["active"] is False
+    finally:
+        stop(proc)
+
+
+def test_a_bad_control_address_is_one_line_and_exit_2():
+    r = subprocess.run(
+        proxy_command("--listen", "127.0.0.1:9100", "--control-listen", "9199", "--upstream", "http://127.0.0.1:8000"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "--control-listen: expected HOST:PORT" in r.stderr

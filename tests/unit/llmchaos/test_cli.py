@@ -33,6 +33,7 @@ def test_every_component_owns_its_subcommands():
         "regress": "dashboards.cli",
         "dashboards": "dashboards.grafana.cli",
         "stack": "loadtests.stack.cli",
+        "k8s": "faults.k8s.cli",
     }
 
 

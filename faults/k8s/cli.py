@@ -1,0 +1,158 @@
+"""`llmchaos k8s render|render-load|wait`."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from faults.k8s import names
+from llmchaos.cli import Subparsers, positive
+from llmchaos.errors import UsageError
+
+IMAGE = "llmchaos:0.1.0"  # compose/Dockerfile's, as docker-compose.yml tags it
+NODE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser("k8s", help="a schedule as Chaos Mesh objects, the load as Locust on a cluster")
+    ksub = p.add_subparsers(dest="k8s_command", required=True)
+    r = ksub.add_parser("render", help="a schedule as one Chaos Mesh Workflow and the objects its steps need")
+    r.add_argument("schedule")
+    r.add_argument("--namespace", default="default")
+    r.add_argument("--selector", default="", help="the server's pods, KEY=VALUE[,KEY=VALUE] (netem, tbf, docker)")
+    r.add_argument("--gpu-node", default="", help="the node whose GPU gpu_clock windows lock")
+    r.add_argument("--upstream", default="", help="the model's Service URL, behind the SSE proxy (sse)")
+    r.add_argument("--image", default=IMAGE, help="the llmchaos image (compose/Dockerfile) in your registry")
+    r.add_argument("--nvidia-smi", default="/usr/bin/nvidia-smi", help="the driver's nvidia-smi on the GPU node")
+    r.add_argument("--run", default=None, help="the Workflow's name (default: the schedule file's name)")
+    r.add_argument("--duration", type=positive(float), default=None, help="seconds (needed with 'every')")
+    r.add_argument("--out", default=None, help="write DIR/setup.yaml and DIR/run.yaml (default: stdout)")
+    r.set_defaults(func=run_render)
+
+    lo = ksub.add_parser("render-load", help="Locust master and workers (or a LocustTest) on a cluster")
+    lo.add_argument("--host", required=True, help="the target's URL from inside the cluster")
+    lo.add_argument("--name", default="llmchaos-load")
+    lo.add_argument("--namespace", default="default")
+    lo.add_argument("--image", default=IMAGE)
+    lo.add_argument("--workers", type=positive(int), default=2)
+    for option in ("schedule", "slo", "guard"):
+        lo.add_argument(f"--{option}", default=None, help=f"the load test's --{option} file, put in a ConfigMap")
+    lo.add_argument("--push-gateway", default="", help="the Pushgateway's URL from inside the cluster")
+    lo.add_argument("--results-size", default="1Gi", help="the results' PersistentVolumeClaim")
+    lo.add_argument("--k8s-workflow", default="", help="the Workflow whose steps give the phases")
+    lo.add_argument("--operator", action="store_true", help="a LocustTest for the Locust Kubernetes operator")
+    lo.add_argument("--out", default=None, help="write DIR/load.yaml (default: stdout)")
+    lo.add_argument("locust_args", nargs=argparse.REMAINDER, help="after --: more of Locust's options, for the master")
+    lo.set_defaults(func=run_render_load)
+
+    w = ksub.add_parser("wait", help="wait until a Workflow's step starts or ends (the GPU node's Job)")
+    w.add_argument("workflow", help="[NAMESPACE/]NAME")
+    w.add_argument("--step", required=True)
+    w.add_argument("--for", dest="until", choices=["start", "end"], required=True)
+    w.set_defaults(func=run_wait)
+
+
+def _selector(text: str) -> dict[str, str]:
+    from faults.k8s.pods import LABEL_KEY, LABEL_VALUE
+
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+            raise UsageError(f"expected KEY=VALUE[,KEY=VALUE] of Kubernetes labels, got {item!r}", field="--selector")
+        out[key] = value
+    return out
+
+
+def _name(value: str, flag: str, pattern: re.Pattern[str] = names.DNS_LABEL) -> str:
+    reason = names.check(value, pattern)
+    if reason:
+        raise UsageError(reason, field=flag)
+    return value
+
+
+def _write(docs: list[dict], path: Path | None) -> None:
+    text = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=120)
+    if path is None:
+        sys.stdout.write(text)
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(e.strerror or str(e), file=str(path), field="--out") from None
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the GPU Job's script, the windows' files) as blocks a person reads."""
+
+
+_Dumper.add_representer(
+    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+)
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from faults import schedule
+    from faults.injectors import KINDS
+    from faults.k8s.cluster import Cluster
+    from faults.k8s.workflow import render
+    from faults.proxy.address import upstream_target
+
+    plan = schedule.load(args.schedule, KINDS)
+    if any(f.every for f in plan.faults) and args.duration is None:
+        raise UsageError("a schedule with 'every' needs --duration", field="--duration")
+    if args.upstream:
+        upstream_target(args.upstream)
+    if args.gpu_node and not NODE.fullmatch(args.gpu_node):
+        raise UsageError(f"{args.gpu_node!r} is not a node's name", field="--gpu-node")
+    cluster = Cluster(
+        run=_name(args.run or Path(args.schedule).stem, "--run", names.DNS_1035),
+        namespace=_name(args.namespace, "--namespace"),
+        selector=_selector(args.selector),
+        gpu_node=args.gpu_node,
+        upstream=args.upstream,
+        image=args.image,
+        nvidia_smi=args.nvidia_smi,
+    )
+    rendered = render(plan, args.schedule, cluster, args.duration or plan.end())
+    if args.out is None:
+        _write(rendered.objects(), None)
+    else:
+        if rendered.setup:
+            _write(rendered.setup, Path(args.out) / "setup.yaml")
+        _write(rendered.run, Path(args.out) / "run.yaml")
+    return 0
+
+
+def run_render_load(args: argparse.Namespace) -> int:
+    from faults.k8s.load import Load, render
+
+    extra = args.locust_args[1:] if args.locust_args[:1] == ["--"] else args.locust_args
+    load = Load(
+        host=args.host,
+        name=_name(args.name, "--name", names.DNS_1035),
+        namespace=_name(args.namespace, "--namespace"),
+        image=args.image,
+        workers=args.workers,
+        files={o: getattr(args, o) for o in ("schedule", "slo", "guard") if getattr(args, o)},
+        push_gateway=args.push_gateway,
+        results_size=args.results_size,
+        workflow=_name(args.k8s_workflow, "--k8s-workflow") if args.k8s_workflow else "",
+        operator=args.operator,
+        locust_args=tuple(extra),
+    )
+    if load.workflow and "schedule" in load.files:
+        raise UsageError("give one source of phases: --schedule runs faults in the master", field="--k8s-workflow")
+    _write(render(load), Path(args.out) / "load.yaml" if args.out else None)
+    return 0
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    from faults.k8s.phases import api_reader, reference, wait
+
+    return wait(api_reader(*reference(args.workflow)), args.step, args.until)

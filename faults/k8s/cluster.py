@@ -1,0 +1,79 @@
+"""The cluster a schedule is rendered for (the command line's options), and what every window's step
+brings to the rendering: its Workflow template and the objects it needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from faults.injectors.base import FieldError
+from faults.k8s import names
+from faults.schedule import Window
+
+API = "chaos-mesh.org/v1alpha1"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    run: str  # the Workflow's name, and every other object's first part
+    namespace: str = "default"
+    selector: dict[str, str] = field(default_factory=dict)  # the server's pods
+    gpu_node: str = ""
+    upstream: str = ""  # the model's Service, behind the SSE proxy
+    image: str = "llmchaos:0.1.0"  # compose/Dockerfile's
+    nvidia_smi: str = "/usr/bin/nvidia-smi"  # on the GPU node
+
+    def server_pods(self, kind: str) -> dict:
+        """A Chaos Mesh selector for the server's pods (FieldError when there is no --selector)."""
+        if not self.selector:
+            raise FieldError("target", f"{kind} acts on the server's pods: give --selector (e.g. app=llm)")
+        return {"namespaces": [self.namespace], "labelSelectors": dict(self.selector)}
+
+    def meta(self, name: str, window: str | None = None) -> dict:
+        return names.meta(name, self.namespace, self.run, window)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One window's action step: the window (times from the Workflow's start) and its template's name."""
+
+    window: Window
+    name: str
+
+
+@dataclass
+class Piece:
+    """What a step brings: its template, the objects applied before the Workflow (`setup`, the same
+    object from several steps once), those applied with it (`beside`), and files for the windows'
+    ConfigMap."""
+
+    template: dict
+    setup: list[dict] = field(default_factory=list)
+    beside: list[dict] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def go_duration(seconds: float) -> str:
+    """A whole number of seconds as Chaos Mesh and Kubernetes read durations (`90s`)."""
+    return f"{round(seconds)}s"
+
+
+def reader_role(meta: dict, account: str | None = None) -> list[dict]:
+    """A Role that reads Workflows and their steps and nothing else, bound to the ServiceAccount
+    named as the Role (or `account`): what `llmchaos k8s wait` and the load test's phases need."""
+    group = API.split("/")[0]
+    subject = {"kind": "ServiceAccount", "name": account or meta["name"], "namespace": meta["namespace"]}
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [{"apiGroups": [group], "resources": ["workflows", "workflownodes"], "verbs": ["get", "list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+            "subjects": [subject],
+        },
+    ]

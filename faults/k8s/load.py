@@ -1,0 +1,155 @@
+"""`llmchaos k8s render-load`: the load test on a cluster, from the image compose/Dockerfile builds
+(the harness installed, its sources in /src). A Locust master (web UI, its Service), N workers, the
+schedule, SLO and guard files in a ConfigMap, the results on a PersistentVolumeClaim, the Pushgateway's
+URL; with `--k8s-workflow`, an account that reads the Workflow, for the phases. With `operator`, a
+`LocustTest` (locust.io/v1) for the Locust Kubernetes operator instead of the master and workers: it
+mounts the ConfigMap at /lotest/src and no volume, so results leave through the Pushgateway."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from faults import schedule
+from faults.injectors import KINDS
+from faults.k8s import names
+from faults.k8s.cluster import reader_role
+from llmchaos import slo, yamlfile
+from llmchaos.errors import UsageError
+
+LOCUSTFILE = "/src/loadtests/locustfile.py"
+MOUNT, OPERATOR_MOUNT = "/etc/llmchaos", "/lotest/src"
+WEB, MASTER, METRICS = 8089, 5557, 9646
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?")
+
+
+@dataclass(frozen=True)
+class Load:
+    host: str
+    name: str = "llmchaos-load"
+    namespace: str = "default"
+    image: str = "llmchaos:0.1.0"
+    workers: int = 2
+    files: dict[str, str] = field(default_factory=dict)  # option (schedule, slo, guard) -> the user's file
+    push_gateway: str = ""
+    results_size: str = "1Gi"
+    workflow: str = ""  # --k8s-workflow
+    operator: bool = False
+    locust_args: tuple[str, ...] = ()
+
+    def meta(self, name: str) -> dict:
+        return names.meta(name, self.namespace, self.name)
+
+
+def _read(option: str, path: str) -> str:
+    """The file's text, checked as its option will read it (a guard file as YAML only: the load
+    test's own module reads it, which faults does not import)."""
+    if option == "schedule":
+        schedule.load(path, KINDS)
+    elif option == "slo":
+        slo.load(path)
+    else:
+        yamlfile.compose(path)
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def render(load: Load) -> list[dict]:
+    if not QUANTITY.fullmatch(load.results_size):
+        raise UsageError(f"expected a size such as 1Gi, got {load.results_size!r}", field="--results-size")
+    data = {f"{option}.yaml": _read(option, path) for option, path in load.files.items()}
+    mount = OPERATOR_MOUNT if load.operator else MOUNT
+    args = [f"--host={load.host}", *(f"--{option}={mount}/{option}.yaml" for option in load.files)]
+    args += [f"--push-gateway={load.push_gateway}"] if load.push_gateway else []
+    args += [f"--k8s-workflow={load.namespace}/{load.workflow}"] if load.workflow else []
+    out: list[dict] = []
+    if data:
+        out.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": load.meta(f"{load.name}-files"), "data": data})
+    account = f"{load.name}-phases"
+    if load.workflow:  # the operator's pods run as the namespace's default account
+        if not load.operator:
+            out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": load.meta(account)})
+        out += reader_role(load.meta(account), "default" if load.operator else None)
+    if load.operator:
+        return [*out, operator_test(load, args, bool(data))]
+    master = f"{load.name}-master"
+    volumes = [{"name": "results", "persistentVolumeClaim": {"claimName": f"{load.name}-results"}}]
+    mounts: list[dict] = [{"name": "results", "mountPath": "/results"}]
+    if data:
+        volumes.append({"name": "files", "configMap": {"name": f"{load.name}-files"}})
+        mounts.append({"name": "files", "mountPath": MOUNT, "readOnly": True})
+    command = ["locust", "-f", LOCUSTFILE, "--master", "--results-dir=/results", f"--prometheus-port={METRICS}"]
+    master_container = {
+        "name": "master",
+        "image": load.image,
+        "command": command + args + list(load.locust_args),
+        "ports": [
+            {"name": "web", "containerPort": WEB},
+            {"name": "master", "containerPort": MASTER},
+            {"name": "metrics", "containerPort": METRICS},
+        ],
+        "volumeMounts": mounts,
+        "readinessProbe": {"httpGet": {"path": "/", "port": "web"}, "periodSeconds": 5},
+    }
+    worker_container = {
+        "name": "worker",
+        "image": load.image,
+        "command": ["locust", "-f", LOCUSTFILE, "--worker", f"--master-host={master}"],
+    }
+    pvc_spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": load.results_size}}}
+    return [
+        *out,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": load.meta(f"{load.name}-results"),
+            "spec": pvc_spec,
+        },
+        _deployment(load, master, 1, master_container, volumes, account, recreate=True),
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": load.meta(master),
+            "spec": {
+                "selector": _pods(load, master),
+                "ports": [
+                    {"name": n, "port": p, "targetPort": n}
+                    for n, p in (("web", WEB), ("master", MASTER), ("metrics", METRICS))
+                ],
+            },
+        },
+        _deployment(load, f"{load.name}-worker", load.workers, worker_container, [], account),
+    ]
+
+
+def _pods(load: Load, name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "llmchaos-locust", "app.kubernetes.io/instance": name}
+
+
+def _deployment(
+    load: Load, name: str, replicas: int, container: dict, volumes: list[dict], account: str, recreate: bool = False
+) -> dict:
+    """A Deployment of `container`; the master's is recreated, not rolled (its volume is ReadWriteOnce)."""
+    meta = load.meta(name)
+    pod: dict = {"containers": [container]}
+    pod |= {"volumes": volumes} if volumes else {}
+    pod |= {"serviceAccountName": account} if load.workflow else {}
+    spec: dict = {
+        "replicas": replicas,
+        "selector": {"matchLabels": _pods(load, name)},
+        "template": {"metadata": {"labels": meta["labels"] | _pods(load, name)}, "spec": pod},
+    }
+    spec |= {"strategy": {"type": "Recreate"}} if recreate else {}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+
+
+def operator_test(load: Load, args: list[str], files: bool) -> dict:
+    """The operator's LocustTest: it runs the master headless and starts the test itself."""
+    spec: dict = {
+        "image": load.image,
+        "masterCommandSeed": " ".join([f"--locustfile {LOCUSTFILE}", *args, *load.locust_args]),
+        "workerCommandSeed": f"--locustfile {LOCUSTFILE}",
+        "workerReplicas": load.workers,
+    }
+    spec |= {"configMap": f"{load.name}-files"} if files else {}
+    return {"apiVersion": "locust.io/v1", "kind": "LocustTest", "metadata": load.meta(load.name), "spec": spec}

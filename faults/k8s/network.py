@@ -1,0 +1,101 @@
+"""`netem` and `tbf` windows as a NetworkChaos step on the server's pods (--selector), in the device
+the target names (`interface`, e.g. eth0 inside the pods)."""
+
+from __future__ import annotations
+
+import math
+
+from faults.injectors.base import RATE, FieldError, number
+from faults.k8s.cluster import Cluster, Piece, Step, go_duration
+from faults.schedule import FaultSpec, Window
+
+BITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}  # tc's units, as tbf reads them
+INT32 = 2**31 - 1
+NETEM_ACTIONS = ("delay", "loss", "duplicate")  # one of these alone is its own action, more are `netem`
+
+
+def check(spec: FaultSpec, cluster: Cluster) -> None:
+    if "netns" in spec.target:
+        raise FieldError(
+            "target.netns", "a host's network namespace has no meaning on a cluster: the pods are --selector's"
+        )
+    cluster.server_pods(spec.kind)
+    if spec.kind == "netem" and "reorder" in spec.params and "delay" not in spec.params:
+        raise FieldError("params.reorder", "Chaos Mesh reorders within a delay: give one")
+    if spec.kind == "tbf":
+        bandwidth(spec.params)
+
+
+def peers(window: Window) -> dict:
+    """Which traffic of the selected pods a window shapes, in NetworkChaos's words. A window names no
+    direction or peer today, so this is Chaos Mesh's default: everything the pods send (`direction:
+    to`, no `target`, no `externalTargets`)."""
+    return {"direction": "to"}
+
+
+def piece(step: Step, cluster: Cluster) -> Piece:
+    w = step.window
+    action = {"action": "bandwidth", "bandwidth": bandwidth(w.params)} if w.kind == "tbf" else netem(w.params)
+    chaos = {
+        "action": action.pop("action"),
+        "mode": "all",
+        "selector": cluster.server_pods(w.kind),
+        "device": w.target["interface"],
+        **peers(w),
+        "duration": go_duration(w.end - w.start),
+        **action,
+    }
+    return Piece(
+        {
+            "name": step.name,
+            "templateType": "NetworkChaos",
+            "deadline": go_duration(w.end - w.start),
+            "networkChaos": chaos,
+        }
+    )
+
+
+def _time(params: dict, key: str) -> str:
+    """A delay in milliseconds as netem applies it (whole microseconds), in Chaos Mesh's notation."""
+    us = round(number(params, key, "ms") * 1000)
+    return f"{us // 1000}ms" if us % 1000 == 0 else f"{us}us"
+
+
+def _pct(params: dict, key: str) -> str:
+    return f"{number(params, key, '%'):g}"
+
+
+def netem(params: dict) -> dict:
+    """NetworkChaos's action and fields for the netem params (checked by the netem injector)."""
+    out: dict = {}
+    if "delay" in params:
+        delay: dict = {"latency": _time(params, "delay")}
+        if "jitter" in params:
+            delay["jitter"] = _time(params, "jitter")
+        if "correlation" in params:
+            delay["correlation"] = _pct(params, "correlation")
+        out["delay"] = delay
+        if "reorder" in params:  # gap 1: what tc and pyroute2 take when none is given
+            delay["reorder"] = {"reorder": _pct(params, "reorder"), "gap": 1}
+    for key in ("loss", "duplicate"):
+        if key in params:
+            out[key] = {key: _pct(params, key)}
+    if "rate" in params:
+        out["rate"] = {"rate": params["rate"]}
+    actions = [a for a in NETEM_ACTIONS if a in out]
+    return {"action": actions[0] if len(actions) == 1 and "rate" not in out else "netem", **out}
+
+
+def bandwidth(params: dict) -> dict:
+    """tbf's rate, burst and latency as NetworkChaos's bandwidth: the queue (`limit`, bytes) is what
+    tc makes of a latency, rate x latency + burst."""
+    m = RATE.fullmatch(params["rate"])
+    assert m is not None, "the tbf injector checked the rate"
+    burst = int(number(params, "burst")) if "burst" in params else 32768
+    latency_ms = number(params, "latency", "ms") if "latency" in params else 50.0
+    if burst < 1:
+        raise FieldError("params.burst", "Chaos Mesh needs a burst of at least 1 byte")
+    limit = math.ceil(float(m.group(1)) * BITS[m.group(2)] / 8 * latency_ms / 1000) + burst
+    if limit > INT32:
+        raise FieldError("params", f"the queue this rate and latency need ({limit} bytes) is over Chaos Mesh's {INT32}")
+    return {"rate": params["rate"], "limit": limit, "buffer": burst}

@@ -1,0 +1,273 @@
+"""`llmchaos k8s render`: every example schedule in the repository renders to objects an API server
+would take (the CRDs' and Kubernetes' schemas), a broken object is caught by the same check, the
+seeds' three drills render to their golden files (shown in the README), and a window a cluster
+cannot express is one line and exit 2."""
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from faults import schedule
+from faults.injectors import KINDS
+from faults.k8s import network, pods
+from faults.k8s.cluster import Cluster, Step
+from faults.k8s.workflow import render
+from faults.schedule import Window
+from tests.procs import ROOT
+from tests.unit.faults.k8s.schemas import errors
+
+GOLDEN = Path(__file__).parent / "golden"
+DRILLS = {
+    "drill-jitter": ["--selector", "app=llm"],
+    "drill-gpu-clock": ["--gpu-node", "gpu-node-1"],
+    "drill-sse-drop": ["--upstream", "http://llm:8000"],
+}
+CLUSTER = Cluster(
+    run="example", namespace="staging", selector={"app": "llm"}, gpu_node="gpu-node-1", upstream="http://llm:8000"
+)
+
+
+def k8s(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "k8s", *args], cwd=ROOT, capture_output=True, text=True
+    )
+
+
+def example_schedules() -> list[str]:
+    """Every schedule the repository ships outside the tests (a YAML file with a list of faults)."""
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.yaml", "*.yml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    found = []
+    for name in files:
+        if name.startswith("tests/") or not (Path(ROOT) / name).is_file():
+            continue
+        doc = yaml.safe_load((Path(ROOT) / name).read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and isinstance(doc.get("faults"), list):
+            found.append(name)
+    return sorted(found)
+
+
+def test_the_examples_include_the_drills():
+    assert {f"compose/schedules/{d}.yaml" for d in DRILLS} <= set(example_schedules())
+
+
+@pytest.mark.parametrize("name", example_schedules())
+def test_every_example_schedule_renders_to_objects_an_api_server_takes(name):
+    path = str(Path(ROOT) / name)
+    plan = schedule.load(path, KINDS)
+    rendered = render(plan, path, CLUSTER, 600 if any(f.every for f in plan.faults) else plan.end())
+    objects = rendered.objects()
+    assert [o["kind"] for o in rendered.run].count("Workflow") == 1
+    assert [e for o in objects for e in errors(o)] == []
+    for o in objects:
+        assert o["metadata"]["namespace"] == "staging"
+        assert o["metadata"]["labels"]["llmchaos.dev/run"] == "example"
+
+
+@pytest.mark.parametrize("drill", sorted(DRILLS))
+def test_the_drills_render_to_their_golden_files(drill):
+    r = k8s("render", f"compose/schedules/{drill}.yaml", *DRILLS[drill])
+    assert r.returncode == 0, r.stderr
+    golden = GOLDEN / f"{drill}.yaml"
+    if os.environ.get("LLMCHAOS_UPDATE_GOLDEN"):
+        golden.write_text(r.stdout, encoding="utf-8")
+    assert r.stdout == golden.read_text(encoding="utf-8")
+    assert [e for o in yaml.safe_load_all(r.stdout) for e in errors(o)] == []
+
+
+@pytest.mark.parametrize("drill", sorted(DRILLS))
+def test_the_readme_shows_each_drill_as_rendered(drill):
+    readme = (Path(ROOT) / "README.md").read_text(encoding="utf-8")
+    command = f"llmchaos k8s render compose/schedules/{drill}.yaml {' '.join(DRILLS[drill])}"
+    assert command in readme
+    block = readme[readme.index(command) :].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block == (GOLDEN / f"{drill}.yaml").read_text(encoding="utf-8")
+
+
+def test_the_drills_objects(tmp_path):
+    r = k8s(
+        "render", "compose/schedules/drill-gpu-clock.yaml", "--gpu-node", "gpu-node-1", "--out", str(tmp_path / "o")
+    )
+    assert r.returncode == 0, r.stderr
+    setup = list(yaml.safe_load_all((tmp_path / "o" / "setup.yaml").read_text()))
+    run = list(yaml.safe_load_all((tmp_path / "o" / "run.yaml").read_text()))
+    assert [o["kind"] for o in setup] == ["ServiceAccount", "Role", "RoleBinding"]
+    assert [o["kind"] for o in run] == ["Workflow", "Job"]
+    job = run[1]["spec"]
+    pod = job["spec"] if "spec" in job else job["template"]["spec"]
+    assert pod["nodeName"] == "gpu-node-1"
+    assert pod["hostPID"]
+    assert pod["containers"][0]["securityContext"] == {"privileged": True}
+    assert "nvidia.com/gpu" not in str(pod["containers"][0]["resources"])  # the server holds the GPUs
+    assert job["activeDeadlineSeconds"] == 30 + 60 + 120
+    assert run[0]["spec"]["templates"][-1] == {"name": "slow-gpu", "templateType": "Suspend", "deadline": "60s"}
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda o: o["spec"]["templates"][-1]["networkChaos"].update(action="jitter"),  # not an action
+        lambda o: o["spec"]["templates"][-1]["networkChaos"]["delay"].update(latency="100 ms"),
+        lambda o: o["spec"]["templates"][-1]["networkChaos"]["delay"].update(jiter="30ms"),  # a misspelt field
+        lambda o: o["spec"].pop("entry"),
+        lambda o: o["metadata"]["labels"].update({"llmchaos.dev/window": "Not a label!"}),
+        lambda o: o["metadata"].update(name="Drill_Jitter"),
+    ],
+)
+def test_a_broken_object_is_caught_by_the_same_check(mutate):
+    workflow = next(yaml.safe_load_all((GOLDEN / "drill-jitter.yaml").read_text()))
+    assert errors(workflow) == []
+    broken = copy.deepcopy(workflow)
+    mutate(broken)
+    assert errors(broken) != []
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda pod: pod.update(nodename="gpu-node-1"),  # Kubernetes' field is nodeName
+        lambda pod: pod["containers"][0].update(securityContext={"privileged": "yes"}),
+        lambda pod: pod.pop("containers"),
+    ],
+)
+def test_a_broken_core_object_is_caught_too(mutate):
+    job = list(yaml.safe_load_all((GOLDEN / "drill-gpu-clock.yaml").read_text()))[-1]
+    assert job["kind"] == "Job"
+    assert errors(job) == []
+    mutate(job["spec"]["template"]["spec"])
+    assert errors(job) != []
+
+
+NETEM = "seed: 7\nfaults:\n  - {name: %s, kind: %s, target: %s, at: %s, duration: 60s, params: %s}\n"
+BAD = [
+    (
+        NETEM % ("j", "netem", "{netns: lt-client, interface: veth-lt}", "30s", "{delay: 100ms}"),
+        [],
+        "faults[0].target.netns",
+    ),
+    (NETEM % ("j", "netem", "{interface: eth0}", "30s", "{delay: 100ms}"), [], "--selector"),
+    (
+        NETEM % ("j" * 41, "netem", "{interface: eth0}", "30s", "{delay: 100ms}"),
+        ["--selector", "a=b"],
+        "faults[0].name",
+    ),
+    (NETEM % ("Jitter", "netem", "{interface: eth0}", "30s", "{delay: 100ms}"), ["--selector", "a=b"], "DNS label"),
+    (NETEM % ("j", "netem", "{interface: eth0}", "1.5s", "{delay: 100ms}"), ["--selector", "a=b"], "faults[0].at"),
+    (NETEM % ("j", "netem", "{interface: eth0}", "0s", "{reorder: 5%}"), ["--selector", "a=b"], "params.reorder"),
+    (
+        NETEM % ("g", "gpu_clock", '{sim: "http://127.0.0.1:8000"}', "0s", "{graphics_mhz: 500}"),
+        ["--gpu-node", "n"],
+        "target.sim",
+    ),
+    (NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 500}"), [], "--gpu-node"),
+    (NETEM % ("s", "sse", '{proxy: "127.0.0.1:9100"}', "0s", "{drop_ratio: 0.1}"), [], "--upstream"),
+    (
+        NETEM % ("s", "sse", "{proxy: proxy}", "0s", "{drop_ratio: 0.1}"),
+        ["--upstream", "http://m:8000"],
+        "target.proxy",
+    ),
+    (NETEM % ("d", "docker", '{label: "a=b"}', "0s", "{action: cpu, cpus: 0.5}"), [], "params.action"),
+    (NETEM % ("d", "docker", '{label: "a=b", host: "tcp://h:2375"}', "0s", "{action: pause}"), [], "target.host"),
+    (NETEM % ("d", "docker", '{label: "not a label"}', "0s", "{action: pause}"), [], "target.label"),
+    (NETEM % ("d", "docker", "{container: server}", "0s", "{action: pause}"), [], "--selector"),
+    (NETEM % ("d", "docker", '{label: "a=b"}', "0s", "{action: kill, signal: SIGTERM}"), [], "params.signal"),
+    (
+        NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"),
+        ["--selector", "a=b", "--run", "Bad_Run"],
+        "--run",
+    ),
+    (
+        NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"),
+        ["--selector", "a=b", "--run", "r" * 41],
+        "--run",
+    ),
+    (NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"), ["--selector", "app"], "--selector"),
+    (
+        NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"),
+        ["--selector", "a=b", "--namespace", "Prod"],
+        "--namespace",
+    ),
+    (
+        (NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}")).replace("60s,", "60s, every: 2m,"),
+        ["--selector", "a=b"],
+        "--duration",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "args", "named"), BAD)
+def test_what_a_cluster_cannot_express_is_one_line_and_exit_2(tmp_path, text, args, named):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    r = k8s("render", str(path), *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
+    assert named in r.stderr
+    assert r.stdout == ""
+
+
+def test_repeats_whose_steps_would_share_a_name_are_refused(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "faults:\n"
+        "  - {name: a, kind: netem, target: {interface: eth0}, at: 0s, duration: 10s, every: 60s,\n"
+        "     params: {delay: 1ms}}\n"
+        "  - {name: a-1, kind: tbf, target: {interface: eth0}, at: 0s, duration: 10s, params: {rate: 1mbit}}\n"
+    )
+    r = k8s("render", str(path), "--selector", "a=b", "--duration", "120")
+    assert r.returncode == 2
+    assert "another window's" in r.stderr
+
+
+def _piece(kind: str, target: dict, params: dict, module=network) -> dict:
+    return module.piece(Step(Window("w", kind, target, params, 10.0, 70.0), "w"), CLUSTER).template
+
+
+def test_netem_params_become_one_action_or_netem():
+    assert _piece("netem", {"interface": "eth0"}, {"loss": "0.5%"})["networkChaos"]["loss"] == {"loss": "0.5"}
+    assert _piece("netem", {"interface": "eth0"}, {"loss": 1})["networkChaos"]["action"] == "loss"
+    both = _piece("netem", {"interface": "eth0"}, {"delay": 0.25, "correlation": 25, "jitter": 1, "duplicate": 2})
+    chaos = both["networkChaos"]
+    assert chaos["action"] == "netem"
+    assert chaos["delay"] == {"latency": "250us", "jitter": "1ms", "correlation": "25"}
+    assert chaos["duplicate"] == {"duplicate": "2"}
+    reorder = _piece("netem", {"interface": "eth0"}, {"delay": "10ms", "reorder": "5%"})["networkChaos"]["delay"]
+    assert reorder["reorder"] == {"reorder": "5", "gap": 1}  # gap 1, as tc and pyroute2 apply it
+
+
+def test_tbf_becomes_bandwidth_with_the_queue_tc_makes_of_its_latency():
+    chaos = _piece("tbf", {"interface": "eth0"}, {"rate": "8mbit"})["networkChaos"]
+    assert chaos["action"] == "bandwidth"
+    assert chaos["bandwidth"] == {"rate": "8mbit", "limit": 1_000_000 * 50 // 1000 + 32768, "buffer": 32768}
+
+
+def test_docker_actions_become_pod_chaos():
+    def chaos(target: dict, params: dict) -> dict:
+        return _piece("docker", target, params, pods)["podChaos"]
+
+    assert chaos({"label": "app=llm"}, {"action": "pause"}) == {
+        "action": "pod-failure",
+        "mode": "all",
+        "selector": {"namespaces": ["staging"], "labelSelectors": {"app": "llm"}},
+        "duration": "60s",
+    }
+    kill = chaos({"container": "server"}, {"action": "kill"})
+    assert (kill["action"], kill["containerNames"], kill["selector"]["labelSelectors"]) == (
+        "container-kill",
+        ["server"],
+        {"app": "llm"},
+    )
+    stop = chaos({"label": "llmchaos.allow"}, {"action": "stop", "timeout": "5s"})
+    assert (stop["action"], stop["gracePeriod"]) == ("pod-kill", 5)
+    assert stop["selector"]["expressionSelectors"] == [{"key": "llmchaos.allow", "operator": "Exists"}]
