@@ -64,6 +64,8 @@ class Link(Protocol):
 
     def close(self) -> None: ...
 
+    def read_pending(self) -> None: ...
+
 
 class Exchange:
     """A request's bytes, and the record its response fills. `finished` is called once, on the
@@ -191,7 +193,14 @@ class Exchange:
             if self.conn is not None and self.conn.exchange is self:
                 self.conn.close()  # a body held open (or fed comments) past DRAIN_S costs the connection
         elif now >= self.limit:
-            self._give_up()
+            if self.conn is not None:  # first what reached the host in time, had the plane woken late
+                self.conn.read_pending()
+            if self.done:
+                return
+            if now >= self.limit:  # still: no sign of life by the limit
+                self._give_up()
+            elif self.conn is not None:  # an event in time moved the limit
+                self.conn.plane.due(self)
         elif self.connect_by is not None:
             self.end("connect_error", "TimeoutError: timed out")
 

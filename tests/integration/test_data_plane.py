@@ -179,6 +179,29 @@ def test_a_request_killed_mid_stream_is_cancelled_and_its_connection_dropped(slo
     assert client.connections == 2
 
 
+def test_a_plane_woken_late_reads_what_came_in_time_before_judging_a_stall(slow):
+    """Events every 0.3 s against a 0.4 s stall limit; right after one is read, the plane's thread is
+    held up for 0.45 s (as on a busy machine). The next event reaches the host in time, stamped so by
+    the kernel, but the plane only looks again after the limit: it must read it before it judges."""
+    client = StreamClient(slow, Limits(connect=2.0, ttft=5.0, stall=0.4, request=10.0))
+    adapter = ADAPTERS["openai-chat"]
+    body = json.loads(adapter.call("m", "x", "en", 5, True, False, None).body)
+    body["x_script"] = {"ttft_ms": [5, 5], "itl_ms": [300, 300]}
+    call = Call("/v1/chat/completions", {"content-type": "application/json"}, json.dumps(body).encode())
+    rec = RequestRecord("en", adapter.name, slow)
+    try:
+        g = gevent.spawn(client.run, adapter, call, True, rec, time.perf_counter())
+        while len(rec.chunks) < 2:
+            gevent.sleep(0.001)
+        plane().call(lambda: time.sleep(0.45))
+        g.join()
+    finally:
+        client.close()
+    assert (rec.outcome, rec.error) == ("ok", None)
+    assert len(rec.chunks) == 5
+    assert max(rec.gaps) < 0.4
+
+
 def test_a_refused_connection_is_a_connect_error():
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]
