@@ -24,6 +24,7 @@ import pytest
 from llmchaos import languages, tokenizer
 from llmchaos.sse_codec import Decoder
 from tests.integration.conftest import engine_args, sim_only
+from tests.noise import WakeNoise
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
@@ -365,21 +366,25 @@ def _ttft_twice(s: Server, prompt: str) -> tuple[Stream, Stream, float, float]:
     return run(go())
 
 
+@pytest.mark.timing
 def test_prefix_cache_hit_lowers_ttft(real_time: Server, no_cache: Server) -> None:
+    """A wake-up delay (tests/noise.py) may land on either request: the comparisons allow it once."""
     prompt = text_prompt("en", 1500)
     n = tokenizer.count(prompt)
     assert 1500 <= n <= 1510
 
-    first, second, cold_hits, warm_hits = _ttft_twice(real_time, prompt)
+    with WakeNoise() as noise:
+        first, second, cold_hits, warm_hits = _ttft_twice(real_time, prompt)
     assert first.usage["prompt_tokens"] == n == second.usage["prompt_tokens"]
     assert cold_hits == 0, "the first request must start cold"
     assert warm_hits >= 1400
     assert warm_hits == (n - 1) // 16 * 16  # every full block but the last token's
-    assert second.ttft < 0.5 * first.ttft, (first.ttft, second.ttft)
+    assert second.ttft - noise.worst < 0.5 * first.ttft, (first.ttft, second.ttft, noise.worst)
 
-    first, second, cold_hits, warm_hits = _ttft_twice(no_cache, prompt)
+    with WakeNoise() as noise:
+        first, second, cold_hits, warm_hits = _ttft_twice(no_cache, prompt)
     assert cold_hits == warm_hits == 0
-    assert second.ttft / first.ttft > 0.8, (first.ttft, second.ttft)
+    assert second.ttft > 0.8 * (first.ttft - noise.worst), (first.ttft, second.ttft, noise.worst)
 
 
 # -- 4. weighted fair queuing ---------------------------------------------------------------------------
@@ -465,10 +470,13 @@ def _gap(s: Server, n: int = 40, repeat: int = 1) -> float:
     return run(go())
 
 
+@pytest.mark.timing
 def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server, engine: str) -> None:
+    """The locked phase is held against the full-clock phases before and after it. torch's steps are
+    real compute on a shared CPU: their time wanders by a fifth between two measurements a second
+    apart, and more on a busy machine, so its locked steps lie between twice the faster and twice the
+    slower of the two (its unit test alternates steps to check the proportion closely)."""
     s, url = real_time, real_time.url + "/admin/device/clocks"
-    # torch's steps are real compute on a shared CPU: their time wanders by a fifth between two
-    # measurements a second apart (its unit test alternates steps to check the proportion closely).
     slack, repeat = (0.0, 1) if engine == "sim" else (0.2, 5)
     state = httpx.get(url, headers=ADMIN).json()
     assert state == {
@@ -479,28 +487,35 @@ def test_locked_clock_slows_every_step(real_time: Server, no_cache: Server, engi
         "slowdown": 1.0,
     }
 
-    base = _gap(s, repeat=repeat)
-    r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 990})
-    try:
-        assert r.status_code == 200
-        assert r.json() == {
-            "graphics_mhz": 990.0,
-            "min_graphics_mhz": 210.0,
-            "max_graphics_mhz": 1980.0,
-            "locked": True,
-            "slowdown": 2.0,
-        }
-        assert httpx.get(url, headers=ADMIN).json()["locked"] is True
-        slow = _gap(s, repeat=repeat)
-    finally:
-        r = httpx.delete(url, headers=ADMIN)
-    assert 1.7 - 2 * slack <= slow / base <= 2.3 + 2 * slack, (base, slow)
+    with WakeNoise() as noise:
+        base = _gap(s, repeat=repeat)
+        r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 990})
+        try:
+            assert r.status_code == 200
+            assert r.json() == {
+                "graphics_mhz": 990.0,
+                "min_graphics_mhz": 210.0,
+                "max_graphics_mhz": 1980.0,
+                "locked": True,
+                "slowdown": 2.0,
+            }
+            assert httpx.get(url, headers=ADMIN).json()["locked"] is True
+            slow = _gap(s, repeat=repeat)
+        finally:
+            r = httpx.delete(url, headers=ADMIN)
     assert r.status_code == 200
     assert r.json()["locked"] is False
     assert r.json()["slowdown"] == 1.0
     assert httpx.get(url, headers=ADMIN).json()["locked"] is False
     restored = _gap(s, repeat=repeat)
-    assert 0.85 - slack <= restored / base <= 1.15 + slack, (base, restored)
+    full = (base, restored) if engine == "torch" else (base, base)
+    # torch's locked step lasts twice its size's moving average at full clock: a hiccup while that
+    # average was taken lengthens it, by up to a fifth (its weight) of the worst wake-up delay, twice.
+    hiccup = 0.4 * noise.worst if engine == "torch" else 0.0
+    assert (1.7 - 2 * slack) * min(full) <= slow <= (2.3 + 2 * slack) * max(full) + hiccup, (base, slow, restored)
+    assert restored < slow / 1.5, (base, slow, restored)  # full speed again
+    if engine == "sim":
+        assert 0.85 <= restored / base <= 1.15, (base, restored)
 
     # Auth and validation.
     assert httpx.put(url, headers={"authorization": "Bearer wrong"}, json={"graphics_mhz": 990}).status_code == 401
@@ -561,16 +576,20 @@ def test_reset_wakes_a_step_scheduled_at_the_lowest_clock(slow_clock: Server) ->
 
 
 # -- 6. output pacer ----------------------------------------------------------------------------------
-def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server) -> None:
+@pytest.mark.timing
+def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server, engine: str) -> None:
+    sim_only(engine, "the paced server is sim's: the control must run on the same simulated clock")
+
     async def gaps(s: Server) -> tuple[Stream, float]:
         async with client() as c:
             st = await stream(c, s, body("Pace me", 30))
         assert st.usage["completion_tokens"] == 30
         return st, statistics.median(st.gaps())
 
-    st, with_pacer = run(gaps(paced))
+    with WakeNoise() as noise:
+        st, with_pacer = run(gaps(paced))
     assert len(st.content) == 30, "the pacer releases one token per frame"
-    assert 0.015 <= with_pacer <= 0.030, with_pacer
+    assert 0.015 <= with_pacer <= 0.030 + noise.worst, (with_pacer, noise.worst)
     _, without = run(gaps(tiny_kv))  # same sim clock (0.1), no pacer
     assert without < with_pacer / 4, (without, with_pacer)
 

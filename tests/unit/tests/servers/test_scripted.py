@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from llmchaos.sse_codec import Decoder, Event
+from tests.noise import WakeNoise
 from tests.servers import scripted
 
 pytestmark = pytest.mark.integration
@@ -129,28 +130,33 @@ def test_non_stream_returns_a_chat_completion(client):
     assert out["usage"]["completion_tokens"] == 3
 
 
+@pytest.mark.timing
 def test_truth_matches_what_a_client_measures(client):
+    """The server's truth is when it really wrote each event: the client's gaps differ from it by
+    exactly how much later the client read one event than the one before (each event carries the
+    server's wall clock at its write). Lateness against the plan stays within the machine's worst
+    wake-up delay of this run, event after event: sleeping to deadlines, it never adds up."""
     client.get("/healthz")  # a warm keep-alive connection: no connect time in the client's TTFT
-    g = post(client, body(n=12, timing=None))
+    with WakeNoise() as noise:
+        g = post(client, body(n=12, timing=None))
     rec = truth(client, g.rid)
     content = g.content()
     assert len(content) == 12 == rec["output_tokens"]
-    assert rec["stalled_s"] < 0.002
+    assert rec["stalled_s"] < 0.002 + noise.worst
     assert 0.040 <= rec["intended_ttft_s"] <= 0.060
     assert all(0.008 <= x <= 0.014 for x in rec["intended_gaps_s"])
-    # The server sleeps to deadlines (TTFT + gaps so far), so its writes do not drift.
     due = [rec["intended_ttft_s"] + sum(rec["intended_gaps_s"][:i]) for i in range(12)]
     wrote = [rec["ttft_s"] + sum(rec["gaps_s"][:i]) for i in range(12)]
     late = [w - d for w, d in zip(wrote, due, strict=True)]
-    assert all(0 <= x <= 0.010 for x in late), late
-    # The client sees each write a little later than the server made it, never earlier.
-    assert 0 <= content[0][0] - rec["ttft_s"] <= 0.010
+    assert all(0 <= x <= 0.002 + noise.worst for x in late), (late, noise.worst)
+    # The client sees each write later than the server made it, never earlier.
+    lags = [(ns - chunk["x_sent_ns"]) / 1e9 for _, ns, chunk in content]
+    assert all(lag >= 0 for lag in lags), lags
+    assert content[0][0] >= rec["ttft_s"]
     client_gaps = [b[0] - a[0] for a, b in itertools.pairwise(content)]
-    diffs = [abs(x - y) for x, y in zip(client_gaps, rec["gaps_s"], strict=True)]
-    assert max(diffs) <= 0.008, diffs
-    assert sum(diffs) / len(diffs) <= 0.003, diffs
-    lags = [ns - chunk["x_sent_ns"] for _, ns, chunk in content]
-    assert all(0 <= lag <= 10_000_000 for lag in lags), lags
+    read_later = [b - a for a, b in itertools.pairwise(lags)]
+    off = [c - t - r for c, t, r in zip(client_gaps, rec["gaps_s"], read_later, strict=True)]
+    assert max(map(abs, off)) < 0.0002, off  # the monotonic and wall clocks' rounding, no more
 
 
 def test_same_seed_draws_the_same_per_language_sequence():
