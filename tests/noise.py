@@ -1,15 +1,18 @@
-"""How late this machine wakes a sleeping process, measured while a timing test runs: the yardstick for
-a tolerance that must hold on a busy machine as on a quiet one (make test-stressed).
+"""How busy the machine is while a timing test runs: the yardstick for a tolerance that must hold on a
+busy machine as on a quiet one (make test-stressed).
 
-`with WakeNoise() as noise: ...` runs a process of its own that sleeps 1 ms at a time and notes how
-much later than asked each sleep ends; afterwards `noise.worst` is the largest such delay (seconds).
-The processes a test starts (a server, Locust) and the test itself run at the same priority on the
-same cores, so none of them was woken sooner. (A process, not a thread: a thread would be measuring
-this process's GIL as well.)
+`with WakeNoise() as noise: ...` runs a process of its own that sleeps 1 ms at a time, noting how much
+later than asked each sleep ends, and every 10 ms how many tasks are runnable (/proc/stat). Afterwards
+`noise.worst` is the largest delay and `noise.p95` its 95th percentile (seconds), and
+`noise.contention` the mean number of other runnable tasks per core (1.0: every core wanted all the
+time; above it, tasks queued for a core). The processes a test starts (a server, Locust) and the test
+itself run at the same priority on the same cores, so none of them was woken sooner. (A process, not
+a thread: a thread would be measuring this process's GIL as well.)
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from types import TracebackType
@@ -17,20 +20,27 @@ from types import TracebackType
 TICK_S = 0.001
 PROBE = f"""
 import sys, threading, time
-done, worst = threading.Event(), 0.0
+done, late, running = threading.Event(), [], []
 threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
 print("sampling", flush=True)
-while not done.is_set():
-    t = time.perf_counter()
-    time.sleep({TICK_S})
-    worst = max(worst, time.perf_counter() - t - {TICK_S})
-print(worst)
+with open("/proc/stat", "rb") as stat:
+    while not done.is_set():
+        t = time.perf_counter()
+        time.sleep({TICK_S})
+        late.append(max(0.0, time.perf_counter() - t - {TICK_S}))
+        if len(late) % 10 == 0:
+            stat.seek(0)
+            line = next(x for x in stat.read().splitlines() if x.startswith(b"procs_running"))
+            running.append(int(line.split()[1]) - 1)  # but this probe
+late.sort()
+n = len(late)
+print(late[-1] if n else 0.0, late[int(0.95 * n)] if n else 0.0, sum(running) / len(running) if running else 0.0)
 """
 
 
 class WakeNoise:
     def __init__(self) -> None:
-        self.worst = 0.0
+        self.worst = self.p95 = self.contention = 0.0
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> WakeNoise:
@@ -43,5 +53,6 @@ class WakeNoise:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._proc is not None
-        out, _ = self._proc.communicate(timeout=60)  # closes its stdin: it prints the worst and ends
-        self.worst = float(out)
+        out, _ = self._proc.communicate(timeout=60)  # closes its stdin: it prints its figures and ends
+        worst, p95, running = map(float, out.split())
+        self.worst, self.p95, self.contention = worst, p95, running / (os.cpu_count() or 1)

@@ -86,6 +86,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[TlsServer, Path]]:
     server.close()
 
 
+@pytest.mark.timing
 def test_an_https_stream_is_read_and_timed_through_the_kernel_stamps(tls_server, monkeypatch):
     server, ca_file = tls_server
     monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # how a user trusts a private CA
@@ -156,6 +157,7 @@ def slow() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.timing
 def test_a_request_killed_mid_stream_is_cancelled_and_its_connection_dropped(slow):
     client = StreamClient(slow, LIMITS)
     adapter = ADAPTERS["openai-chat"]
@@ -179,6 +181,7 @@ def test_a_request_killed_mid_stream_is_cancelled_and_its_connection_dropped(slo
     assert client.connections == 2
 
 
+@pytest.mark.timing
 def test_a_plane_woken_late_reads_what_came_in_time_before_judging_a_stall(slow):
     """Events every 0.3 s against a 0.4 s stall limit; right after one is read, the plane's thread is
     held up for 0.45 s (as on a busy machine). The next event reaches the host in time, stamped so by
@@ -230,6 +233,7 @@ class Item:
         self.deadline = None
 
 
+@pytest.mark.timing
 def test_the_plane_expires_each_deadline_once_and_never_early():
     out: queue.Queue[tuple[str, float, float | None]] = queue.Queue()
     t = time.perf_counter()

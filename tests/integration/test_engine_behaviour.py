@@ -254,6 +254,7 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.02) -> float:
 
 
 # -- 1. cancellation ----------------------------------------------------------------------------------
+@pytest.mark.timing
 def test_cancelled_stream_frees_its_blocks_at_once(real_time: Server) -> None:
     s = real_time
     aborts = "vllm:request_success_total"
@@ -327,6 +328,7 @@ def test_preemption_under_kv_pressure_keeps_every_output(tiny_kv: Server) -> Non
         assert got.text == want.text, "recompute after preemption changed a request's output"
 
 
+@pytest.mark.timing
 def test_abandoned_non_streaming_request_is_cancelled(tiny_kv: Server) -> None:
     """A client that gives up on a non-streaming request must free its slot too (README: any client)."""
     s = tiny_kv
@@ -437,6 +439,7 @@ def _admission_order(s: Server) -> tuple[list[str], dict[tuple[str, str], float]
     return run(go())
 
 
+@pytest.mark.timing
 def test_wfq_caps_a_backlogged_language_at_its_share(wfq: Server, fcfs: Server) -> None:
     order, backlog = _admission_order(wfq)
     # The per-language queue gauge saw the backlog exactly.
@@ -551,6 +554,7 @@ def test_clocks_outside_the_device_range_are_400_and_nothing_sticks(real_time: S
     assert _gap(s, 5) > 0  # a request still runs to the end
 
 
+@pytest.mark.timing
 def test_reset_wakes_a_step_scheduled_at_the_lowest_clock(slow_clock: Server) -> None:
     """A step that started at 210 MHz finishes at full speed once the clock is reset."""
     s, url = slow_clock, slow_clock.url + "/admin/device/clocks"
@@ -594,6 +598,7 @@ def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server, engine:
     assert without < with_pacer / 4, (without, with_pacer)
 
 
+@pytest.mark.timing
 def test_pacer_heartbeats_while_the_engine_is_slow(paced_slow: Server) -> None:
     url = paced_slow.url + "/admin/device/clocks"
     r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 210})  # the lowest clock: each step ~130 ms
@@ -800,6 +805,7 @@ def test_metrics_have_vllms_families_labels_and_zero_series() -> None:
 
 
 # -- 8. cost-model calibration ------------------------------------------------------------------------
+@pytest.mark.timing
 def test_cost_model_calibration_at_low_load(real_time: Server, engine: str) -> None:
     sim_only(engine, "the sim's cost model is calibrated to an 8B model on an H100")
     s = real_time
@@ -830,6 +836,7 @@ def test_cost_model_calibration_at_low_load(real_time: Server, engine: str) -> N
 
 
 # -- 10. a huge prompt and everyone else --------------------------------------------------------------
+@pytest.mark.timing
 def test_streams_keep_flowing_while_a_huge_prompt_is_tokenized(real_time: Server, engine: str) -> None:
     """A prompt just under the body limit takes seconds to tokenize; the streams already running
     must not notice. The same streams run twice in this test, without and then with the huge
@@ -861,6 +868,7 @@ def test_streams_keep_flowing_while_a_huge_prompt_is_tokenized(real_time: Server
 
 
 # -- 9. health ----------------------------------------------------------------------------------------
+@pytest.mark.timing
 def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
     url = real_time.url + "/healthz"
     first = httpx.get(url).json()

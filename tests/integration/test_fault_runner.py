@@ -73,6 +73,7 @@ def wait_active(server: str, p: str, proc: subprocess.Popen, timeout: float = 5.
         time.sleep(0.02)
 
 
+@pytest.mark.timing
 def test_windows_apply_on_time_and_revert(tmp_path, targets):
     server, p = targets
     journal, timeline = tmp_path / "j.json", tmp_path / "timeline.json"
@@ -90,6 +91,7 @@ def test_windows_apply_on_time_and_revert(tmp_path, targets):
         assert abs(w["actual_end"] - w["planned_end"]) < 0.05
 
 
+@pytest.mark.timing
 def test_sigterm_reverts_within_a_second(tmp_path, targets):
     server, p = targets
     proc = start(write_schedule(tmp_path, server, p, length="60s"), tmp_path / "j.json")
@@ -247,6 +249,7 @@ s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H); print(s.server_address
 """
 
 
+@pytest.mark.timing
 def test_sigterm_during_a_hung_apply_ends_the_run_within_its_deadline_and_says_what_is_left(tmp_path):
     hung = subprocess.Popen([sys.executable, "-c", HUNG_PROXY], stdout=subprocess.PIPE, text=True)
     try:

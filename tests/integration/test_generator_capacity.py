@@ -26,6 +26,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[list[str]]:
         yield generator_capacity.server_command(build)
 
 
+@pytest.mark.timing
 def test_truth_server_logs_every_send_and_never_sends_early(server: list[str]) -> None:
     with process(server, cpu=None, health="/healthz") as (url, _):
         measured = _yardstick.run(url, 3, ["en", "zh"], 1.2)

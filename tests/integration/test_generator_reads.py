@@ -57,6 +57,7 @@ def test_two_events_in_one_write_are_one_coalesced_read(upstream):
     assert rec.gaps[0] == 0.0  # the cost: one stamp for both
 
 
+@pytest.mark.timing
 def test_events_written_far_apart_are_no_coalesced_read(upstream):
     rec = read(upstream.url, [event("a"), event("b"), event("c"), event("d"), "data: [DONE]\n\n"])
     assert rec.chunks == ["a", "b", "c", "d"]

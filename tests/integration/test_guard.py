@@ -45,6 +45,7 @@ def webhook() -> Iterator[tuple[str, list[dict]]]:
         thread.join()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
 def test_the_guard_fires_for_the_slowed_language_only_and_stops_the_test(tmp_path, webhook, mode):
     url, posted = webhook

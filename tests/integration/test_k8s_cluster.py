@@ -61,6 +61,7 @@ def k8s_wait(config: Path, tmp_path: Path, until: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.timing
 def test_wait_follows_a_step_through_the_api(tmp_path):
     _, (workflow, _) = rendered(tmp_path, GPU % (2, 500))
     t0 = int(time.time()) + 1
@@ -174,6 +175,7 @@ faults:
 """
 
 
+@pytest.mark.timing
 @pytest.mark.integration
 def test_a_load_test_labels_its_requests_by_the_steps_the_cluster_ran(tmp_path, monkeypatch):
     _, (workflow, *_) = rendered(tmp_path, SCHEDULE)

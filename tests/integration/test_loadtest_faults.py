@@ -15,6 +15,7 @@ from tests.procs import serve
 TOKEN = "admin-secret"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
 def test_fault_windows_in_the_results(tmp_path, monkeypatch, mode):
     with serve("--sim-time-scale", "0.3", "--admin-token", TOKEN) as server, proxy(server.url) as p:

@@ -82,6 +82,7 @@ def test_a_single_process_writes_every_request_it_counted(tmp_path, attempt):
 TOKEN = "admin-secret"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_the_run_with_its_results_written_and_its_fault_reverted(tmp_path, monkeypatch, sig):
     """SIGTERM mid-run, a GPU clock lock on: the run ends as on Ctrl-C (it died with 143, nothing

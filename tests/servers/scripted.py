@@ -419,7 +419,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @contextlib.contextmanager
-def running(seed: int | None = None, *args: str, cpu: int | None = None, timeout: float = 20.0) -> Iterator[str]:
+def running(seed: int | None = None, *args: str, cpu: int | None = None, timeout: float = 120.0) -> Iterator[str]:
     """This server on a free loopback port (pinned to `cpu` if given): yields its URL once /healthz
     is 200, stops it by PID."""
     port = free_port()

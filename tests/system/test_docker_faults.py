@@ -104,6 +104,7 @@ def status(c) -> str:
     return c.status
 
 
+@pytest.mark.timing
 def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_path):
     client, _ = daemon
     c, ticks = ticker
@@ -155,6 +156,7 @@ def wait_status(c, want: str, timeout: float = 10.0) -> float:
     return time.monotonic()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_path, sig):
     client, _ = daemon

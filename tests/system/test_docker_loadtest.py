@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.integration.loadtest_helpers import locust, only_run, summary
 from tests.procs import ROOT, free_port
@@ -25,6 +26,7 @@ def python_mounts() -> dict[str, dict[str, str]]:
     return {p: {"bind": p, "mode": "ro"} for p in paths if os.path.exists(p)}
 
 
+@pytest.mark.timing
 def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path):
     client, image = daemon
     port = free_port()

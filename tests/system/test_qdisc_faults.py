@@ -77,6 +77,7 @@ def test_tbf_limits_throughput_as_set_and_reverts(pair):
     assert throughput_mbit(b, addr_a) > 5 * limited
 
 
+@pytest.mark.timing
 def test_netem_delays_where_the_kernel_has_it_and_says_so_where_not(pair):
     _a, b, addr_a = pair
     netem = Netem({"netns": b, "interface": "veth0"})
@@ -165,6 +166,7 @@ def recover(journal) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_runner_leaves_no_qdisc(pair, tmp_path, sig):
     _, b, _ = pair

@@ -122,6 +122,7 @@ def test_stop_hands_back_what_fell_due_unsent(log):
     assert sorted(d.rec.line for d in unsent) == [1, 2, 3, 4]  # turns held for their session included
 
 
+@pytest.mark.timing
 def test_sleep_until_returns_at_its_time_with_other_greenlets_running():
     ran: list[float] = []
     for k in range(20):

@@ -229,6 +229,7 @@ def test_never_ending_streams_until_the_client_leaves(client):
     assert rec["output_tokens"] >= 59
 
 
+@pytest.mark.timing
 def test_stall_goes_silent_after_k_events_then_finishes(client):
     g = post(client, body(n=5, mode="stall", after=2, seconds=0.4))
     times = [t for t, _, _ in g.content()]
@@ -285,6 +286,7 @@ def _parses(data: str) -> bool:
 
 
 # -- stall window, truth API ----------------------------------------------------------------------
+@pytest.mark.timing
 def test_stall_window_holds_requests_received_inside_it(client):
     streaming: list[Got] = []
     with httpx.Client(base_url=str(client.base_url), timeout=10) as other:
@@ -337,6 +339,7 @@ def short_reads(client) -> Iterator[httpx.Client]:
         yield c
 
 
+@pytest.mark.timing
 def test_late_headers_hold_the_response_then_stream(client):
     t0 = time.monotonic()
     with client.stream("POST", "/v1/chat/completions", json=body(n=2, mode="late_headers", seconds=0.4)) as r:
