@@ -21,6 +21,7 @@ import docker
 import pytest
 
 from faults.injectors.docker import Docker
+from tests.noise import WakeNoise
 from tests.procs import ROOT
 from tests.system.dockerd import ALLOW, sleeper, sock
 
@@ -118,8 +119,9 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
         "throttle|2s|1.5s|{action: cpu, cpus: 0.1}",
         "crash|4s|1s|{action: kill}",
     )
-    proc = faults("run", path, "--journal", str(journal), "--timeline", str(timeline))
-    _, err = proc.communicate(timeout=60)
+    with WakeNoise() as noise:
+        proc = faults("run", path, "--journal", str(journal), "--timeline", str(timeline))
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     time.sleep(0.5)
     windows = {w["name"]: w for w in json.loads(timeline.read_text())}
@@ -127,15 +129,17 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
     baseline = ticks.rate(t0 - 1.0, t0)
     assert baseline > 20, baseline
     # dockerd answers each call in ~20 ms here (a window is an inspect and a change), its kill waits
-    # for the exit (~70 ms) and its start takes ~300 ms; actual times are when the change took effect
+    # for the exit (~70 ms) and its start takes ~300 ms; actual times are when the change took effect.
+    # A busy machine adds up to two of its worst delays (the runner's timer, the call's round trip).
+    busy = 2 * noise.worst
     for w, start_s, end_s in (
         (windows["freeze"], 0.1, 0.1),
         (windows["throttle"], 0.1, 0.1),
         (windows["crash"], 0.2, 0.6),
     ):
         assert w["error"] is None, w
-        assert abs(w["actual_start"] - w["planned_start"]) < start_s, w
-        assert abs(w["actual_end"] - w["planned_end"]) < end_s, w
+        assert abs(w["actual_start"] - w["planned_start"]) < start_s + busy, (w, noise.worst)
+        assert abs(w["actual_end"] - w["planned_end"]) < end_s + busy, (w, noise.worst)
     freeze, throttle, crash = windows["freeze"], windows["throttle"], windows["crash"]
     assert ticks.rate(freeze["actual_start"] + 0.05, freeze["actual_end"] - 0.05) == 0
     throttled = ticks.rate(throttle["actual_start"] + 0.2, throttle["actual_end"] - 0.05)
@@ -179,11 +183,13 @@ def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_
             other.reload()
         saved = {e["name"]: e["saved"] for e in json.loads(journal.read_text())}
         assert saved["throttle"]["containers"][0]["cpu_quota"] == 0  # read before the throttle
-        sent = time.monotonic()
-        proc.send_signal(sig)
-        proc.communicate(timeout=30)
-        if sig == signal.SIGTERM:
-            assert wait_status(c, "running") - sent < 1.0
+        with WakeNoise() as noise:
+            sent = time.monotonic()
+            proc.send_signal(sig)
+            proc.communicate(timeout=30)
+            running = wait_status(c, "running") if sig == signal.SIGTERM else None
+        if running is not None:
+            assert running - sent < 1.0 + 2 * noise.worst, (running - sent, noise.worst)
         else:
             assert status(c) == "paused"  # nothing ran to undo it ...
             rec = faults("recover", "--journal", str(journal))

@@ -15,6 +15,7 @@ from faults.allow import Allowlist
 from faults.injectors.base import InjectError
 from faults.injectors.netem import Netem
 from faults.injectors.tbf import Tbf
+from tests.noise import WakeNoise
 from tests.procs import ROOT
 from tests.system.netns import in_netns, veth_pair
 
@@ -177,12 +178,14 @@ def test_a_killed_runner_leaves_no_qdisc(pair, tmp_path, sig):
         f"at: 0s, duration: 60s, params: {{rate: 8mbit}}}}\n"
     )
     proc = run_until_applied(path, journal, tbf)
-    sent = time.monotonic()
-    proc.send_signal(sig)
-    if sig == signal.SIGTERM:
-        while tbf.read_back()["kind"] == "tbf":
-            assert time.monotonic() - sent < 1.0, "not reverted within 1 s of SIGTERM"
+    with WakeNoise() as noise:
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        while sig == signal.SIGTERM and tbf.read_back()["kind"] == "tbf":
             time.sleep(0.01)
+        took = time.monotonic() - sent
+    if sig == signal.SIGTERM:
+        assert took < 1.0 + 2 * noise.worst, ("not reverted within 1 s of SIGTERM", took, noise.worst)
     proc.communicate(timeout=10)
     if sig == signal.SIGKILL:
         assert tbf.read_back()["kind"] == "tbf"  # nothing ran to undo it ...

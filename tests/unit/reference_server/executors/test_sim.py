@@ -9,7 +9,7 @@ import pytest
 
 from llmchaos import tokenizer
 from reference_server.batch import Batch
-from reference_server.executors.sim import CostModel, SimDevice, SimExecutor
+from reference_server.executors.sim import BACK_TO_BACK_S, CostModel, SimDevice, SimExecutor
 from reference_server.sequence import SamplingParams, Sequence
 
 
@@ -47,6 +47,7 @@ def test_a_step_at_a_locked_clock_ends_soon_after_the_reset():
     executor.device.lock(210.0)
     locked_step = executor.step_time(_step(executor))
     assert locked_step == pytest.approx(work * 1980 / 210)
+    executor.model("en")  # built once, not inside the timed step
 
     async def go() -> tuple[float, float]:
         t0 = time.monotonic()
@@ -68,11 +69,13 @@ def test_a_step_slows_when_the_clock_is_locked_in_the_middle_of_it():
     before 2 x free_step - (done before the lock). A step that ignored the lock would end at free_step.
     The lock must land with at least a quarter of the work left, or the two are too close to tell:
     on a machine too busy for that the step is tried again."""
-    cost = CostModel(step_overhead_s=0.1, prefill_per_token_s=0.0, jitter=0.0)
-    free_step = SimExecutor(cost).step_time(_step(SimExecutor(cost)))
+    executor = SimExecutor(CostModel(step_overhead_s=0.1, prefill_per_token_s=0.0, jitter=0.0))
+    free_step = executor.step_time(_step(executor))
+    executor.model("en")  # built once, not inside a timed step
 
     async def go() -> tuple[float, float]:
-        executor = SimExecutor(cost)  # a fresh one: a step right after another would start at its deadline
+        executor.device.reset()
+        await asyncio.sleep(2 * BACK_TO_BACK_S)  # a step right after the last would start at its deadline
         t0 = time.monotonic()
         step = asyncio.create_task(executor.execute(_step(executor)))
         await asyncio.sleep(free_step / 4)
