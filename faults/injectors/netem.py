@@ -1,6 +1,7 @@
 """`netem`: delay, jitter, correlation, loss, duplication, reordering and a rate limit on an
-interface. Params: delay and jitter (`100ms`), correlation, loss, duplicate, reorder (`0.5%`),
-rate (`8mbit`)."""
+interface. Params: delay and jitter (`100ms`), distribution of the jitter (`uniform`, the kernel's
+own, or iproute2's `normal`, `pareto`, `paretonormal` tables), correlation (of the delay), loss,
+duplicate, reorder and each one's correlation (`0.5%`), rate (`8mbit`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ from faults.injectors.base import FieldError, number, only_keys, rate
 from faults.injectors.qdisc import RootQdisc
 
 MAX_DELAY_MS = 60_000
-PARAMS = {"delay", "jitter", "correlation", "loss", "duplicate", "reorder", "rate"}
+DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
+PERCENTS = {  # param: pyroute2's keyword, and the param it needs
+    "correlation": ("delay_corr", "jitter"),
+    "loss": ("loss", None),
+    "loss_correlation": ("loss_corr", "loss"),
+    "duplicate": ("duplicate", None),
+    "duplicate_correlation": ("dup_corr", "duplicate"),
+    "reorder": ("prob_reorder", "delay"),
+    "reorder_correlation": ("corr_reorder", "reorder"),
+}
+PARAMS = {"delay", "jitter", "distribution", "rate", *PERCENTS}
 
 
 class Netem(RootQdisc):
@@ -30,19 +41,25 @@ class Netem(RootQdisc):
             if "delay" not in params:
                 raise FieldError("params.jitter", "needs a delay")
             opts["jitter"] = int(number(params, "jitter", "ms", most=MAX_DELAY_MS) * 1000)
-        for key, arg in (
-            ("correlation", "delay_corr"),
-            ("loss", "loss"),
-            ("duplicate", "duplicate"),
-            ("reorder", "prob_reorder"),
-        ):
+        for key, (arg, needs) in PERCENTS.items():
             if key in params:
                 pct = number(params, key, "%")
                 if pct > 100:
                     raise FieldError(f"params.{key}", "a percentage, at most 100")
+                if needs is not None and needs not in params:
+                    raise FieldError(f"params.{key}", f"needs a {needs}")
                 opts[arg] = pct
         if "rate" in params:
             opts["rate"] = rate(params, "rate")
-        if "correlation" in params and not ("delay" in params and "jitter" in params):
-            raise FieldError("params.correlation", "needs a delay and a jitter")
+        cls.distribution(params)
         return opts
+
+    @staticmethod
+    def distribution(params: dict) -> str:
+        """The jitter's distribution: `uniform` (the default, no table) or the name of iproute2's table."""
+        name = params.get("distribution", "uniform")
+        if not isinstance(name, str) or name not in DISTRIBUTIONS:
+            raise FieldError("params.distribution", f"expected one of {', '.join(DISTRIBUTIONS)}, got {name!r}")
+        if "distribution" in params and "jitter" not in params:
+            raise FieldError("params.distribution", "needs a jitter (it is the jitter's distribution)")
+        return name

@@ -16,7 +16,8 @@ from pyroute2 import config as pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError
 
 from faults.allow import Allowlist
-from faults.injectors.base import InjectError, TargetGone, only_keys, word
+from faults.injectors.aim import Aim, own
+from faults.injectors.base import FieldError, InjectError, TargetGone, only_keys, word
 
 # NetNS forks a helper that pyroute2 ends with SIGTERM: with our handler inherited, that copy of this
 # process would run the runner's revert and journal code; with the default handler it just exits.
@@ -42,6 +43,7 @@ def missing_module(qdisc: str) -> str:
 
 class RootQdisc:
     kind: ClassVar[str]
+    aimed: ClassVar[bool] = True
     qdisc: ClassVar[str]
     probe_params: ClassVar[dict]  # a small instance, to see whether the kernel has this qdisc
 
@@ -51,11 +53,12 @@ class RootQdisc:
         word(target, "interface", "an interface name")
         if "netns" in target:
             word(target, "netns", "a network namespace's name")
-        cls.options(params)
+        Aim.of(params)
+        cls.options(own(params))
 
     @classmethod
     def options(cls, params: dict) -> dict:
-        """pyroute2's keyword arguments for this qdisc, from the schedule's params (FieldError)."""
+        """pyroute2's keyword arguments for this qdisc, from its own params (FieldError)."""
         raise NotImplementedError
 
     @classmethod
@@ -118,6 +121,12 @@ class RootQdisc:
         return [link.get_attr("IFLA_IFNAME"), *(props.get_attrs("IFLA_ALT_IFNAME") if props else [])]
 
     def probe(self, params: dict | None = None) -> str | None:
+        if params is not None:
+            aim = Aim.of(params)
+            if aim != Aim():
+                raise FieldError("direction" if aim.direction != "egress" else "match", "not applied yet")
+            if params.get("distribution", "uniform") != "uniform":
+                raise FieldError("params.distribution", "not applied yet")
         try:
             host = self._on_host()
             names = self._names()
@@ -149,7 +158,7 @@ class RootQdisc:
         handle = saved.get("handle", HANDLE)
         with self._ipr() as (ipr, index):
             try:
-                ipr.tc("replace", self.qdisc, index, handle, **self.options(params))
+                ipr.tc("replace", self.qdisc, index, handle, **self.options(own(params)))
             except NetlinkError as e:
                 if e.code == errno.ENOENT:
                     raise InjectError(missing_module(self.qdisc)) from None
