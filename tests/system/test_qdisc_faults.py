@@ -12,6 +12,7 @@ import pytest
 from pyroute2 import NetNS
 
 from faults.allow import Allowlist
+from faults.injectors import steer
 from faults.injectors.base import InjectError
 from faults.injectors.netem import Netem
 from faults.injectors.tbf import Tbf
@@ -288,3 +289,67 @@ def test_allow_netns_keeps_a_tbf_off_the_hosts_interfaces(tmp_path):
         assert r.returncode == 1, r.stdout + r.stderr
         assert "NO: the host's network namespace is not in the allowlist (--allow-netns)" in r.stdout
         assert probe_from(b, tmp_path, f"{{netns: {a}, interface: veth0}}", "--allow-netns", a).returncode == 0
+
+
+def links_and_qdiscs(ns: str) -> dict:
+    """The namespace's interfaces (name, kind) and qdiscs (interface, kind, parent), as read back."""
+    with NetNS(ns) as n:
+        links = {
+            x["index"]: (x.get_attr("IFLA_IFNAME"), x.get_nested("IFLA_LINKINFO", "IFLA_INFO_KIND"))
+            for x in n.get_links()
+        }
+        qdiscs = sorted((links[q["index"]][0], q.get_attr("TCA_KIND"), q["parent"]) for q in n.get_qdiscs())
+    return {"links": sorted(links.values(), key=str), "qdiscs": qdiscs}
+
+
+def test_tbf_on_ingress_limits_what_arrives_through_an_ifb_and_leaves_nothing():
+    """This host's kernel has ifb, sch_ingress, cls_u32 and act_mirred: ingress shaping runs here too."""
+    if steer.lacks("ingress"):
+        pytest.skip(steer.lacks("ingress"))
+    with veth_pair() as (a, b, _, addr_b):
+        sink = subprocess.Popen(
+            [sys.executable, "-c", SINK, addr_b], preexec_fn=in_netns(b), stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert sink.stdout.readline().strip() == "ready"
+            tbf = Tbf({"netns": b, "interface": "veth0"})
+            params = {"rate": "8mbit", "burst": 16384, "direction": "ingress"}
+            before, free = links_and_qdiscs(b), throughput_mbit(a, addr_b)
+            saved = tbf.save(params)
+            saved.update(tbf.apply("slow-in", params, saved))
+            try:
+                during = links_and_qdiscs(b)
+                limited = throughput_mbit(a, addr_b)
+            finally:
+                tbf.revert(saved)
+            assert [kind for _, kind in during["links"]].count("ifb") == 1
+            assert ("veth0", "ingress", 0xFFFFFFF1) in during["qdiscs"]
+            assert 6.0 < limited < 10.0, limited
+            assert free > 5 * limited
+            assert links_and_qdiscs(b) == before
+        finally:
+            sink.kill()
+            sink.wait()
+
+
+def test_a_match_where_the_kernel_lacks_sch_prio_is_refused_and_works_where_it_has_it(pair, tmp_path):
+    _, b, _ = pair
+    path = tmp_path / "match.yaml"
+    path.write_text(
+        f"faults:\n  - {{name: slow, kind: tbf, target: {{netns: {b}, interface: veth0}}, at: 0s, duration: 100ms,\n"
+        f"     params: {{rate: 8mbit}}, match: {{dport: 5001}}}}\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(tmp_path / "j.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    reason = steer.lacks("match")
+    if reason is not None:
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.strip() == f"llmchaos: error: {path}:3: faults[0].match: {reason}"
+        assert "this kernel has no sch_prio (try: modprobe sch_prio)" in reason
+    else:
+        assert r.returncode == 0, r.stderr
+    assert Tbf({"netns": b, "interface": "veth0"}).read_back()["kind"] not in ("tbf", "prio")
