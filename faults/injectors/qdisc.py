@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterator
 from typing import ClassVar
 
-from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import IPRoute, netns
 from pyroute2 import config as pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError
 
@@ -22,9 +22,10 @@ from faults.allow import Allowlist
 from faults.injectors import steer
 from faults.injectors.aim import Aim, own
 from faults.injectors.base import FieldError, InjectError, TargetGone, only_keys, word
+from faults.injectors.netlink import socket_in
 
-# NetNS forks a helper that pyroute2 ends with SIGTERM: with our handler inherited, that copy of this
-# process would run the runner's revert and journal code; with the default handler it just exits.
+# netns.create forks a helper that pyroute2 ends with SIGTERM: with our handler inherited, that copy of
+# this process would run the runner's revert and journal code; with the default handler it just exits.
 pyroute2_config.disable_mp_signal = True
 
 ROOT = 0xFFFFFFFF  # TC_H_ROOT
@@ -77,7 +78,7 @@ class RootQdisc:
         ns = f"llmchaos-probe-{os.getpid()}"
         netns.create(ns)
         try:
-            with NetNS(ns) as ipr:
+            with socket_in(ns) as ipr:
                 ipr.tc("add", cls.qdisc, ipr.link_lookup(ifname="lo")[0], HANDLE, **cls.options(cls.probe_params))
         except NetlinkError as e:
             return missing_module(cls.qdisc) if e.code == errno.ENOENT else f"{cls.qdisc}: {e}"
@@ -98,7 +99,10 @@ class RootQdisc:
             raise InjectError(f"{self.kind} on {self.where}: needs root (CAP_NET_ADMIN)")
         if self.netns and self.netns not in netns.listnetns():
             raise TargetGone(f"{self.kind}: no network namespace {self.netns!r}")
-        ipr = NetNS(self.netns) if self.netns else IPRoute()
+        try:
+            ipr = socket_in(self.netns)
+        except FileNotFoundError:
+            raise TargetGone(f"{self.kind}: no network namespace {self.netns!r}") from None
         try:
             yield ipr
         finally:
@@ -126,35 +130,39 @@ class RootQdisc:
         own_ns = os.stat("/proc/self/ns/net")
         return (ns.st_dev, ns.st_ino) == (own_ns.st_dev, own_ns.st_ino)
 
-    def _names(self) -> list[str]:
+    @staticmethod
+    def _names(ipr: IPRoute, index: int) -> list[str]:
         """The interface's own name, then its altnames (whichever of them the schedule used)."""
-        with self._ipr() as (ipr, index):
-            link = ipr.get_links(index)[0]
+        link = ipr.get_links(index)[0]
         props = link.get_attr("IFLA_PROP_LIST")
         return [link.get_attr("IFLA_IFNAME"), *(props.get_attrs("IFLA_ALT_IFNAME") if props else [])]
 
     def probe(self, params: dict | None = None) -> str | None:
         """Why this target cannot take the fault now, or None; with `params`, FieldError naming what of
         them this kernel or host lacks (an IFB for ingress, sch_prio for a match, a netem table)."""
-        aim = Aim.of(params) if params is not None else Aim()
         try:
-            host = self._on_host()
-            names = self._names()
-            root = self.read_back()
             with self._ipr() as (ipr, index):
-                ingress = steer.ingress_kind(ipr, index) if aim.ingress else None
+                return self._refusal(ipr, index, params)
         except InjectError as e:
             return str(e)
+
+    def _refusal(self, ipr: IPRoute, index: int, params: dict | None) -> str | None:
+        """probe's answer, on a socket already open in the target's namespace (opening one forks)."""
+        aim = Aim.of(params) if params is not None else Aim()
+        host = self._on_host()
+        names = self._names(ipr, index)
         refused = self.allow.interface(
             None if host else self.netns, names[0], default_route_interfaces() if host else set(), names[1:]
         )
         if refused:
             return refused
-        if root["kind"] not in DEFAULT_ROOTS and not self.mine:
+        root = self._identity(ipr, index)["kind"]
+        if root not in DEFAULT_ROOTS and not self.mine:
             return (
-                f"{self.where} already has a root {root['kind']} qdisc that this run did not add "
+                f"{self.where} already has a root {root} qdisc that this run did not add "
                 f"(a leftover? remove it: {self.tc} root)"
             )
+        ingress = steer.ingress_kind(ipr, index) if aim.ingress else None
         if ingress is not None:
             return (
                 f"{self.where} already has an {ingress} qdisc on its ingress that this run did not add "
@@ -194,16 +202,16 @@ class RootQdisc:
         """Put the fault in place; returns `applied`, the root qdisc as read back (kind, handle and
         every option) when it shapes egress, which revert needs to tell it from a qdisc someone put
         there since. A half-applied fault raises, and the runner's revert removes what it left."""
-        try:
-            reason = self.probe(params)
-        except FieldError as e:
-            raise InjectError(f"{e.field}: {e}") from None
-        if reason:
-            raise InjectError(reason)
         aim, mine = Aim.of(params), own(params)
         handle = saved.get("handle", HANDLE)
         applied: dict = {}
         with self._ipr() as (ipr, index):
+            try:
+                reason = self._refusal(ipr, index, params)
+            except FieldError as e:
+                raise InjectError(f"{e.field}: {e}") from None
+            if reason:
+                raise InjectError(reason)
             try:
                 if aim.egress:
                     kind = self._shape(ipr, index, handle, mine, aim.rules)

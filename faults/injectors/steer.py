@@ -19,6 +19,7 @@ from pyroute2 import IPRoute, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
 from faults.injectors.aim import Network, Rule
+from faults.injectors.netlink import socket_in
 
 ETH_P_ALL, ETH_P_IP, ETH_P_IPV6 = 0x0003, 0x0800, 0x86DD
 INGRESS = 0xFFFF0000  # the ingress qdisc's handle (ffff:)
@@ -178,7 +179,7 @@ def lacks(need: str) -> str | None:
     ns = f"llmchaos-probe-{need}-{os.getpid()}"
     netns.create(ns)
     try:
-        with IPRoute(netns=ns) as ipr:
+        with socket_in(ns) as ipr:
             lo = ipr.link_lookup(ifname="lo")[0]
             rule = Rule(4, ipaddress.ip_network("127.0.0.1"), None, 80, None)
             steps: dict[str, Callable[[], object]] = (

@@ -121,6 +121,12 @@ def test_only_allowed_namespaces_and_interfaces(pair):
         == f"network namespace {b!r} is not in the allowlist (--allow-netns)"
     )
     assert Tbf({"netns": b, "interface": "veth0"}, Allowlist(netns=frozenset({b}))).probe() is None
+    inward = {"rate": "8mbit", "direction": "ingress", "match": {"dport": 5001}}  # the allowlist holds whatever the aim
+    refused = Tbf({"netns": b, "interface": "veth0"}, Allowlist(interfaces=frozenset({"eth9"})))
+    assert refused.probe(inward) == "interface 'veth0' is not in the allowlist (--allow-interface)"
+    with pytest.raises(InjectError, match="not in the allowlist"):
+        refused.apply("slow-in", inward, refused.save(inward))
+    assert links_and_qdiscs(b)["links"] == [("lo", None), ("veth0", "veth")]  # no IFB was made
 
 
 def test_missing_namespace_interface_and_the_default_route_are_refused():
