@@ -116,9 +116,9 @@ for _cls in (_NetemOptions, _NetemMessage):
 
 def table_dirs() -> list[Path]:
     """Where iproute2 keeps its distribution tables (tc's own TC_LIB_DIR first)."""
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    found = [os.environ.get("TC_LIB_DIR", ""), f"/usr/lib/{multiarch}/tc", "/usr/lib/tc", "/usr/lib64/tc"]
-    return [Path(d) for d in found if d and (multiarch or "//" not in d)]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    found = [os.environ.get("TC_LIB_DIR"), multiarch and f"/usr/lib/{multiarch}/tc", "/usr/lib/tc", "/usr/lib64/tc"]
+    return [Path(d) for d in found if d]
 
 
 @functools.cache

@@ -46,6 +46,9 @@ def missing_module(qdisc: str) -> str:
     return f"this kernel has no sch_{qdisc} (try: modprobe sch_{qdisc})"
 
 
+LACKING: dict[str, str | None] = {}  # probe_host's answer per qdisc, once per process (modules stay put)
+
+
 class RootQdisc:
     kind: ClassVar[str]
     aimed: ClassVar[bool] = True
@@ -169,6 +172,10 @@ class RootQdisc:
                 f"(a leftover? remove it: {self.tc} {ingress})"
             )
         if params is not None:
+            if self.qdisc not in LACKING:
+                LACKING[self.qdisc] = self.probe_host()
+            if LACKING[self.qdisc]:
+                return LACKING[self.qdisc]
             for need, field in (("match", "match"), ("ingress", "direction")):
                 reason = steer.lacks(need) if (aim.rules if need == "match" else aim.ingress) else None
                 if reason:

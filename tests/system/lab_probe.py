@@ -27,9 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import netns
 
 from faults.injectors import KINDS
+from faults.injectors.netlink import socket_in
 from tests.procs import ROOT
 from tests.system.netns import NET, veth_pair
 
@@ -107,7 +108,7 @@ def state(names: dict[str, str]) -> dict:
     """Every interface of both namespaces with its qdiscs and filters, as read back."""
     out = {}
     for side, ns in names.items():
-        with IPRoute(netns=ns) as ipr:
+        with socket_in(ns) as ipr:
             links = {
                 link["index"]: (link.get_attr("IFLA_IFNAME"), link.get_nested("IFLA_LINKINFO", "IFLA_INFO_KIND"))
                 for link in ipr.get_links()
@@ -168,7 +169,7 @@ def addresses(names: dict[str, str], addr_a: str, addr_b: str) -> dict[str, dict
         "b": {"v4": addr_b, "v6": V6.format(net, 2)},
     }
     for side, found in addrs.items():
-        with IPRoute(netns=names[side]) as ipr:
+        with socket_in(names[side]) as ipr:
             idx = ipr.link_lookup(ifname="veth0")[0]
             for key, address in found.items():
                 if key != "v4":  # (veth_pair's own)

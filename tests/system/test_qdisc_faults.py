@@ -359,3 +359,28 @@ def test_a_match_where_the_kernel_lacks_sch_prio_is_refused_and_works_where_it_h
     else:
         assert r.returncode == 0, r.stderr
     assert Tbf({"netns": b, "interface": "veth0"}).read_back()["kind"] not in ("tbf", "prio")
+
+
+def test_a_schedule_for_a_qdisc_this_kernel_lacks_is_refused_before_the_run(pair, tmp_path):
+    _, b, _ = pair
+    path = tmp_path / "jitter.yaml"
+    path.write_text(
+        f"faults:\n  - {{name: jitter, kind: netem, target: {{netns: {b}, interface: veth0}}, at: 0s,\n"
+        f"     duration: 100ms, params: {{delay: 100ms, jitter: 30ms}}}}\n"
+    )
+    journal = tmp_path / "journal.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(journal)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if Netem.probe_host() is None:
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (
+        f"llmchaos: error: {path}:2: faults[0].target: cannot inject netem: this kernel has no sch_netem "
+        "(try: modprobe sch_netem)"
+    )
+    assert not journal.exists() or json.loads(journal.read_text()) == []

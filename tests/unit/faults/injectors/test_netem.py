@@ -1,7 +1,10 @@
+import array
+
 import pytest
 
+from faults.injectors import netem
 from faults.injectors.base import FieldError
-from faults.injectors.netem import Netem
+from faults.injectors.netem import Netem, table
 from faults.injectors.tbf import Tbf
 
 
@@ -60,3 +63,24 @@ def test_qdisc_kinds_check_their_aim_with_their_params(injector):
     with pytest.raises(FieldError) as e:
         injector.check(target, {**params, "direction": "from"})
     assert e.value.field == "direction"
+
+
+def test_a_distribution_table_is_read_the_way_tc_reads_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TC_LIB_DIR", str(tmp_path))
+    table.cache_clear()
+    assert netem.table_dirs()[0] == tmp_path
+    (tmp_path / "normal.dist").write_text("# a comment\n1 -2 0x10\n\n-32768 32767\n")
+    assert array.array("h", table("normal")).tolist() == [1, -2, 16, -32768, 32767]
+    Netem.check_host({"delay": "10ms", "jitter": "1ms", "distribution": "normal"})
+    (tmp_path / "pareto.dist").write_text("1 40000\n")
+    with pytest.raises(FieldError, match=r"pareto\.dist: not a netem table"):
+        table("pareto")
+    monkeypatch.setattr(netem, "table_dirs", lambda: [tmp_path])  # (the host's iproute2 has them all)
+    with pytest.raises(FieldError) as e:
+        Netem.check_host({"delay": "10ms", "jitter": "1ms", "distribution": "paretonormal"})
+    assert (e.value.field, str(e.value)) == (
+        "params.distribution",
+        f"no paretonormal.dist in {tmp_path} (iproute2 installs it; or set TC_LIB_DIR)",
+    )
+    Netem.check_host({"delay": "10ms", "jitter": "1ms"})  # uniform: the kernel's own, no table
+    table.cache_clear()
