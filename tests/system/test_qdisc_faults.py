@@ -156,6 +156,16 @@ def run_until_applied(path, journal, tbf: Tbf) -> subprocess.Popen:
     return proc
 
 
+def run_to_end(path, journal) -> subprocess.CompletedProcess:
+    """`llmchaos faults run` of `path`, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(journal)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+
 def killed_once_applied(path, journal, tbf: Tbf) -> None:
     """`llmchaos faults run` SIGKILLed once its tbf reads back: the journal holds it."""
     proc = run_until_applied(path, journal, tbf)
@@ -246,12 +256,7 @@ def test_a_sweep_leaves_the_operators_own_qdisc_alone(tmp_path):
             f"faults:\n  - {{name: other-link, kind: tbf, target: {{netns: {a}, interface: veth0}}, "
             f"at: 0s, duration: 100ms, params: {{rate: 8mbit}}}}\n"
         )
-        r = subprocess.run(
-            [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(other), "--journal", str(journal)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
+        r = run_to_end(other, journal)
         assert r.returncode == 0, r.stderr
         assert root_tbf_rate(b) == 125_000  # 1mbit: still the operator's (it was deleted)
         assert json.loads(journal.read_text()) == []  # nothing of ours is left there to revert
@@ -345,12 +350,7 @@ def test_a_match_where_the_kernel_lacks_sch_prio_is_refused_and_works_where_it_h
         f"faults:\n  - {{name: slow, kind: tbf, target: {{netns: {b}, interface: veth0}}, at: 0s, duration: 100ms,\n"
         f"     params: {{rate: 8mbit}}, match: {{dport: 5001}}}}\n"
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(tmp_path / "j.json")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    r = run_to_end(path, tmp_path / "j.json")
     reason = steer.lacks("match")
     if reason is not None:
         assert r.returncode == 2, r.stderr
@@ -369,12 +369,7 @@ def test_a_schedule_for_a_qdisc_this_kernel_lacks_is_refused_before_the_run(pair
         f"     duration: 100ms, params: {{delay: 100ms, jitter: 30ms}}}}\n"
     )
     journal = tmp_path / "journal.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(path), "--journal", str(journal)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    r = run_to_end(path, journal)
     if Netem.probe_host() is None:
         assert r.returncode == 0, r.stderr
         return
