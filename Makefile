@@ -14,14 +14,17 @@ $(STAMP): pyproject.toml
 
 # Real Prometheus, Pushgateway and Docker daemon for the tests, and a static busybox to build a
 # test image from, and Chromium to open the HTML reports headless, docker-compose and debootstrap for
-# the compose stack (Debian packages). The tests start them on their own; a temporary policy-rc.d
-# (exit 101) keeps the postinst from starting services.
-DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium docker-compose debootstrap
+# the compose stack, and the kernel lab's user-mode Linux (sch_netem, sch_prio, ifb: tests/system/
+# kernel_lab.py) with kmod's insmod and iproute2's netem tables (Debian packages). The tests start
+# them on their own; a temporary policy-rc.d (exit 101) keeps the postinst from starting services.
+DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium docker-compose debootstrap \
+	user-mode-linux kmod iproute2
 debian-deps:
 	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null \
 		&& command -v dockerd >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 \
 		&& command -v chromium >/dev/null && command -v docker-compose >/dev/null \
-		&& command -v debootstrap >/dev/null; then exit 0; fi; \
+		&& command -v debootstrap >/dev/null && command -v linux.uml >/dev/null \
+		&& command -v insmod >/dev/null && dpkg -s iproute2 >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "debian-deps: not root, skipping; install $(DEBIAN_DEPS) by hand" >&2; exit 0; fi; \
 	set -e; made=; \
