@@ -13,6 +13,8 @@ import pytest
 from tests.system import kernel_lab
 from tests.system.netem_lab import delays
 
+pytestmark = pytest.mark.timing  # times packets
+
 DELAY_MS = 50
 COUNT = 200  # the mean of 200 at 2 ms apart: a baseline's is steady to a few microseconds
 

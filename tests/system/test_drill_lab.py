@@ -13,7 +13,10 @@ import pytest
 
 from tests.system import kernel_lab
 
-pytestmark = pytest.mark.skipif(kernel_lab.unavailable() is not None, reason=str(kernel_lab.unavailable()))
+pytestmark = [
+    pytest.mark.skipif(kernel_lab.unavailable() is not None, reason=str(kernel_lab.unavailable())),
+    pytest.mark.timing,
+]
 
 
 def table(out: dict) -> str:

@@ -28,6 +28,8 @@ from tests.system.netem_lab import (
     table_delays_ms,
 )
 
+pytestmark = pytest.mark.timing  # times packets
+
 
 def drill(params: dict, *probes: dict, baseline: bool = False) -> dict:
     return {"fault": {"kind": "netem", "side": "b", "params": params}, "probes": list(probes), "baseline": baseline}
