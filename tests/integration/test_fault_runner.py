@@ -55,6 +55,22 @@ def state(server: str, p: str) -> tuple[bool, bool]:
     return httpx.get(p + FAULT).json()["active"], clocks["locked"]
 
 
+def apply_cost(server: str, p: str) -> float:
+    """What applying both windows costs on this machine now: the proxy's fault set and cleared, the
+    clock locked, read back and reset, from here; the slowest of three rounds (seconds)."""
+    admin = {"authorization": f"Bearer {TOKEN}"}
+    took = []
+    for _ in range(3):
+        t = time.monotonic()
+        httpx.put(p + FAULT, json={"name": "probe", "drop_ratio": 0.0}).raise_for_status()
+        httpx.delete(p + FAULT).raise_for_status()
+        httpx.put(server + "/admin/device/clocks", headers=admin, json={"graphics_mhz": 990}).raise_for_status()
+        httpx.get(server + "/admin/device/clocks", headers=admin).raise_for_status()
+        httpx.delete(server + "/admin/device/clocks", headers=admin).raise_for_status()
+        took.append(time.monotonic() - t)
+    return max(took)
+
+
 def start(schedule: str, journal, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "llmchaos.cli", "faults", "run", schedule, "--journal", str(journal), *extra],
@@ -79,6 +95,7 @@ def test_windows_apply_on_time_and_revert(tmp_path, targets):
     server, p = targets
     journal, timeline = tmp_path / "j.json", tmp_path / "timeline.json"
     with WakeNoise() as noise:
+        cost = apply_cost(server, p)
         proc = start(write_schedule(tmp_path, server, p), journal, "--timeline", str(timeline))
         wait_active(server, p, proc)
         assert len(json.loads(journal.read_text())) == 2  # written before applying
@@ -88,10 +105,12 @@ def test_windows_apply_on_time_and_revert(tmp_path, targets):
     assert json.loads(journal.read_text()) == []
     windows = json.loads(timeline.read_text())
     assert {w["name"] for w in windows} == {"drop", "slow-gpu"}
-    late = 0.05 + 2 * noise.worst  # quiet: 50 ms; busy: two of its worst delays (the timer, the round trip)
+    # 50 ms on a quiet machine; on a busy one, plus the runner's timer waking late and its calls
+    # taking what they took from here in the same test
+    late = 0.05 + noise.worst + cost
     for w in windows:
-        assert abs(w["actual_start"] - w["planned_start"]) < late, (w, noise.worst)
-        assert abs(w["actual_end"] - w["planned_end"]) < late, (w, noise.worst)
+        assert abs(w["actual_start"] - w["planned_start"]) < late, (w, noise.worst, cost)
+        assert abs(w["actual_end"] - w["planned_end"]) < late, (w, noise.worst, cost)
 
 
 @pytest.mark.timing
@@ -100,12 +119,14 @@ def test_sigterm_reverts_within_a_second(tmp_path, targets):
     proc = start(write_schedule(tmp_path, server, p, length="60s"), tmp_path / "j.json")
     wait_active(server, p, proc)
     with WakeNoise() as noise:
+        cost = apply_cost(server, p)
         t = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         while state(server, p) != (False, False):
             time.sleep(0.01)
         took = time.monotonic() - t
-    assert took < 1.0 + 2 * noise.worst, ("not reverted within 1 s of SIGTERM", took, noise.worst)
+    # within 1 s on a quiet machine; on a busy one plus a late wake and the calls' cost here and now
+    assert took < 1.0 + noise.worst + cost, ("not reverted within 1 s of SIGTERM", took, noise.worst, cost)
     proc.wait(10)
 
 
