@@ -7,7 +7,9 @@ later than asked each sleep ends and how much longer than its CPU time each comp
 process that only slept would be woken first and see no queue); and every 10th time, how many tasks
 are runnable (/proc/stat). Afterwards `noise.worst` is the largest delay and `noise.p95` its 95th
 percentile (seconds), and `noise.contention` the mean number of other runnable tasks per core (1.0:
-every core wanted all the time; above it, tasks queued for a core). The processes a test starts (a
+every core wanted all the time; above it, tasks queued for a core); `noise.slowdown`, 1 + contention,
+is how many times longer CPU work took than on an idle machine (a fair scheduler gives a task its
+share of a core). The processes a test starts (a
 server, Locust) and the test itself run at the same priority on the same cores, so none of them was
 served sooner. (A process, not a thread: a thread would be measuring this process's GIL as well.)
 """
@@ -65,3 +67,7 @@ class WakeNoise:
         out, _ = self._proc.communicate(timeout=60)  # closes its stdin: it prints its figures and ends
         worst, p95, running = map(float, out.split())
         self.worst, self.p95, self.contention = worst, p95, running / (os.cpu_count() or 1)
+
+    @property
+    def slowdown(self) -> float:
+        return 1.0 + self.contention
