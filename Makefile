@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fuzz demo bench nightly install tokenizer clean debian-deps
+.PHONY: test check lint fuzz demo bench nightly install tokenizer clean debian-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,10 @@ install: $(STAMP)
 test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The fast tier, for every change: lint, types and the unit tests (tests/unit: in-process, no servers).
+check: lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit tests/unit
 
 # The fuzz tests with many more examples, fresh ones each time (make test runs them with a fixed few).
 fuzz: $(STAMP)

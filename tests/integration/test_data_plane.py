@@ -25,8 +25,6 @@ from loadtests.record import RequestRecord
 from tests.servers import raw_upstream, scripted
 from tests.servers.accepting import Accepting
 
-pytestmark = pytest.mark.integration
-
 LIMITS = Limits(connect=2.0, ttft=5.0, stall=5.0, request=10.0)
 GAP_S = 0.03
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"

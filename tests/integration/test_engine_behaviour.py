@@ -26,8 +26,6 @@ from llmchaos.sse_codec import Decoder
 from tests.integration.conftest import engine_args, sim_only
 from tests.procs import Server, serve
 
-pytestmark = pytest.mark.integration
-
 MODEL = "llmchaos-sim-8b"
 TOKEN = "T"
 ADMIN = {"authorization": f"Bearer {TOKEN}"}

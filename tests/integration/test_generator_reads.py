@@ -18,8 +18,6 @@ from loadtests.record import RequestRecord
 from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.servers import raw_upstream, scripted
 
-pytestmark = pytest.mark.integration
-
 HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n"
 
 

@@ -26,8 +26,6 @@ from loadtests.record import RequestRecord
 from tests.servers import scripted
 from tests.servers.accepting import Accepting
 
-pytestmark = pytest.mark.integration
-
 FAST = {"ttft_ms": [5, 5], "itl_ms": [5, 5]}
 LIMITS = Limits(connect=2.0, ttft=10.0, stall=10.0, request=20.0)
 

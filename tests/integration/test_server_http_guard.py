@@ -17,8 +17,6 @@ import pytest
 
 from tests.procs import Server, serve
 
-pytestmark = pytest.mark.integration
-
 TIMEOUT_S = 1.0
 HEADER_BYTES = 8192
 MODEL = "llmchaos-sim-8b"

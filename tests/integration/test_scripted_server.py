@@ -18,8 +18,6 @@ import pytest
 from llmchaos.sse_codec import Decoder, Event
 from tests.servers import scripted
 
-pytestmark = pytest.mark.integration
-
 FAST = {"ttft_ms": [5, 5], "itl_ms": [2, 2]}
 MSGS = [{"role": "user", "content": "Tell me four things"}]
 
