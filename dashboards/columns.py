@@ -2,9 +2,8 @@
 per request, whether it was issued, failed and met its language's SLO.
 
 Read once from requests.jsonl through the core's run model. A value's time is its request's
-intended start. ITL is rebuilt from each request's gaps spread evenly over its output tokens
-(requests.jsonl does not keep how many tokens each event carried; with one token per event, as
-most servers stream, it is exact); its percentiles themselves always come from the histograms.
+intended start. ITL is each request's gaps spread over the tokens of the events they delivered
+(`RequestLine.itl`, the same samples the run's histograms hold).
 """
 
 from __future__ import annotations
@@ -74,6 +73,7 @@ class _Lines:
     tokens: array = field(default_factory=lambda: array("d"))
     n_gaps: array = field(default_factory=lambda: array("i"))
     gaps: array = field(default_factory=lambda: array("d"))
+    gap_tokens: array = field(default_factory=lambda: array("d"))  # tokens the event after each gap delivered
 
 
 def read(run: Run, lines: Iterable[RequestLine]) -> Columns:
@@ -93,6 +93,8 @@ def read(run: Run, lines: Iterable[RequestLine]) -> Columns:
         raw.tokens.append(r.output_tokens)
         raw.n_gaps.append(len(r.gaps))
         raw.gaps.extend(r.gaps)
+        if r.gaps:
+            raw.gap_tokens.extend(r.event_tokens()[1:])
     cols.outcomes = dict(outcomes)
     limits = {row.lang: {c.slo: c.threshold_ms for c in row.checks} for row in run.slo}
     _fill(cols, raw, [limits.get(lang, {}) for lang, _ in cols.cells])
@@ -113,15 +115,12 @@ def _fill(cols: Columns, raw: _Lines, limits: list[dict[str, float]]) -> None:
     has = n_gaps > 0
     if len(gaps):
         max_gap[has] = np.maximum.reduceat(gaps, first[has])
-    met = ok.copy()
-    values = {"ttft": ttft, "e2e": e2e, "itl": tpot, "tpot": tpot, "inter_chunk": max_gap}
+    met = np.zeros(len(t), dtype=bool)
     for i, lim in enumerate(limits):
         mine = cell == i
-        for key, ms in lim.items():
-            m = slo.SLO_KEY.fullmatch(key)
-            v = values[m.group(1)] if m is not None else None
-            if v is not None:
-                met[mine & (v * 1000.0 > ms)] = False  # NaN (no value) compares False: not a miss
+        met[mine] = slo.attained(
+            lim, ok=ok[mine], ttft=ttft[mine], e2e=e2e[mine], tpot=tpot[mine], max_gap=max_gap[mine]
+        )
     cols.requests = Column(t, (~ok).astype(np.float64), met.astype(np.float64), cell)
     for metric, v in (("ttft", ttft), ("e2e", e2e), ("tpot", tpot), ("output_tokens", tokens)):
         keep = ok & np.isfinite(v)
@@ -130,8 +129,8 @@ def _fill(cols: Columns, raw: _Lines, limits: list[dict[str, float]]) -> None:
     gt, gc = np.repeat(t, n_gaps)[per_request], np.repeat(cell, n_gaps)[per_request]
     g = np.maximum(gaps[per_request], MIN_VALUE)
     cols.metrics["inter_chunk"] = Column(gt, g, np.ones(len(g)), gc)
-    per_event = np.repeat(np.maximum(1.0, tokens / (n_gaps + 1)), n_gaps)[per_request]
-    cols.metrics["itl"] = Column(gt, g / per_event, per_event, gc)
+    per_event = np.frombuffer(raw.gap_tokens)[per_request]
+    cols.metrics["itl"] = Column(gt, np.maximum(gaps[per_request] / per_event, MIN_VALUE), per_event, gc)
 
 
 def spans(run: Run, start: float, end: float) -> dict[str, list[tuple[float, float]]]:

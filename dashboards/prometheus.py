@@ -28,10 +28,7 @@ from dashboards.columns import DISTRIBUTIONS
 from dashboards.sample import PCTS, RATES_GROUP, Binned, Cell, CellKey, Ratio, RunSample
 from dashboards.stats import quantiles
 from llmchaos.errors import UsageError
-from llmchaos.metrics import METRICS, REQUESTS_TOTAL
-
-# The SLO counters loadtests/exporters.py defines (a reader of results imports only the core)
-SLO_ISSUED, SLO_MET = "llmchaos_slo_issued_total", "llmchaos_slo_met_total"
+from llmchaos.metrics import METRICS, REQUESTS_TOTAL, SLO_ISSUED_TOTAL, SLO_MET_TOTAL
 
 TIMEOUT_S = 30.0
 STEPS = 100
@@ -194,12 +191,12 @@ def _errors(url: str, sel: str, grid: Blocks, per: int, count: int, flag: str) -
     slo = {
         name: {(m.get("lang", ""), m.get("phase", "")): inc for m, inc in _increments(url, q, grid, per, count, flag)}
         for name, q in (
-            (SLO_ISSUED, f"sum by (lang, phase) ({SLO_ISSUED}{{{sel}}})"),
-            (SLO_MET, f"sum by (lang, phase) ({SLO_MET}{{{sel}}})"),
+            (SLO_ISSUED_TOTAL, f"sum by (lang, phase) ({SLO_ISSUED_TOTAL}{{{sel}}})"),
+            (SLO_MET_TOTAL, f"sum by (lang, phase) ({SLO_MET_TOTAL}{{{sel}}})"),
         )
     }
-    for (lang, phase), n in slo[SLO_ISSUED].items():
-        out[CellKey(lang, "slo_attainment", phase)] = _ratio(slo[SLO_MET].get((lang, phase)), n)
+    for (lang, phase), n in slo[SLO_ISSUED_TOTAL].items():
+        out[CellKey(lang, "slo_attainment", phase)] = _ratio(slo[SLO_MET_TOTAL].get((lang, phase)), n)
     return out
 
 

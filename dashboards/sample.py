@@ -113,15 +113,14 @@ def binned(block: np.ndarray, v: np.ndarray, w: np.ndarray, count: int, exact: d
 
 
 def nearest_rank(v: np.ndarray, w: np.ndarray, pcts: dict[str, float]) -> dict[str, float]:
-    """Weighted percentiles as HDR histograms define them: the value at rank ceil(p % of n)."""
-    if (w == 1).all():
-        qs = np.quantile(v, [p / 100.0 for p in pcts.values()], method="inverted_cdf")
-        return {name: float(q) for name, q in zip(pcts, qs, strict=True)}
+    """Weighted percentiles as HDR histograms define them (so a run's requests give its histograms'
+    figures): the value at rank round(p % of the total weight), at least 1."""
     order = np.argsort(v, kind="stable")
     cum = np.cumsum(w[order])
     out = {}
     for name, p in pcts.items():
-        i = int(np.searchsorted(cum, max(cum[-1] * p / 100.0, 1e-12) - 1e-9))
+        rank = max(math.floor(cum[-1] * p / 100.0 + 0.5), 1)
+        i = int(np.searchsorted(cum, rank - 1e-9))
         out[name] = float(v[order][min(i, len(v) - 1)])
     return out
 

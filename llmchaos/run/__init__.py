@@ -22,7 +22,7 @@ from llmchaos.run.model import (
     outcome_rows,
     summarize,
 )
-from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter
+from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter, itl
 from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, write
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "Validity",
     "host_info",
     "iso",
+    "itl",
     "load",
     "new_run_id",
     "outcome_rows",
