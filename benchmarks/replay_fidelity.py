@@ -1,4 +1,4 @@
-"""Replay schedule fidelity of one Locust worker process on one core (`locust -f loadtests/replay.py`)
+"""Replay schedule fidelity of one Locust worker process on one core (`locust -f loadtests/replay/locustfile.py`)
 against a zero-cost reference server (`llmchaos serve --sim-time-scale 0`) on the other.
 
 Logs of our JSONL format with Poisson arrivals at a steady recorded rate; each replayed request is
@@ -32,7 +32,7 @@ from benchmarks._common import ROOT, llmchaos, process
 from llmchaos import run
 
 SERVE = llmchaos("serve", "--port", "{port}", "--sim-time-scale", "0")  # zero-cost: answers at once
-REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay.py", "--headless", "--only-summary"]
+REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay/locustfile.py", "--headless", "--only-summary"]
 LANGS = ("en", "zh", "ja", "de")
 MIB = 1 << 20
 FLAT_MIB = 16

@@ -27,7 +27,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--job", default="llmchaos")
     p.set_defaults(func=run_push_delete)
     h = sub.add_parser("loadtest-help", help="the options of locust -f loadtests/locustfile.py besides Locust's")
-    h.add_argument("--replay", action="store_true", help="those of locust -f loadtests/replay.py instead")
+    h.add_argument("--replay", action="store_true", help="those of locust -f loadtests/replay/locustfile.py instead")
     h.set_defaults(func=run_loadtest_help)
     _register_logs(sub)
 
@@ -46,14 +46,14 @@ def run_loadtest_help(args: argparse.Namespace) -> None:
 
     from loadtests.options import add_arguments
 
-    name = "replay.py --log FILE --target-a URL" if args.replay else "locustfile.py --host URL"
+    name = "replay/locustfile.py --log FILE --target-a URL" if args.replay else "locustfile.py --host URL"
     parser = ArgumentParser(
         prog=f"locust -f loadtests/{name.split()[0]}",
         usage=f"locust -f loadtests/{name} [Locust's options: locust --help] [these options]",
         add_help=False,
     )
     if args.replay:
-        from loadtests.replay_options import add_replay_arguments
+        from loadtests.replay.settings import add_replay_arguments
 
         add_replay_arguments(parser)
     else:

@@ -12,6 +12,7 @@ from gevent.threadpool import ThreadPool
 from llmchaos import slo, tokenizer
 from llmchaos.run import ReplayFields, RequestLine, itl
 
+SIDE = "a"  # the one side of a test with one target (an A/B replay has a and b)
 DISAGREEMENT = 0.10  # server usage vs our count: flagged beyond 10 % and 2 tokens
 OFF_LOOP_CHARS = 100_000  # longer texts are counted in a native thread (~0.5 s a MB)
 
@@ -79,6 +80,7 @@ class RequestRecord:
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
     replay: ReplayFields | None = None  # a replayed request: its log line, user, what it asked for
+    side: str = SIDE  # which of the test's targets: a, or b in an A/B replay
     counted: bool = field(default=False, repr=False)  # count_tokens has run
 
     @property

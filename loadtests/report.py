@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from llmchaos import run as results
 from llmchaos import slo
@@ -16,6 +15,8 @@ from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
 from loadtests.merge import Merged
 from loadtests.options import Settings
+from loadtests.protocol import Shipment
+from loadtests.record import SIDE
 from loadtests.selfwatch import verdict
 
 SECRET_OPTIONS = {"api_key"}
@@ -31,20 +32,29 @@ class Report:
         self.settings, self.exporter = settings, exporter
         self.run_id, self.started = results.new_run_id(), time.time()
         self.run_dir = Path(settings.options.results_dir) / self.run_id if settings.options.results_dir else None
-        self.requests = self.open_requests(self.run_dir) if self.run_dir is not None else None
+        self.requests = self.open_requests(self.run_dir) if self.run_dir is not None else {}
         self.merged = Merged(self.requests, local)
         self.guard_trips: list[results.GuardTrip] = []  # the live guard's, at the end
         exporter.start(self.merged, faults, self.run_id)
 
-    def open_requests(self, run_dir: Path) -> results.RequestsWriter:
-        """requests.jsonl, written as records arrive."""
+    def open_requests(self, run_dir: Path) -> dict[str, results.RequestsWriter]:
+        """requests.jsonl per side (one here), written as records arrive."""
         run_dir.mkdir(parents=True, exist_ok=True)
-        return results.RequestsWriter(run_dir / "requests.jsonl")
+        return {SIDE: results.RequestsWriter(run_dir / "requests.jsonl")}
 
-    def absorb(self, process: str, data: dict[str, Any]) -> None:
-        """A process's report: its collector's data and its self-watch samples."""
-        self.merged.merge(data["collector"])
-        self.merged.watch(process, data["watch"])
+    def written(self, side: str = SIDE) -> int:
+        """Lines written to a side's requests.jsonl."""
+        writer = self.requests.get(side)
+        return writer.written if writer is not None else 0
+
+    def absorb(self, process: str, shipment: Shipment) -> None:
+        """A process's shipment: its collector's data and its self-watch samples."""
+        self.merged.merge(shipment.collector)
+        self.merged.watch(process, shipment.watch)
+
+    def close_requests(self) -> None:
+        for writer in self.requests.values():
+            writer.close()
 
     def run(
         self, target: str, faults: list[results.FaultWindow], ended: float, merged: Merged | None = None
@@ -84,9 +94,7 @@ class Report:
             faults=faults,
             outcomes=results.outcome_rows(merged.outcomes),
             slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
-            requests=results.RequestsFile(
-                sample_rate=o.requests_sample, written=self.requests.written if self.requests else 0
-            ),
+            requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),
             guard=[t for t in self.guard_trips if t.target == target],
         )
@@ -96,8 +104,8 @@ class Report:
         and an SLO failed, else 0."""
         run = self.run(target, faults, time.time())
         self.exporter.finish(self.run_id)
-        if self.run_dir is not None and self.requests is not None:
-            self.requests.close()
+        self.close_requests()
+        if self.run_dir is not None:
             results.write(self.run_dir, run, self.merged.hist)
         print(table(run, self.merged.hist, str(self.run_dir) if self.run_dir else None), file=sys.stderr)
         return 1 if self.settings.options.check_slo and not all(r.passed for r in run.slo) else 0

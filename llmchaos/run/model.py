@@ -143,7 +143,7 @@ class RequestsFile(Row):
     written: int = 0
 
 
-# -- a replay's side (locust -f loadtests/replay.py): fields added within schema_version 1 ----------
+# -- a replay's side (locust -f loadtests/replay/locustfile.py): fields added within schema_version 1 ----------
 class Lag(Row):
     """Schedule lag (actual send minus intended start), seconds, over the side's requests."""
 

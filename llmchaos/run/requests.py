@@ -67,7 +67,7 @@ class RequestLine:
     tokens_disagree: bool = False  # usage and our count differ by more than 10 % and 2 tokens
     tokens_from: str | None = None  # usage | tokenizer: the count output_tokens and the ITL samples follow
     at_stop: bool = False  # cancelled because the test stopped: apart from the requests issued
-    replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay.py)
+    replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay/locustfile.py)
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
     tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each

@@ -6,7 +6,7 @@ import pytest
 
 from llmchaos import tokenizer
 from loadtests.logs.record import LogRecord
-from loadtests.replay_calls import CallOptions, build
+from loadtests.replay.calls import CallOptions, build
 
 OPTS = CallOptions("served", 64, True, False, None, False)
 

@@ -2,7 +2,7 @@ import configargparse
 import pytest
 
 from llmchaos.errors import UsageError
-from loadtests.replay_options import ReplaySettings, add_replay_arguments, concurrency
+from loadtests.replay.settings import ReplaySettings, add_replay_arguments, concurrency
 
 
 def options(*argv: str):

@@ -8,9 +8,9 @@ import configargparse
 import gevent
 import pytest
 
-from loadtests.replay_options import ReplaySettings, add_replay_arguments
-from loadtests.replay_schedule import ReplayPlan, ReplaySchedule, sleep_until, timeline
-from loadtests.replay_stats import ReplayStats
+from loadtests.replay.fidelity import ReplayStats
+from loadtests.replay.schedule import ReplayPlan, ReplaySchedule, sleep_until, timeline
+from loadtests.replay.settings import ReplaySettings, add_replay_arguments
 
 
 def settings(log, *argv):

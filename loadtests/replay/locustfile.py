@@ -1,4 +1,5 @@
-"""llmchaos replay: `locust -f loadtests/replay.py --log FILE --target-a URL [--target-b URL --split N|--mirror]`.
+"""llmchaos replay:
+`locust -f loadtests/replay/locustfile.py --log FILE --target-a URL [--target-b URL --split N|--mirror]`.
 
 Replays a recorded log or a public trace (our JSONL, OpenAI or Gemini gateway logs, Azure, Mooncake,
 BurstGPT) on its recorded schedule against one target, or two split by user or mirrored; results
@@ -8,16 +9,27 @@ per side in DIR/<run_id>/a and /b. `llmchaos loadtest-help --replay` lists the o
 
 from __future__ import annotations
 
-from locust import LoadTestShape
+from locust import LoadTestShape, constant, task
 
 from loadtests import plugin
+from loadtests.harness import harness
 from loadtests.options import parsed_options
-from loadtests.replay_harness import ReplayHarness
-from loadtests.replay_options import add_replay_arguments, concurrency
-from loadtests.replay_users import ReplayUser
+from loadtests.replay.settings import add_replay_arguments, concurrency
+from loadtests.replay.source import ReplaySource
+from loadtests.users import SidesUser
 
-plugin.install(ReplayHarness, add_replay_arguments)
-__all__ = ["ReplayShape", "ReplayUser"]
+plugin.install(ReplaySource, add_replay_arguments)
+
+
+class ReplayUser(SidesUser):
+    """Takes the next request due from the log and sends it to its side (both, mirrored). As many
+    users as requests may be in flight at once."""
+
+    wait_time = constant(0)
+
+    @task
+    def replay(self) -> None:
+        harness(self.environment).request(self)
 
 
 class ReplayShape(LoadTestShape):
@@ -30,8 +42,8 @@ class ReplayShape(LoadTestShape):
         if self.runner is None:
             return None
         env = self.runner.environment
-        o, h = parsed_options(env), plugin.harness(env)
-        if (o.run_time and self.get_run_time() >= o.run_time) or (isinstance(h, ReplayHarness) and h.finished()):
+        o = parsed_options(env)
+        if (o.run_time and self.get_run_time() >= o.run_time) or harness(env).finished():
             return None
         users = concurrency(o)
         return users, 4.0 * users

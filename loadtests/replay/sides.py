@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from llmchaos import run as results
 from llmchaos.run.table import table
@@ -18,31 +14,13 @@ from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
 from loadtests.merge import Merged
 from loadtests.options import Settings
-from loadtests.replay_options import ReplaySettings, concurrency
-from loadtests.replay_stats import ReplayStats
+from loadtests.protocol import Shipment
+from loadtests.replay.fidelity import ReplayStats
+from loadtests.replay.settings import ReplaySettings, concurrency
 from loadtests.report import Report
 
 LENGTHS = ("requests", "requested", "delivered", "short")
 PAIRS = ("pairs", "identical", "output_tokens_a", "output_tokens_b")
-
-
-class SideWriters(results.RequestsWriter):
-    """One requests.jsonl per side: each line goes to its target's."""
-
-    def __init__(self, paths: dict[str, Path]) -> None:  # target URL -> path; no file of its own
-        for path in paths.values():
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self.sides = {target: results.RequestsWriter(path) for target, path in paths.items()}
-        self.written = 0
-
-    def write(self, lines: Iterable[bytes]) -> None:
-        for line in lines:
-            self.sides[orjson.loads(line)["target"]].write((line,))
-            self.written += 1
-
-    def close(self) -> None:
-        for w in self.sides.values():
-            w.close()
 
 
 class ReplayReport(Report):
@@ -58,34 +36,27 @@ class ReplayReport(Report):
         self.replay, self.stats = replay, stats
         super().__init__(settings, exporter, local, faults)
 
-    def open_requests(self, run_dir: Path) -> results.RequestsWriter:
-        return SideWriters({url: run_dir / side / "requests.jsonl" for side, url in self.replay.targets.items()})
+    def open_requests(self, run_dir: Path) -> dict[str, results.RequestsWriter]:
+        """One requests.jsonl per side, in its own directory."""
+        for side in self.replay.targets:
+            (run_dir / side).mkdir(parents=True, exist_ok=True)
+        return {side: results.RequestsWriter(run_dir / side / "requests.jsonl") for side in self.replay.targets}
 
-    def absorb(self, process: str, data: dict[str, Any]) -> None:
-        super().absorb(process, data)
-        self.stats.merge(data["replay"])
-
-    def side(self, url: str) -> Merged:
-        """The merged totals of one target."""
-        m = self.merged
-        view = Merged()
-        view.hist = m.hist.select(target=url)
-        view.outcomes.update({k: n for k, n in m.outcomes.items() if k[0] == url})
-        view.slo_counts.update({k: n for k, n in m.slo_counts.items() if k[0] == url})
-        view.generator = m.generator
-        return view
+    def absorb(self, process: str, shipment: Shipment) -> None:
+        super().absorb(process, shipment)
+        if shipment.source:
+            self.stats.merge(shipment.source)
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
         """Each side's results directory and summary; 1 when `--check-slo` and an SLO failed on a side."""
         ended = time.time()
         self.exporter.finish(self.run_id)
-        if self.requests is not None:
-            self.requests.close()
+        self.close_requests()
         failed = False
         for side, url in self.replay.targets.items():
-            view = self.side(url)
+            view = self.merged.side(url)
             run = self.run(url, faults, ended, view)
-            written = self.requests.sides[url].written if isinstance(self.requests, SideWriters) else 0
+            written = self.written(side)
             run = run.model_copy(
                 update={
                     "load_profile": {"mode": "replay", "users": concurrency(self.settings.options)},

@@ -21,13 +21,14 @@ from gevent import monkey
 from gevent.event import AsyncResult
 
 from llmchaos import languages
-from loadtests.adapters import Call
+from llmchaos.run import ReplayFields
 from loadtests.logs import prompts, split
 from loadtests.logs.problems import Problems
 from loadtests.logs.record import LogRecord
-from loadtests.replay_calls import CallOptions, build
-from loadtests.replay_options import ReplaySettings
-from loadtests.replay_stats import ReplayStats
+from loadtests.replay.calls import CallOptions, build
+from loadtests.replay.fidelity import ReplayStats
+from loadtests.replay.settings import ReplaySettings
+from loadtests.sources import Due
 
 # libev waits on epoll in whole milliseconds, rounded up: a sleep ends up to 1 ms late. The schedule
 # sleeps until EARLY before a request is due, then in short blocking naps, letting the greenlets
@@ -53,17 +54,11 @@ class ReplayPlan:
         return cls(**data)
 
 
-@dataclass(slots=True)
-class Due:
+@dataclass(slots=True, kw_only=True)
+class LogDue(Due):
     """A request of the log, due at `intended` (unix time), ready to send to its side(s)."""
 
     rec: LogRecord
-    lang: str
-    api: str
-    sides: tuple[str, ...]
-    loop: int
-    intended: float
-    call: Call
     requested: int | None  # output tokens asked for
     session: str | None  # the session whose turns keep their order (None: no order)
 
@@ -113,9 +108,9 @@ class ReplaySchedule:
 
     def __init__(self, stats: ReplayStats, on_finished: Callable[[], None]) -> None:
         self.stats, self.on_finished = stats, on_finished
-        self._queue: deque[Due] = deque()  # due, waiting for a user
+        self._queue: deque[LogDue] = deque()  # due, waiting for a user
         self._idle: list[AsyncResult] = []  # users waiting for a request, the last to come on top
-        self._busy: dict[str, deque[Due]] = {}  # sessions with a turn in flight -> their held turns
+        self._busy: dict[str, deque[LogDue]] = {}  # sessions with a turn in flight -> their held turns
         self._greenlet: gevent.Greenlet | None = None
         self._in_flight = 0
         self._exhausted = self._reported = False
@@ -137,16 +132,25 @@ class ReplaySchedule:
             rec_api = rec.api or api
             sides = s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),)
             call, requested = build(rec, lang, rec_api, loop, opts)
-            ordered = rec.session if s.session_order == "strict" else None
-            due = Due(rec, lang, rec_api, sides, loop, plan.t0 + at, call, requested, ordered)
-            sleep_until(due.intended)
-            self.stats.due(sides, due.intended)
+            due = LogDue(
+                lang=lang,
+                api=rec_api,
+                call=call,
+                intended=plan.t0 + at,
+                sides=sides,
+                replay=ReplayFields(rec.line, rec.user, rec.session, loop, requested),
+                rec=rec,
+                requested=requested,
+                session=rec.session if s.session_order == "strict" else None,
+            )
+            sleep_until(plan.t0 + at)
+            self.stats.due(sides, plan.t0 + at)
             self._release(due)
             gevent.sleep(0)  # the user handed it sends it now, before the next one is built
         self._exhausted = True
         self._check_finished()
 
-    def _release(self, due: Due) -> None:
+    def _release(self, due: LogDue) -> None:
         if due.session is not None:
             held = self._busy.get(due.session)
             if held is not None:
@@ -156,7 +160,7 @@ class ReplaySchedule:
             self._busy[due.session] = deque()
         self._hand(due)
 
-    def _hand(self, due: Due) -> None:
+    def _hand(self, due: LogDue) -> None:
         """To the user that became idle last (its connection the warmest: a user idle longer than a
         server's keep-alive would find its connection closed), else into the queue."""
         if self._idle:
@@ -164,7 +168,7 @@ class ReplaySchedule:
         else:
             self._queue.append(due)
 
-    def next(self) -> Due:
+    def next(self) -> LogDue:
         """Wait for the next request due; `done` must follow once it has ended."""
         if self._queue:
             due = self._queue.popleft()
@@ -172,24 +176,24 @@ class ReplaySchedule:
             waiter: AsyncResult = AsyncResult()
             self._idle.append(waiter)
             try:
-                due = cast(Due, waiter.get())  # only _hand sets it
+                due = cast(LogDue, waiter.get())  # only _hand sets it
             except BaseException:  # this user was stopped: what it was handed goes to another
                 if waiter in self._idle:
                     self._idle.remove(waiter)
                 elif waiter.successful():
-                    self._queue.appendleft(cast(Due, waiter.value))
+                    self._queue.appendleft(cast(LogDue, waiter.value))
                 raise
         self._in_flight += 1
         return due
 
-    def done(self, due: Due) -> None:
+    def done(self, due: LogDue) -> None:
         """`due` has ended: its session's next turn may go (not before its own time)."""
         self._in_flight -= 1
         if due.session is not None:
             held = self._busy.get(due.session)
             if held:
                 turn = held.popleft()
-                turn.intended = max(turn.intended, time.time())
+                turn.intended = max(turn.intended or 0.0, time.time())
                 self._hand(turn)
             else:
                 self._busy.pop(due.session, None)
@@ -204,12 +208,12 @@ class ReplaySchedule:
             self._reported = True
             self.on_finished()
 
-    def stop(self) -> list[Due]:
+    def stop(self) -> list[LogDue]:
         """Stop dispatching; the requests that fell due and were never sent (queued or held)."""
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
-        unsent = list(self._queue)
+        unsent: list[LogDue] = list(self._queue)
         self._queue.clear()
         for held in self._busy.values():
             unsent.extend(held)
