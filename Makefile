@@ -52,7 +52,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 demo: $(STAMP) debian-deps
-	$(BIN)/python -m loadtests.stack.demo
+	$(BIN)/python -m compose.demo
 
 # Every benchmark runs even when one misses its target; the target fails if any did.
 BENCHMARKS := server_throughput server_memory client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity
@@ -62,9 +62,9 @@ bench: $(STAMP)
 
 # The reference server under a fixed per-language load NIGHTLY_RUNS times, gated by `llmchaos regress`
 # against NIGHTLY_BASELINE (tonight's runs become it when it is empty); JUnit and HTML next to the runs
-# (dashboards/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
+# (compose/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
 nightly: $(STAMP)
-	$(BIN)/python -m dashboards.nightly
+	$(BIN)/python -m compose.nightly
 
 tokenizer: $(STAMP)
 	$(BIN)/python -m llmchaos.tokenizer

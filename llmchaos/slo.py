@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from llmchaos import languages, yamlfile
 from llmchaos.histogram import HistogramSet
-from llmchaos.run.model import SloCheck, SloResult
+from llmchaos.run.schema import SloCheck, SloResult
 
 SLO_KEY = re.compile(r"(ttft|itl|tpot|e2e|inter_chunk)_p(\d+(?:\.\d+)?)_ms")
 Slos = dict[str, dict[str, float]]

@@ -24,8 +24,8 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from faults.session import FaultSession
 from llmchaos import tokenizer
+from llmchaos.headers import REQUEST_ID_HEADER
 from llmchaos.run import FaultWindow
-from llmchaos.wire import REQUEST_ID_HEADER
 from loadtests import protocol
 from loadtests.adapters import ADAPTERS, Call
 from loadtests.collector import Collector
@@ -37,8 +37,8 @@ from loadtests.selfwatch import SelfWatch
 from loadtests.sources import Due, Source
 
 if TYPE_CHECKING:
-    from loadtests.client import StreamClient
-    from loadtests.report import Report
+    from loadtests.results import Report
+    from loadtests.stream_client import StreamClient
 
 LOCAL = "local"  # a single process's name among the generator's processes
 FAULTS_LEAD_S, PLAN_LEAD_S = 0.5, 1.0  # the schedule and the source's plan start this long after test start

@@ -21,7 +21,7 @@ from loadtests.exporters import Exporter
 from loadtests.options import Settings
 from loadtests.prompts import LongContextSource, PromptSource
 from loadtests.record import SIDE
-from loadtests.report import Report
+from loadtests.results import Report
 
 if TYPE_CHECKING:
     from loadtests.record import RequestRecord

@@ -8,8 +8,8 @@ import random
 from locust import User, tag
 
 from llmchaos import languages
-from loadtests.client import StreamClient
 from loadtests.harness import harness
+from loadtests.stream_client import StreamClient
 
 
 class SidesUser(User):

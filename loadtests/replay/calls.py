@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
-from llmchaos.wire import LANG_HEADER
+from llmchaos.headers import LANG_HEADER
 from loadtests.adapters import Call
-from loadtests.logs import prompts
-from loadtests.logs.record import LogRecord
+from loadtests.logs import sized_prompts
+from loadtests.logs.log_record import LogRecord
 
 PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
 
@@ -41,7 +41,7 @@ def build(rec: LogRecord, lang: str, api: str, loop: int, o: CallOptions) -> tup
         body = dict(rec.body)
         want = rec.output_tokens if o.force_output else None
     else:
-        text = prompts.prompt(lang, rec.input_tokens or 1, f"{loop}:{rec.line}", rec.hash_ids, rec.block_tokens)
+        text = sized_prompts.prompt(lang, rec.input_tokens or 1, f"{loop}:{rec.line}", rec.hash_ids, rec.block_tokens)
         body = _prompt_body(api, text)
         want = rec.output_tokens if rec.output_tokens is not None else o.max_tokens
     if want is not None:

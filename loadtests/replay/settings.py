@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
-from loadtests.logs import columns
+from loadtests.logs import column_map
 from loadtests.logs.formats import NAMES, LogSource, source
 from loadtests.logs.split import LangMix
 from loadtests.options import add_arguments, check_number
@@ -146,7 +146,7 @@ class ReplaySettings:
         if end is not None and end <= start:
             raise UsageError(f"must be after --start ({start:g}s)", field="--end")
         return cls(
-            source(o.log, o.format, columns.parse(o.columns)),
+            source(o.log, o.format, column_map.parse(o.columns)),
             targets,
             mode,
             o.split,

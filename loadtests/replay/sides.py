@@ -17,7 +17,7 @@ from loadtests.options import Settings
 from loadtests.protocol import Shipment
 from loadtests.replay.fidelity import ReplayStats
 from loadtests.replay.settings import ReplaySettings, concurrency
-from loadtests.report import Report
+from loadtests.results import Report
 
 LENGTHS = ("requests", "requested", "delivered", "short")
 PAIRS = ("pairs", "identical", "output_tokens_a", "output_tokens_b")

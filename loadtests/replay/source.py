@@ -17,11 +17,11 @@ from loadtests.exporters import Exporter
 from loadtests.logs.problems import Problems
 from loadtests.options import Settings
 from loadtests.record import RequestRecord
+from loadtests.replay.dispatch import LogDue, ReplayPlan, ReplaySchedule
 from loadtests.replay.fidelity import ReplayStats
-from loadtests.replay.schedule import LogDue, ReplayPlan, ReplaySchedule
 from loadtests.replay.settings import ReplaySettings
 from loadtests.replay.sides import ReplayReport
-from loadtests.report import Report
+from loadtests.results import Report
 from loadtests.sources import Due, Source
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dashboards.blocks import Blocks
-from dashboards.columns import Column, Columns
-from dashboards.sample import RunSample, reduce
+from dashboards.comparison.blocks import Blocks
+from dashboards.comparison.columns import Column, Columns
+from dashboards.comparison.sample import RunSample, reduce
 
 LANGS = {"en": 10, "de": 8, "fr": 8, "es": 8, "it": 7, "pt": 7, "zh": 6, "ja": 4}
 PREFILL_MEDIAN_S = {

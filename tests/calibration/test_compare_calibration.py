@@ -3,7 +3,7 @@ calibrated over 200 A/A pairs, powerful against a +10 % P99 shift in one cell.""
 
 import numpy as np
 
-from dashboards.compare import Settings, compare
+from dashboards.comparison.verdicts import Settings, compare
 from tests.calibration.queue_sim import Queue, simulate
 
 PAIRS = 200

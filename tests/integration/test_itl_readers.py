@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboards.runs import load
-from dashboards.sample import PCTS, nearest_rank
+from dashboards.comparison.runs import load
+from dashboards.comparison.sample import PCTS, nearest_rank
 from llmchaos import run
 from tests.integration.loadtest_helpers import locust
 from tests.servers import scripted

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmchaos.wire import REQUEST_ID_HEADER
+from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
-from loadtests.client import StreamClient
-from loadtests.dataplane.exchange import Limits
+from loadtests.dataplane.request import Limits
 from loadtests.record import RequestRecord
+from loadtests.stream_client import StreamClient
 from tests.servers import scripted
 from tests.servers.accepting import Accepting
 
