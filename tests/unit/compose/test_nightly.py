@@ -1,4 +1,4 @@
-"""The CI files users copy (the GitHub workflow, the README's GitLab job) run `make nightly` and keep,
+"""The CI files users copy (the GitHub workflow, the GitLab job in docs/compare.md) run `make nightly` and keep,
 from night to night, the very folders compose/nightly.py reads its baseline and history from."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def test_the_github_workflow_runs_make_nightly_and_keeps_baseline_and_history():
     assert doc[True]["schedule"]  # YAML 1.1 reads the key `on` as true
 
 
-def test_the_readme_gitlab_job_runs_make_nightly_and_caches_baseline_and_history():
-    readme = (Path(ROOT) / "README.md").read_text()
+def test_the_documented_gitlab_job_runs_make_nightly_and_caches_baseline_and_history():
+    readme = (Path(ROOT) / "docs" / "compare.md").read_text()
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "nightly-perf:" in b]
     job = yaml.safe_load(block)["nightly-perf"]
     assert "make nightly" in job["script"]
