@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-stressed lint fuzz demo bench nightly install tokenizer clean debian-deps
+.PHONY: test test-stressed check lint fuzz demo bench nightly install tokenizer clean debian-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,10 @@ test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
+# The fast tier, for every change: lint, types and the unit tests (tests/unit: in-process, no servers).
+check: lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit tests/unit
+
 # The tests that assert something about time, with a CPU-bound process on every core meanwhile: they
 # must hold on a slow, busy machine, not only on a quiet one.
 test-stressed: $(STAMP) debian-deps
@@ -56,7 +60,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 demo: $(STAMP) debian-deps
-	$(BIN)/python -m loadtests.stack.demo
+	$(BIN)/python -m compose.demo
 
 # Every benchmark runs even when one misses its target; the target fails if any did.
 BENCHMARKS := server_throughput server_memory client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity
@@ -66,9 +70,9 @@ bench: $(STAMP)
 
 # The reference server under a fixed per-language load NIGHTLY_RUNS times, gated by `llmchaos regress`
 # against NIGHTLY_BASELINE (tonight's runs become it when it is empty); JUnit and HTML next to the runs
-# (dashboards/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
+# (compose/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
 nightly: $(STAMP)
-	$(BIN)/python -m dashboards.nightly
+	$(BIN)/python -m compose.nightly
 
 tokenizer: $(STAMP)
 	$(BIN)/python -m llmchaos.tokenizer

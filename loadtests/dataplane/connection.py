@@ -19,8 +19,8 @@ from time import perf_counter
 from gevent import monkey
 
 from llmchaos.net import SO_TIMESTAMPNS
-from loadtests.dataplane.exchange import Exchange
 from loadtests.dataplane.loop import EPOLLIN, EPOLLOUT, EPOLLRDHUP, Plane
+from loadtests.dataplane.request import Exchange
 
 _socket = monkey.get_original("socket", "socket")
 RX_CMSG = socket.CMSG_SPACE(16)

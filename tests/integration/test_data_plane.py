@@ -18,14 +18,12 @@ import pytest
 import trustme
 
 from loadtests.adapters import ADAPTERS, Call, Event, OpenAIChat
-from loadtests.client import StreamClient, tls_context
-from loadtests.dataplane.exchange import Limits
 from loadtests.dataplane.loop import plane
+from loadtests.dataplane.request import Limits
 from loadtests.record import RequestRecord
+from loadtests.stream_client import StreamClient, tls_context
 from tests.servers import raw_upstream, scripted
 from tests.servers.accepting import Accepting
-
-pytestmark = pytest.mark.integration
 
 LIMITS = Limits(connect=2.0, ttft=5.0, stall=5.0, request=10.0)
 GAP_S = 0.03

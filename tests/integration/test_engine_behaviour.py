@@ -27,8 +27,6 @@ from tests.integration.conftest import engine_args, sim_only
 from tests.noise import WakeNoise
 from tests.procs import Server, serve
 
-pytestmark = pytest.mark.integration
-
 MODEL = "llmchaos-sim-8b"
 TOKEN = "T"
 ADMIN = {"authorization": f"Bearer {TOKEN}"}

@@ -10,15 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmchaos.wire import REQUEST_ID_HEADER
+from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
-from loadtests.client import StreamClient
-from loadtests.dataplane.exchange import Limits
+from loadtests.dataplane.request import Limits
 from loadtests.record import RequestRecord
+from loadtests.stream_client import StreamClient
 from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.servers import raw_upstream, scripted
-
-pytestmark = pytest.mark.integration
 
 HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n"
 

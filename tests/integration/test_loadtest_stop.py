@@ -15,8 +15,6 @@ from tests.integration.loadtest_helpers import LOCUST, distributed, locust, only
 from tests.procs import ROOT, serve
 from tests.servers import scripted
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
 def test_requests_cut_by_the_end_of_the_test_are_counted_apart(tmp_path, mode):

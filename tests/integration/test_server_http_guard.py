@@ -19,7 +19,7 @@ import pytest
 from tests.noise import WakeNoise
 from tests.procs import Server, serve
 
-pytestmark = [pytest.mark.integration, pytest.mark.timing]
+pytestmark = pytest.mark.timing
 
 TIMEOUT_S = 1.0
 HEADER_BYTES = 8192

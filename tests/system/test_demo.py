@@ -21,7 +21,7 @@ from tests.procs import ROOT
 def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     before = set(netns.listnetns())
     r = subprocess.run(
-        [sys.executable, "-m", "loadtests.stack.demo", "--seconds", "30", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "compose.demo", "--seconds", "30", "--dir", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

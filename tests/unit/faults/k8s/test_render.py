@@ -1,6 +1,6 @@
 """`llmchaos k8s render`: every example schedule in the repository renders to objects an API server
 would take (the CRDs' and Kubernetes' schemas), a broken object is caught by the same check, the
-seeds' three drills render to their golden files (shown in the README), and a window a cluster
+seeds' three drills render to their golden files (shown in docs/kubernetes.md), and a window a cluster
 cannot express is one line and exit 2."""
 
 import copy
@@ -87,7 +87,7 @@ def test_the_drills_render_to_their_golden_files(drill):
 
 @pytest.mark.parametrize("drill", sorted(DRILLS))
 def test_the_readme_shows_each_drill_as_rendered(drill):
-    readme = (Path(ROOT) / "README.md").read_text(encoding="utf-8")
+    readme = (Path(ROOT) / "docs" / "kubernetes.md").read_text(encoding="utf-8")
     command = f"llmchaos k8s render compose/schedules/{drill}.yaml {' '.join(DRILLS[drill])}"
     assert command in readme
     block = readme[readme.index(command) :].split("```yaml\n", 1)[1].split("```", 1)[0]
