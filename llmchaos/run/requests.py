@@ -56,9 +56,9 @@ class RequestLine:
     status: int | None = None
     error: str | None = None
     retry_after: str | None = None
-    ttft: float | None = None  # from the intended start
+    ttft: float | None = None  # from the intended start: the first token of any kind (thinking too)
     e2e: float | None = None  # from the intended start
-    gaps: list[float] = field(default_factory=list)  # between consecutive content events
+    gaps: list[float] = field(default_factory=list)  # between consecutive content events (thinking too)
     usage_tokens: int | None = None  # the server's figure
     output_tokens: int = 0  # the server's figure when it sent one, else own_tokens
     own_tokens: int = 0  # our tokenizer's count of the text received
@@ -71,6 +71,8 @@ class RequestLine:
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
     tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each
+    ttfa: float | None = None  # from the intended start: the first answer token (after any thinking)
+    reasoning_tokens: int | None = None  # thinking tokens among output_tokens; absent: no thinking seen
 
     def encode(self) -> bytes:
         """The line, without its newline (orjson writes dataclasses natively and fast)."""
