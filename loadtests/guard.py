@@ -282,12 +282,8 @@ class Guard:
 
 
 def _percentile(counts: np.ndarray, like: Histogram, pct: float) -> float | None:
-    """A percentile of HDR counts as the histograms define it (the value at rank round(p % of n),
-    at least 1); `like` is a histogram with the same layout."""
-    total = int(counts.sum())
-    if total <= 0:
+    """A percentile of HDR counts as the histograms define it; `like` is a histogram with the same
+    layout (None: no count)."""
+    if int(counts.sum()) <= 0:
         return None
-    rank = max(1, int(pct / 100 * total + 0.5))
-    idx = int(np.searchsorted(np.cumsum(counts), rank))
-    hdr = like.hdr
-    return float(hdr.get_highest_equivalent_value(hdr.get_value_from_index(idx)) / like.scale)
+    return like.at_rank(np.cumsum(counts), pct)

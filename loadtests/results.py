@@ -92,7 +92,9 @@ class Report:
             validity=results.Validity(valid=not gen["flags"], flags=tuple(gen["flags"]), reasons=tuple(gen["reasons"])),
             reads=results.Reads(**gen["reads"]),
             faults=faults,
-            outcomes=results.outcome_rows(merged.outcomes),
+            outcomes=results.outcome_rows(
+                merged.outcomes, {k[:4]: n for k, n in merged.slo_counts.items() if k[4] == "at_stop"}
+            ),
             slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),

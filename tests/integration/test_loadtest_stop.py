@@ -51,6 +51,8 @@ def test_requests_cut_by_the_end_of_the_test_are_counted_apart(tmp_path, mode):
     assert len(ok) + len(cut) == len(requests)
     (row,) = run["slo"]
     assert (row["issued"], row["attained"], row["cancelled_at_stop"]) == (len(ok), len(ok), len(cut))
+    # per phase in the outcome rows too (regress --history's error rate reads them)
+    assert [(o["outcome"], o["at_stop"]) for o in run["outcomes"] if o["outcome"] != "ok"] == [("cancelled", 6)]
     assert row["attainment"] == 1.0
     assert row["pass"]
     header, line = next(
