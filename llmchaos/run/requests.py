@@ -73,6 +73,7 @@ class RequestLine:
     replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay/locustfile.py)
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
+    late_reads: int = 0  # ... of those, the ones the generator took late (the kernel had held them 1 ms or more)
     tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 

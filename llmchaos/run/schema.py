@@ -157,16 +157,30 @@ class GuardTrip(Part):
 
 class Validity(Part):
     valid: bool
-    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_coalesced:<process>
+    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_late:<process>
     reasons: tuple[str, ...] = ()  # one line per flag: the figure measured against its limit
 
 
+class PhaseReads(Part):
+    """A phase's stream reads: how the network delivered its events (a burst or a proxy's hold
+    brings several at once), and how many of them the generator took late."""
+
+    phase: str
+    reads: NonNegativeInt = 0
+    coalesced: NonNegativeInt = 0
+    late: NonNegativeInt = 0
+
+
 class Reads(Part):
-    """The generator's socket reads of stream bodies that brought content events, and those that
-    brought several (coalesced: one kernel receive stamp for all, so the gaps between them are lost)."""
+    """The generator's socket reads of stream bodies that brought content events, those that
+    brought several (coalesced: one kernel receive stamp for all, so the gaps between them are lost)
+    and, of those, the ones it took late (the kernel had held them 1 ms or more: the generator's
+    doing, not the network's). `late` and `phases` were added within schema_version 1."""
 
     reads: NonNegativeInt = 0
     coalesced: NonNegativeInt = 0
+    late: NonNegativeInt = 0
+    phases: tuple[PhaseReads, ...] = ()
 
 
 class RequestsFile(Part):

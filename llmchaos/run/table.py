@@ -36,9 +36,15 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
             f"{'pass' if row.passed else 'FAIL':>5}"
         )
-    if run.reads.reads:
-        share = 100 * run.reads.coalesced / run.reads.reads
-        lines.append(f"stream reads: {run.reads.reads}, {run.reads.coalesced} coalesced ({share:.2f} %)")
+    reads = run.reads
+    if reads.reads:
+        lines.append(
+            f"stream reads: {reads.reads}, {reads.coalesced} coalesced ({100 * reads.coalesced / reads.reads:.2f} %), "
+            f"{reads.late} of them read late ({100 * reads.late / reads.reads:.2f} %, the generator's)"
+        )
+        batched = [f"{p.phase} {100 * (p.coalesced - p.late) / p.reads:.2f} %" for p in reads.phases if p.reads]
+        if batched:
+            lines.append("events the network delivered together, share of reads by phase: " + ", ".join(batched))
     if not run.validity.valid:
         lines.append(
             "INVALID RUN: the load generator could not keep up ("
