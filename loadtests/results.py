@@ -102,12 +102,12 @@ class Report:
         )
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
-        """Push the totals a last time, write the results, print the summary; 1 when `--check-slo`
-        and an SLO failed, else 0."""
+        """Push the totals a last time, write the results, print the summary; with `--check-slo`,
+        its exit status (slo.exit_status), else 0."""
         run = self.run(target, faults, time.time())
         self.exporter.finish(self.run_id)
         self.close_requests()
         if self.run_dir is not None:
             results.write(self.run_dir, run, self.merged.hist)
         print(table(run, self.merged.hist, str(self.run_dir) if self.run_dir else None), file=sys.stderr)
-        return 1 if self.settings.options.check_slo and not all(r.passed for r in run.slo) else 0
+        return slo.exit_status(run.slo) if self.settings.options.check_slo else 0

@@ -111,7 +111,11 @@ class SloResult(Part):
     attainment: float | None
     goodput_rps: float | None
     checks: tuple[SloCheck, ...]
-    passed: bool = Field(alias="pass")
+    passed: bool | None = Field(alias="pass")  # None: no request issued, no verdict ("no data")
+
+    @property
+    def verdict(self) -> str:
+        return "no data" if self.passed is None else "pass" if self.passed else "FAIL"
 
     @model_validator(mode="after")
     def _attained_of_issued(self) -> SloResult:

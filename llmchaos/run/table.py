@@ -8,7 +8,7 @@ from llmchaos.run.schema import Run
 
 HEADER = (
     f"{'lang':5} {'reqs':>6} {'stop':>5} {'ok%':>6} {'ttft p50':>9} {'ttft p99':>9} {'itl p50':>8} {'itl p99':>8} "
-    f"{'e2e p99':>8} {'tok/req':>7} {'slo':>5}"
+    f"{'e2e p99':>8} {'tok/req':>7} {'slo':>7}"
 )
 
 
@@ -31,10 +31,11 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
         ttft, itl, e2e, toks = (hist.combined(m, **sel) for m in ("ttft", "itl", "e2e", "output_tokens"))
         per_req = toks.sum / toks.count if toks is not None and toks.count else 0.0
         lines.append(
-            f"{row.lang:5} {row.issued:6d} {row.cancelled_at_stop:5d} {100 * ok / max(row.issued, 1):6.1f} "
+            f"{row.lang:5} {row.issued:6d} {row.cancelled_at_stop:5d} "
+            f"{f'{100 * ok / row.issued:.1f}' if row.issued else '-':>6} "
             f"{_ms(ttft, 50):>9} "
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
-            f"{'pass' if row.passed else 'FAIL':>5}"
+            f"{row.verdict:>7}"
         )
     reads = run.reads
     if reads.reads:
