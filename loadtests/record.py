@@ -79,6 +79,7 @@ class RequestRecord:
     usage_reasoning: int | None = None  # the server's count of the thinking tokens within usage_tokens
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several (one kernel receive stamp for all: gaps lost)
+    late_reads: int = 0  # ... of those, the ones the kernel had held LATE_S or more: the generator was late
     at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
@@ -236,5 +237,6 @@ class RequestRecord:
             replay=self.replay,
             reads=self.reads,
             coalesced_reads=self.coalesced_reads,
+            late_reads=self.late_reads,
             tokens_per_event=per if any(k != 1 for k in per) else None,
         )

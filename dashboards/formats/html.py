@@ -270,7 +270,7 @@ def _history(h: History) -> list[str]:
 def run_report(loaded: Loaded) -> str:
     results, cols = loaded.results, loaded.columns
     run = results.run
-    failed = [row for row in run.slo if not row.passed]
+    failed = [row for row in run.slo if row.passed is False]
     if failed:
         detail = "; ".join(
             f"{row.lang} "
@@ -342,7 +342,7 @@ def _slo_table(results: RunResults) -> str:
     rows = [
         (
             r.lang,
-            "pass" if r.passed else "FAIL",
+            r.verdict,
             ", ".join(f"{c.slo} {c.value_ms or 0:.1f}/{c.threshold_ms:g}" for c in r.checks),
             str(r.issued),
             "-" if r.attainment is None else f"{r.attainment:.1%}",

@@ -29,15 +29,16 @@ BLOCK = 65536
 _view = memoryview(bytearray(BLOCK))  # every read lands here first (the plane's thread only): no 64 KiB allocation each
 
 
-def stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
-    """A read's receive time on the perf_counter clock: the kernel's stamp when it gave one (never
-    later than now), else now."""
+def stamp(ancillary: list[tuple[int, int, bytes]]) -> tuple[float, float]:
+    """A read's receive time on the perf_counter clock (the kernel's stamp when it gave one, never
+    later than now; else now), and how long the kernel had held its last bytes before this read."""
     now = perf_counter()
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = STAMP.unpack_from(payload)
-            return min(now, now - (time.time() - sec - nsec * 1e-9))
-    return now
+            held = max(0.0, time.time() - sec - nsec * 1e-9)
+            return now - held, held
+    return now, 0.0
 
 
 class Connection:
@@ -194,7 +195,7 @@ class Connection:
         except OSError as e:
             self._lost(e)
             return True
-        now = stamp(ancillary)
+        now, held = stamp(ancillary)
         data = bytes(_view[:n])
         ex = self.exchange
         if ex is None:  # idle: the peer closed it (or sent what nobody asked for)
@@ -210,12 +211,12 @@ class Connection:
                 self._handshake()
                 return True
             if data:
-                ex.received(data, now)
+                ex.received(data, now, held)
             if eof and self.exchange is ex:
                 self._lost(None)
             return True
         if data:
-            ex.received(data, now)
+            ex.received(data, now, held)
         else:
             self._lost(None)
         return True

@@ -93,6 +93,10 @@ def timeline(
         origin += span / s.speed
 
 
+def _yield() -> None:
+    gevent.sleep(0)
+
+
 def sleep_until(t: float) -> None:
     """Return at unix time `t` (within a tenth of a millisecond on an idle core); the other greenlets
     run meanwhile, those ready when it is called before it blocks at all."""
@@ -131,7 +135,7 @@ class ReplaySchedule:
         for loop, at, rec, lang in timeline(s, plan.worker, plan.workers, counted):
             rec_api = rec.api or api
             sides = s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),)
-            call, requested = build(rec, lang, rec_api, loop, opts)
+            call, requested = build(rec, lang, rec_api, loop, opts, _yield)
             due = LogDue(
                 lang=lang,
                 api=rec_api,

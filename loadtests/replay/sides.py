@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from llmchaos import run as results
+from llmchaos import slo
 from llmchaos.run.table import table
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
@@ -48,11 +49,12 @@ class ReplayReport(Report):
             self.stats.merge(shipment.source)
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
-        """Each side's results directory and summary; 1 when `--check-slo` and an SLO failed on a side."""
+        """Each side's results directory and summary; with `--check-slo`, the exit status of every
+        side's SLO rows together (slo.exit_status)."""
         ended = time.time()
         self.exporter.finish(self.run_id)
         self.close_requests()
-        failed = False
+        rows: list[results.SloResult] = []
         for side, url in self.replay.targets.items():
             view = self.merged.side(url)
             run = self.run(url, faults, ended, view)
@@ -70,10 +72,10 @@ class ReplayReport(Report):
             if where is not None:
                 results.write(where, run, view.hist)
             print(f"side {side}: {url}\n" + table(run, view.hist, str(where) if where else None), file=sys.stderr)
-            failed |= self.settings.options.check_slo and not all(r.passed for r in run.slo)
+            rows += run.slo
         for line in self.stats.problems.lines():
             print(f"llmchaos: {self.replay.source.path}: skipped {line}", file=sys.stderr)
-        return int(failed)
+        return slo.exit_status(rows) if self.settings.options.check_slo else 0
 
     def summary(self, side: str, view: Merged) -> results.Replay:
         """run.json's `replay` for one side."""
