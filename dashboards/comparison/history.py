@@ -66,7 +66,11 @@ def load(folder: Path, rules: Rules) -> History:
             if any(v is None for v in values):
                 continue
             vs = [float(v) for v in values if v is not None]
-            unit = "ms" if metric not in ("error_rate", "slo_attainment", "goodput", "output_tokens") else ""
+            unit = (
+                "ms"
+                if metric not in ("error_rate", "slo_attainment", "goodput", "output_tokens", "reasoning_tokens")
+                else ""
+            )
             series.append(Series(f"{lang} {metric} {stat}", unit, vs, _change_points(vs)))
     return History([r.run.run_id for r in runs], series)
 

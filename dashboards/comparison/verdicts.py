@@ -37,11 +37,13 @@ class MetricInfo:
 
 METRICS = {
     "ttft": MetricInfo("TTFT", "s", 1),
+    "ttfa": MetricInfo("time to first answer", "s", 1),
     "itl": MetricInfo("ITL", "s", 1),
     "inter_chunk": MetricInfo("inter-chunk gap", "s", 1),
     "tpot": MetricInfo("TPOT", "s", 1),
     "e2e": MetricInfo("E2E", "s", 1),
     "output_tokens": MetricInfo("output tokens", "tokens", -1),
+    "reasoning_tokens": MetricInfo("reasoning tokens", "tokens", 1),  # more thinking: longer to the answer
     "error_rate": MetricInfo("error rate", "ratio", 1),
     "slo_attainment": MetricInfo("SLO attainment", "ratio", -1),
     "goodput": MetricInfo("goodput", "req/s", -1),

@@ -306,7 +306,8 @@ def run_report(loaded: Loaded) -> str:
         )
     sections.append('</div><h2>Latency CDFs</h2><div class="charts">')
     langs = sorted({key.lang for key, _ in results.histograms})
-    for metric, label in (("ttft", "TTFT"), ("e2e", "E2E")):
+    thought = any(key.metric == "reasoning_tokens" for key, _ in results.histograms)
+    for metric, label in (("ttft", "TTFT"), *([("ttfa", "Time to first answer")] if thought else []), ("e2e", "E2E")):
         chart = svg.Chart(f"{label} CDF per language (log x)", "seconds", "share", x_log=True)
         for i, lang in enumerate(langs):
             xs, ys = timeline.cdf(_merged(results, metric, lang))

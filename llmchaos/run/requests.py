@@ -59,9 +59,9 @@ class RequestLine:
     status: int | None = None
     error: str | None = None
     retry_after: str | None = None
-    ttft: float | None = None  # from the intended start
+    ttft: float | None = None  # from the intended start: the first token of any kind (thinking too)
     e2e: float | None = None  # from the intended start
-    gaps: list[float] = field(default_factory=list)  # between consecutive content events
+    gaps: list[float] = field(default_factory=list)  # between consecutive content events (thinking too)
     usage_tokens: int | None = None  # the server's figure
     output_tokens: int = 0  # the server's figure when it sent one, else own_tokens
     own_tokens: int = 0  # our tokenizer's count of the text received
@@ -74,6 +74,8 @@ class RequestLine:
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
     tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each
+    ttfa: float | None = None  # from the intended start: the first answer token (after any thinking)
+    reasoning_tokens: int | None = None  # thinking tokens among output_tokens; absent: no thinking seen
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -82,6 +84,8 @@ class RequestLine:
             return "gaps", "a gap below zero"
         if self.output_tokens < 0 or self.own_tokens < 0:
             return "output_tokens", "below zero"
+        if self.reasoning_tokens is not None and not 0 <= self.reasoning_tokens <= self.output_tokens:
+            return "reasoning_tokens", "must be within 0 and output_tokens"
         per = self.tokens_per_event
         if per is not None and (len(per) != len(self.gaps) + 1 or min(per) < 1):
             return "tokens_per_event", f"must be one count >= 1 per event ({len(self.gaps) + 1}), got {len(per)}"

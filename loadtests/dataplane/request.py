@@ -255,15 +255,20 @@ class Exchange:
                 return "malformed", f"event {ev.data[:80]!r}: {e}"
             if parsed.error is not None:
                 return f"http_{parsed.error_code or 500}", parsed.error
-            if parsed.text:
+            if parsed.text or parsed.reasoning:  # tokens of either kind: thinking counts in TTFT and ITL
                 if chunks:
                     gaps.append(now - self.last_content)
                 else:
                     rec.ttft = now - self.start
-                chunks.append(parsed.text)
+                if parsed.text and rec.ttfa is None:
+                    rec.ttfa = now - self.start
+                if parsed.reasoning:
+                    rec.thinking[len(chunks)] = len(parsed.reasoning)
+                chunks.append(parsed.reasoning + parsed.text)
                 self.last_content = now
             if parsed.usage_tokens is not None:
                 rec.usage_tokens = parsed.usage_tokens
+                rec.usage_reasoning = parsed.usage_reasoning
             if parsed.done:  # the stream ended: ok, with or without text (an EOS first token)
                 rec.e2e = now - self.start
                 return "ok", None
@@ -279,8 +284,14 @@ class Exchange:
         if ev.error is not None:
             self.end(f"http_{ev.error_code or 500}", ev.error)
             return
-        rec.chunks, rec.usage_tokens = [ev.text], ev.usage_tokens
+        rec.chunks, rec.usage_tokens, rec.usage_reasoning = (
+            [ev.reasoning + ev.text],
+            ev.usage_tokens,
+            ev.usage_reasoning,
+        )
         rec.ttft = rec.e2e = now - self.start
+        rec.ttfa = rec.ttft if ev.text else None
+        rec.thinking = {0: len(ev.reasoning)} if ev.reasoning else {}
         self.end("ok", None)
 
     def _error_status(self) -> None:
