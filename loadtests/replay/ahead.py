@@ -17,7 +17,8 @@ from typing import Generic, Protocol, TypeVar
 import gevent
 from gevent.event import Event
 
-MIN_SLACK = 0.003  # the builder stops this long before a send, or twice its longest part, if longer
+MIN_SLACK, MAX_SLACK = 0.003, 0.05  # the builder stops twice its longest recent part before a send, within these
+RECENT = 32  # parts: one held off the CPU by another process must not keep the builder still for good
 COUNT, SIZE, HORIZON = 1024, 64 << 20, 30.0  # ready at most: requests, body bytes, seconds ahead
 
 
@@ -42,7 +43,7 @@ class Ahead(Generic[T]):
         self._room, self._have, self._quiet = Event(), Event(), Event()
         self._quiet.set()
         self._exhausted = False
-        self._part_max = 0.0
+        self._parts: deque[float] = deque(maxlen=RECENT)
         self._since = time.perf_counter()  # when the builder last took the CPU
         self._spent = 0.0  # the build in progress: its parts' time so far
         self._greenlet = gevent.spawn(self._fill, make)
@@ -50,12 +51,13 @@ class Ahead(Generic[T]):
     @property
     def slack(self) -> float:
         """How long before a send the builder must be still."""
-        return max(MIN_SLACK, 2 * self._part_max)
+        return min(MAX_SLACK, max(MIN_SLACK, 2 * max(self._parts, default=0.0)))
 
     def _pause(self) -> None:
         now = time.perf_counter()
         part = now - self._since
-        self._part_max, self._spent = max(self._part_max, part), self._spent + part
+        self._parts.append(part)
+        self._spent += part
         gevent.sleep(0)
         self._quiet.wait()
         self._since = time.perf_counter()
