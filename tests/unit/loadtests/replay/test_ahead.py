@@ -63,7 +63,8 @@ def test_builds_run_only_while_no_send_is_near_and_each_keeps_its_time():
     queue.stop()
     assert [i.n for i in got] == list(range(24))
     for i in got:  # its parts' time, within its build's span (which the holds may have stretched)
-        assert i.prepare_s is not None and own[i.n] <= i.prepare_s <= taken[i.n] - began[i.n]
+        assert i.prepare_s is not None
+        assert own[i.n] <= i.prepare_s <= taken[i.n] - began[i.n]
     for held, sent in quiet:
         assert not [p for p in parts if p[0] < sent and p[1] > held], (held, sent)
 
