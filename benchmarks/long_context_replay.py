@@ -28,8 +28,7 @@ import orjson
 import psutil
 
 from benchmarks._common import ROOT, llmchaos, process
-from llmchaos import run
-from loadtests.logs import sized_prompts
+from llmchaos import run, tokenizer
 
 TRACE = ROOT.parent / "shared" / "traces" / "mooncake_synthetic.jsonl"
 ROWS, SPEED = 100, 3.0  # about 10 s of schedule; ~13k-token prompts, several in flight
@@ -44,11 +43,11 @@ def prompt_tokens(url: str) -> float:
 
 
 def template(url: str) -> int:
-    """The server's tokens beyond the prompt's own in one chat request (its chat template)."""
-    text = "".join(sized_prompts.parts("en", 100, "probe"))
+    """The server's tokens beyond the prompt's own (our tokenizer's count) in one chat request (its chat template)."""
+    text = " The quick brown fox jumps over the lazy dog." * 10
     body = {"model": "llmchaos-sim-8b", "messages": [{"role": "user", "content": text}], "max_tokens": 1}
     usage = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["usage"]
-    return int(usage["prompt_tokens"]) - 100
+    return int(usage["prompt_tokens"]) - tokenizer.count(text)
 
 
 def replay(url: str, log: Path, tmp: Path, processes: int) -> dict[str, float]:
