@@ -104,6 +104,20 @@ def _metrics() -> dict[str, Metric]:
                 "Open loop: actual send minus intended start.",
             ),
             Metric(
+                "prepare",
+                "llmchaos_prepare_seconds",
+                "seconds",
+                latency,
+                "Open loop: building a request's call ahead of its time (a replayed prompt), apart from its lag.",
+            ),
+            Metric(
+                "send",
+                "llmchaos_send_seconds",
+                "seconds",
+                latency,
+                "Open loop: from a request's send to its last byte written to the socket (connecting included).",
+            ),
+            Metric(
                 "ttft_sent",
                 "llmchaos_ttft_from_send_seconds",
                 "seconds",

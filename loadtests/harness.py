@@ -233,6 +233,7 @@ class Harness:
             intended=intended,
             replay=dataclasses.replace(due.replay) if due.replay is not None else None,
             side=side,
+            prepare_s=due.prepare_s,
         )
 
     def _send(self, user: Sender, due: Due, side: str, rid: str, recs: dict[str, RequestRecord]) -> None:

@@ -86,6 +86,8 @@ class RequestRecord:
     own_reasoning: int | None = None  # ... of the thinking, when the server sent no count of it
     replay: ReplayFields | None = None  # a replayed request: its log line, user, what it asked for
     side: str = SIDE  # which of the test's targets: a, or b in an A/B replay
+    prepare_s: float | None = None  # open loop: its call's build, ahead of its time (a replay's prompt)
+    send_s: float | None = None  # from its send to its last byte written (connecting included)
     counted: bool = field(default=False, repr=False)  # count_tokens has run
 
     @property
@@ -184,6 +186,10 @@ class RequestRecord:
         out: dict[str, list[float]] = {}
         if self.open_loop:
             out["schedule_lag"] = [max(0.0, self.schedule_lag)]
+            if self.prepare_s is not None:
+                out["prepare"] = [self.prepare_s]
+            if self.send_s is not None:
+                out["send"] = [self.send_s]
         if self.outcome != "ok":
             return out
         out["ttft"] = [self.ttft] if self.ttft is not None else []

@@ -195,7 +195,8 @@ class RequestsFile(Part):
 
 # -- a replay's side (locust -f loadtests/replay/locustfile.py): fields added within schema_version 1 ----------
 class Lag(Part):
-    """Schedule lag (actual send minus intended start), seconds, over the side's requests."""
+    """Percentiles of a time over the side's requests, seconds: schedule lag (actual send minus
+    intended start), or the build or send of its requests."""
 
     count: int
     p50: float | None = None
@@ -223,6 +224,8 @@ class Fidelity(Part):
     sent: int = 0
     rate_error_max: float | None = None  # largest |sent / recorded - 1| over the whole minutes
     held_by_session: int = 0  # turns that waited for their session's turn before (--session-order strict)
+    prepare: Lag | None = None  # building each request ahead of its time (its prompt): not in the lag
+    send: Lag | None = None  # from each send to its last byte written: a long prompt's, apart from the target's
 
 
 class OutputLength(Part):

@@ -55,6 +55,7 @@ class Connection:
         self._handshaking = False
         self._pending = b""  # bytes still to send
         self.exchange: Exchange | None = None
+        self._carrying: Exchange | None = None  # the exchange whose request is being written
         self.opened = 0  # connections opened so far
         self._step: Callable[[], object] = self._on_readable  # what the socket being ready means now
 
@@ -76,7 +77,7 @@ class Connection:
             self._connect(ex)
         else:
             ex.reused = True
-            self._write(ex.request)
+            self._write_request(ex)
         self.plane.due(ex)
 
     def release(self) -> None:
@@ -90,7 +91,7 @@ class Connection:
             self.plane.unwatch(self.fd)
             self.sock.close()
             self.sock, self.tls, self._pending = None, None, b""
-        self.exchange = None
+        self.exchange = self._carrying = None
 
     def _wait(self, mask: int, step: Callable[[], object]) -> None:
         self._step = step
@@ -127,7 +128,7 @@ class Connection:
             return
         if self.tls_context is None:
             self.exchange.connected()
-            self._write(self.exchange.request)
+            self._write_request(self.exchange)
             return
         self._tls_in, self._tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = self.tls_context.wrap_bio(self._tls_in, self._tls_out, server_hostname=self.host)
@@ -147,9 +148,13 @@ class Connection:
             return
         self._handshaking = False
         self.exchange.connected()
-        self._write(self.exchange.request)
+        self._write_request(self.exchange)
 
     # -- bytes out -----------------------------------------------------------------------------
+    def _write_request(self, ex: Exchange) -> None:
+        self._carrying = ex  # its last byte written: how long its send took
+        self._write(ex.request)
+
     def _write(self, data: bytes) -> None:
         if self.tls is not None:
             if data:
@@ -170,8 +175,11 @@ class Connection:
         self._pending = self._pending[sent:]
         if self._pending:
             self._wait(EPOLLOUT, self._send)
-        else:
-            self._wait(EPOLLIN, self._on_readable)
+            return
+        if self._carrying is not None:
+            self._carrying.written(perf_counter())
+            self._carrying = None
+        self._wait(EPOLLIN, self._on_readable)
 
     # -- bytes in ------------------------------------------------------------------------------
     def read_pending(self) -> None:

@@ -89,6 +89,7 @@ class Exchange:
     ) -> None:
         self.adapter, self.request, self.stream, self.rec = adapter, request, stream, rec
         self.start, self.limits, self._finished = start, limits, finished
+        self.created = time.perf_counter()
         self.conn: Link | None = None  # set when a connection takes it up
         self.reused = False  # sent on a connection that served an earlier request
         self.began = False  # a response byte has arrived
@@ -137,6 +138,10 @@ class Exchange:
     def connected(self) -> None:
         self.connect_by = None
         self.deadline = self.limit
+
+    def written(self, now: float) -> None:
+        """The request's last byte went to the kernel (`now`, perf_counter)."""
+        self.rec.send_s = now - self.created
 
     def received(self, data: bytes, now: float, held: float = 0.0) -> None:
         """The bytes of one read, which reached the host at `now` (perf_counter) and waited `held`
