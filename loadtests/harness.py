@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from loadtests.stream_client import StreamClient
 
 LOCAL = "local"  # a single process's name among the generator's processes
+MAX_SETTLING = 4  # requests counted apart at once (each holds its text); beyond, a user waits its turn
 FAULTS_LEAD_S, PLAN_LEAD_S = 0.5, 1.0  # the schedule and the source's plan start this long after test start
 SourceType = Callable[[Settings, str], Source]
 _HARNESSES: WeakKeyDictionary[Environment, Harness] = WeakKeyDictionary()
@@ -89,6 +90,7 @@ class Harness:
         self._local_loop: gevent.Greenlet | None = None
         self._local_done = Event()
         self._reporting = Semaphore()  # one shipment at a time: see shipment
+        self._settling: set[gevent.Greenlet] = set()  # requests whose long texts are being counted
         runner = env.runner
         self.master = protocol.Master(runner, self) if isinstance(runner, MasterRunner) else None
         self.worker = protocol.Worker(runner, self) if isinstance(runner, WorkerRunner) else None
@@ -174,7 +176,8 @@ class Harness:
 
     def stop(self) -> None:
         """Test stop: what was due and never sent counts as cancelled at stop, the faults end (before
-        anything else), the master collects its workers' last data."""
+        anything else), the master collects its workers' last data; requests still being counted are
+        waited for, so that none is lost."""
         for due in self.source.stop():
             for side in due.sides:
                 rec = self._record(due, side, "")
@@ -183,6 +186,7 @@ class Harness:
                 self.collector.add(rec)
         if self.faults and not self.is_worker:
             self.fault_timeline = self.faults.stop()
+        gevent.joinall(list(self._settling))
         if self.master is not None:
             self.master.collect_finals()
 
@@ -214,12 +218,29 @@ class Harness:
         finally:
             for rec in recs.values():
                 rec.at_stop = rec.outcome == "cancelled" and self.stopping
-                rec.count_tokens()  # before it is added: adding never yields
-            self.source.ended(due, recs)
-            for rec in recs.values():
-                self.collector.add(rec)
-                self.watch.count(rec)
-                self._locust_stats(rec)
+            if any(rec.counts_long for rec in recs.values()):
+                self._settle_apart(due, recs)
+            else:
+                self._settle(due, recs)
+
+    def _settle_apart(self, due: Due, recs: dict[str, RequestRecord]) -> None:
+        """Settle a request with long texts to count in a greenlet of its own, so that its user goes
+        on (and a user stopped meanwhile loses nothing); a user waits only while MAX_SETTLING are."""
+        settling = gevent.spawn(self._settle, due, recs)
+        self._settling.add(settling)
+        settling.link(self._settling.discard)
+        while len(self._settling) > MAX_SETTLING:
+            gevent.wait(list(self._settling), count=1)
+
+    def _settle(self, due: Due, recs: dict[str, RequestRecord]) -> None:
+        """A request has ended: its tokens counted, its source told, its records added."""
+        for rec in recs.values():
+            rec.count_tokens()  # before it is added: adding never yields
+        self.source.ended(due, recs)
+        for rec in recs.values():
+            self.collector.add(rec)
+            self.watch.count(rec)
+            self._locust_stats(rec)
 
     def _record(self, due: Due, side: str, rid: str) -> RequestRecord:
         intended = time.time() if due.intended is None else due.intended

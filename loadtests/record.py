@@ -103,6 +103,19 @@ class RequestRecord:
         """The thinking text, all of it."""
         return "".join(self.chunks[i][:chars] for i, chars in self.thinking.items())
 
+    def _to_count(self) -> tuple[list[str], bool, bool, bool]:
+        """The texts `count_tokens` counts, and which: the whole text, each event's, the thinking."""
+        n, usage = len(self.chunks), self.usage_tokens
+        whole, each = usage is None and n > 0, n > 1 and (usage is None or usage > n)
+        thinking = bool(self.thinking) and self.usage_reasoning is None
+        texts = ([self.text] if whole else []) + (self.chunks if each else []) + ([self.thought] if thinking else [])
+        return texts, whole, each, thinking
+
+    @property
+    def counts_long(self) -> bool:
+        """Whether `count_tokens` has long texts to count (off the event loop: a second a MB)."""
+        return not self.counted and sum(map(len, self._to_count()[0])) > OFF_LOOP_CHARS
+
     def count_tokens(self) -> None:
         """Our tokenizer's counts this request needs, once it has ended, in one batch (off the event
         loop when the text is long): the whole text's when the server sent no usage, each content
@@ -110,16 +123,13 @@ class RequestRecord:
         not count it."""
         if self.counted:
             return
-        self.counted = True
-        n, usage = len(self.chunks), self.usage_tokens
-        whole, each = usage is None and n > 0, n > 1 and (usage is None or usage > n)
-        thinking = bool(self.thinking) and self.usage_reasoning is None
-        texts = ([self.text] if whole else []) + (self.chunks if each else []) + ([self.thought] if thinking else [])
+        texts, whole, each, thinking = self._to_count()
         if texts:
             counts = count_batch(texts, off_loop=sum(map(len, texts)) > OFF_LOOP_CHARS)
             self.own_total = counts[0] if whole else None
-            self.own_each = counts[whole : whole + n] if each else None
+            self.own_each = counts[whole : whole + len(self.chunks)] if each else None
             self.own_reasoning = counts[-1] if thinking else None
+        self.counted = True
 
     @property
     def output_tokens(self) -> int:

@@ -71,7 +71,7 @@ MODES = {
     "ping": "`event: ping` and `data:` events (no data: the SSE spec ignores them) before every content event",
     "cr": "a normal stream whose lines end in a bare CR",
     "bom": "a normal stream after a UTF-8 byte order mark",
-    "huge": "a normal stream whose content event K+1 carries `size` (20,000,000) bytes of text",
+    "huge": "a normal stream whose content event K+1 carries `size` (20,000,000) bytes of text; usage counts its words",
     "eos_first": "the role chunk, then a finish chunk with no text (finish_reason stop, usage 1 token) and [DONE]",
     "multi": "a normal stream whose content event i carries 1 + i % 4 words; usage counts them all",
     "think": "a reasoning model's: its first K events thinking (delta `field`, default reasoning_content), then "
@@ -231,6 +231,8 @@ class Stream:
         if not (self.body.get("stream_options") or {}).get("include_usage"):
             return b""
         words = sum(_words_in(self.rec.mode, i) for i in range(n))
+        if self.rec.mode == "huge" and n:  # its event K (or the last) carried them all
+            words += int(self.script.get("size", 20_000_000)) // 6 - 1  # the huge event's words
         usage = _usage(self.body, words)
         if self.rec.mode == "think":
             usage["completion_tokens_details"] = {"reasoning_tokens": min(n, int(self.script.get("after", 3)))}
