@@ -115,8 +115,8 @@ class Executor:
                 held = self.held[w.id]
                 held.window, held.expires, held.renewed = w, expires, now
                 held.due = held.due if held.applied else due
-            elif expires > now and (held := self.prepare(lease.session, w, due, expires, now)) is not None:
-                self.held[w.id] = held
+            elif expires > now and (prepared := self.prepare(lease.session, w, due, expires, now)) is not None:
+                self.held[w.id] = prepared
         self.tick()
 
     def prepare(self, session: str, w: Desired, due: float, expires: float, now: float) -> Held | None:
