@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
+from faults.host import ledger
 from faults.host import messages as m
 from faults.host.ledger import LOST_S, Host, Ledger, Segment
 from faults.host.wire import Refused, read_secret, seal, unseal
 from faults.session import FaultSession
 from llmchaos.errors import UsageError
+from llmchaos.run import FaultHost, FaultWindow
 
 if TYPE_CHECKING:
     from locust.rpc import Message
@@ -181,9 +183,9 @@ class FaultHosts:
         if segments or final:
             self.publish(segments, final)
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0) -> tuple[list[FaultWindow], list[FaultHost]]:
         """Lease nothing from now on, wait (up to `timeout`) for every host in contact to say it
-        reverted, then decide the phases to the end."""
+        reverted, then decide the phases to the end; the windows and the hosts for run.json."""
         now = time.time()
         self.ledger.stop(now)
         self._lease()
@@ -194,6 +196,7 @@ class FaultHosts:
             self._loop.kill(block=True)
             self._loop = None
         self._advance(final=True)
+        return ledger.timeline(self.ledger), ledger.hosts(self.ledger)
 
     def _reverted(self, since: float) -> bool:
         """Whether every host heard from has answered a lease sent at or after `since`, holding nothing."""

@@ -23,7 +23,6 @@ from gevent.lock import Semaphore
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from faults.host import ledger
 from faults.host.ledger import Phases, Segment
 from faults.k8s import phases
 from faults.session import FaultSession
@@ -233,12 +232,10 @@ class Harness:
         if self.faults and not self.is_worker:
             self.fault_timeline = self.faults.stop()
         if self.hosts is not None:
-            self.hosts.stop()
-            self.fault_timeline = sorted(
-                [*self.fault_timeline, *ledger.timeline(self.hosts.ledger)], key=lambda w: w.planned_start
-            )
+            windows, hosts = self.hosts.stop()
+            self.fault_timeline = sorted([*self.fault_timeline, *windows], key=lambda w: w.planned_start)
             if self.report is not None:
-                self.report.fault_hosts = ledger.hosts(self.hosts.ledger)
+                self.report.fault_hosts = hosts
         if self.master is not None:
             self.master.collect_finals()
 
