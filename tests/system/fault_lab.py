@@ -23,7 +23,7 @@ from pyroute2 import IPRoute, netns
 from llmchaos.procs import stop
 from tests.procs import ROOT
 from tests.system.netns import in_netns
-from tests.system.three_hosts import Lab
+from tests.system.three_hosts import Lab, three_hosts
 
 T = TypeVar("T")
 TOKEN = "lab-admin-token"
@@ -32,6 +32,7 @@ HOST = "gpu-node-1"
 LOCUST = [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py"]
 LLMCHAOS = [sys.executable, "-m", "llmchaos.cli"]
 SIM = f"http://127.0.0.1:{PORT}"  # the simulated device's admin API, as the fault host beside it sees it
+ALLOW = ("--allow-interface", "g2c", "--allow-sim", SIM)  # the fault host's allowlist in these tests
 
 
 def inside(ns: str, fn: Callable[[], T]) -> T:
@@ -70,7 +71,8 @@ def root_qdisc(interface: str) -> str | None:
 @dataclass
 class Watch:
     """Every change of the GPU host's root qdisc on `interface` and of its simulated device's lock,
-    each dated by the reads around it (changed after `before`, seen at `after`)."""
+    each dated by the reads around it: (changed after the start of the last read of the old state,
+    seen by the end of the first read of the new one, the new state)."""
 
     lab: Lab
     interface: str
@@ -94,23 +96,28 @@ class Watch:
         netns.setns(self.lab.gpu, flags=0)
         with IPRoute() as ipr, httpx.Client(timeout=5, headers={"authorization": f"Bearer {TOKEN}"}) as http:
             index = ipr.link_lookup(ifname=self.interface)[0]
-            last_q = last_l = None
-            before = time.time()
-            while not self._stop.is_set():
+
+            def qdisc() -> str | None:
                 roots = [q.get_attr("TCA_KIND") for q in ipr.get_qdiscs(index=index) if q["parent"] == 0xFFFFFFFF]
-                kind = roots[0] if roots and roots[0] == "tbf" else None
-                try:
-                    lock = bool(http.get(SIM + "/admin/device/clocks").json()["locked"])
-                except httpx.HTTPError:
-                    lock = last_l
-                after = time.time()
-                if kind != last_q:
-                    self.qdisc.append((before, after, kind))
-                    last_q = kind
-                if lock != last_l and lock is not None:
-                    self.locked.append((before, after, lock))
-                    last_l = lock
-                before = after
+                return roots[0] if roots and roots[0] == "tbf" else None
+
+            def locked() -> bool:
+                return bool(http.get(SIM + "/admin/device/clocks").json()["locked"])
+
+            watched: list[tuple[Callable[[], object], list]] = [(qdisc, self.qdisc), (locked, self.locked)]
+            last: list[object] = [None, None]
+            since = [time.time()] * len(watched)  # when the read that saw the last state began
+            while not self._stop.is_set():
+                for i, (read, changes) in enumerate(watched):
+                    start = time.time()
+                    try:
+                        state = read()
+                    except httpx.HTTPError:
+                        continue  # no reading this time: the last one stands
+                    if state != last[i]:  # each read dated by its own start and end, not its neighbour's
+                        changes.append((since[i], time.time(), state))
+                        last[i] = state
+                    since[i] = start
                 time.sleep(self.period_s)
 
     @staticmethod
@@ -209,9 +216,15 @@ def wait_for(what: str, ok: Callable[[], bool], timeout: float) -> float:
 
 
 @contextlib.contextmanager
-def processes(tmp: Path) -> Iterator[Procs]:
-    procs = Procs(tmp)
-    try:
-        yield procs
-    finally:
-        procs.stop_all()
+def staged(tmp: Path, *server_args: str) -> Iterator[tuple[Lab, Procs, Path, Path]]:
+    """The three hosts, the server and a fault host (allowed `ALLOW`) on the GPU host: (the lab, its
+    processes, the shared secret's file, the fault host's journal); everything removed at the end."""
+    with three_hosts() as lab:
+        procs = Procs(tmp)
+        try:
+            secret, journal = secret_file(tmp), tmp / "host-journal.json"
+            server(procs, lab, *server_args)
+            fault_host(procs, lab, secret, journal, *ALLOW)
+            yield lab, procs, secret, journal
+        finally:
+            procs.stop_all()
