@@ -120,7 +120,8 @@ def fault_host(name: str, master_host: str, bus: int, secret: str, allow: list[s
     schedule puts on `name`, touching only what `allow` names; the secret travels in a file."""
     cmd = [*LLMCHAOS, "faults", "host", "--master-host", master_host, "--master-port", str(bus), "--name", name]
     env = {"LLMCHAOS_ADMIN_TOKEN": token} if token else {}
-    return Service(f"fault-host-{name}", [*cmd, "--secret-file", secret, *allow], env=env)
+    ready = f"llmchaos faults host {name}: joining"  # said once its secret, allowlist and journal are checked
+    return Service(f"fault-host-{name}", [*cmd, "--secret-file", secret, *allow], ready_line=ready, env=env)
 
 
 def grafana(plan: Plan, binary_path: str, state: Path, prometheus_url: str) -> Service:

@@ -83,7 +83,11 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def _answers(service: Service) -> bool:
-    """Its ready URL answers 200 (a worker has none: running is ready)."""
+    """Its ready URL answers 200, or its log shows its ready line (a worker has neither: running is ready)."""
+    if service.ready_line:
+        with open(service.log, "rb") as log:
+            log.seek(service.log_from)
+            return service.ready_line.encode() in log.read()
     if not service.ready:
         return True
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -252,14 +253,22 @@ def test_stack_up_starts_a_fault_host_that_the_masters_schedule_reaches(tmp_path
         assert "--secret-file" in started["fault-host-gpu-1"]["cmd"]
         master_url = started["locust-master"]["url"]
         assert httpx.post(master_url + "/swarm", data={"user_count": 2, "spawn_rate": 2}, timeout=10).json()["success"]
-        time.sleep(8)
-        tab = httpx.get(master_url + "/llmchaos/tab", timeout=10).json()
+        seen: set[tuple[str, str]] = set()  # the faults tab's (host, state) of the window, through it
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            seen |= {
+                (r["host"], r["state"]) for r in httpx.get(master_url + "/llmchaos/tab", timeout=10).json()["faults"]
+            }
+            time.sleep(0.2)
+        workers = httpx.get(master_url + "/stats/requests", timeout=10).json()["worker_count"]
         assert httpx.post(master_url + "/stop", timeout=10).status_code == 200
     finally:
         down = stack("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stderr
     assert_all_gone(started)
-    assert tab["faults"] == [] or tab["faults"][0]["host"].startswith("gpu-1")
+    assert workers == 1  # the fault host joined the master's port, but is no worker of it
+    assert any(re.fullmatch(r"gpu-1 \([+-]\d+\.\d\d ± \d+\.\d\d ms\)", h) for h, _ in seen), seen
+    assert "applied (acknowledged)" in {state for _, state in seen}, seen
     (run_dir,) = (state / "results").iterdir()
     run = json.loads((run_dir / "run.json").read_text())
     (w,) = run["faults"]
@@ -267,3 +276,27 @@ def test_stack_up_starts_a_fault_host_that_the_masters_schedule_reaches(tmp_path
     assert w["actual_start"] is not None
     assert w["actual_end"] is not None
     assert run["fault_hosts"][0]["connected"] is True
+
+
+def test_stack_up_joins_a_fault_host_to_a_master_and_says_when_one_cannot_start(tmp_path, secret):
+    state = tmp_path / "stack"
+    join = ["up", "--state-dir", str(state), "--worker-host", "127.0.0.1:9", "--workers", "0"]
+    join += ["--fault-host", "gpu-1", "--fault-secret-file", str(secret)]
+    refused = stack(*join)  # allowed nothing: it exits at once, and up says so rather than "running"
+    assert refused.returncode == 1, refused.stdout
+    assert "fault-host-gpu-1 exited" in refused.stdout
+    assert "a fault host allowed nothing can do nothing" in refused.stdout
+    assert "running" not in stack("status", "--state-dir", str(state)).stdout
+    up = stack(*join, "--fault-host-args", "--allow-sim http://127.0.0.1:9")
+    started = services(state)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "--secret-file" in started["fault-host-gpu-1"]["cmd"]
+        assert (
+            "joining 127.0.0.1:9; may touch sims http://127.0.0.1:9"
+            in Path(started["fault-host-gpu-1"]["log"]).read_text()
+        )
+    finally:
+        down = stack("down", "--state-dir", str(state))
+    assert down.returncode == 0, down.stderr
+    assert_all_gone(started)
