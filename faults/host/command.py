@@ -24,7 +24,10 @@ def add_parser(fsub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser(
         "host",
         help="run this machine's fault host: join a Locust master, apply the windows it leases here",
-        description=f"The secret comes from --secret-file or {SECRET_ENV}, never from the command line.",
+        description=f"The secret comes from --secret-file or {SECRET_ENV}, never from the command line. "
+        "Deny by default: a kind works here only once an --allow-* option names what it may touch "
+        "(qdiscs: --allow-interface or --allow-netns; clocks: --allow-gpu or --allow-sim; --allow-proxy; "
+        "--allow-docker), whatever a master asks; 'default: any' below means any within that.",
     )
     p.add_argument("--master-host", required=True, help="the Locust master's address (as its workers use)")
     p.add_argument("--master-port", type=int, default=5557, help="the master's port (--master-bind-port)")
