@@ -226,8 +226,16 @@ def test_the_master_refuses_before_any_load_in_one_line(tmp_path, secret, monkey
 
 @pytest.mark.timing
 def test_stack_up_starts_a_fault_host_that_the_masters_schedule_reaches(tmp_path):
-    state, port = tmp_path / "stack", free_port()
+    state, port, proxy_port = tmp_path / "stack", free_port(), free_port()
     plan = schedule(tmp_path, f"http://127.0.0.1:{port}")
+    with plan.open("a") as f:  # the stack's proxy, on the fault host too: its allowlist has it
+        f.write(f"""  - name: drops
+    kind: sse
+    target: {{host: gpu-1, proxy: "127.0.0.1:{proxy_port}"}}
+    at: 3s
+    duration: 3s
+    params: {{drop_ratio: 0.15}}
+""")
     up = stack(
         "up",
         "--state-dir",
@@ -238,6 +246,8 @@ def test_stack_up_starts_a_fault_host_that_the_masters_schedule_reaches(tmp_path
         "en",
         "--server-port",
         str(port),
+        "--proxy-port",
+        str(proxy_port),
         "--admin-token",
         TOKEN,
         "--fault-host",
@@ -273,10 +283,11 @@ def test_stack_up_starts_a_fault_host_that_the_masters_schedule_reaches(tmp_path
     assert "applied (acknowledged)" in {state for _, state in seen}, seen
     (run_dir,) = (state / "results").iterdir()
     run = json.loads((run_dir / "run.json").read_text())
-    (w,) = run["faults"]
-    assert (w["host"], w["error"]) == ("gpu-1", None)
-    assert w["actual_start"] is not None
-    assert w["actual_end"] is not None
+    assert sorted(w["name"] for w in run["faults"]) == ["drops", "gpu-660"]
+    for w in run["faults"]:
+        assert (w["host"], w["error"]) == ("gpu-1", None), w
+        assert w["actual_start"] is not None
+        assert w["actual_end"] is not None
     assert run["fault_hosts"][0]["connected"] is True
 
 
