@@ -24,7 +24,7 @@ from faults.host.executor import Executor
 from faults.host.messages import Desired, Lease
 from faults.host.reach import Reach
 from faults.journal import Journal
-from tests.integration.loadtest_helpers import only_run, summary
+from tests.integration.loadtest_helpers import only_run, report, summary
 from tests.integration.test_stack import assert_all_gone, services, stack
 from tests.procs import ROOT, free_port, serve, stop
 
@@ -182,14 +182,9 @@ def test_a_master_leases_the_window_and_labels_requests_by_its_acknowledgements(
     assert all(w["actual_start"] <= q["intended"] < w["actual_end"] for q in labelled)
     assert not [q for q in requests if q["phase"] != "gpu-660" and w["actual_start"] <= q["intended"] < w["actual_end"]]
     assert summary(run, "en", "itl", "gpu-660")["p50"] > 2 * summary(run, "en", "itl", "baseline")["p50"]
-    report = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "report", str(next((tmp_path / "results").iterdir()))],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert "fault gpu-660 (gpu_clock) on gpu-1: intended " in report.stdout
-    assert "fault host gpu-1: clock offset " in report.stdout
+    printed = report(tmp_path / "results")
+    assert "fault gpu-660 (gpu_clock) on gpu-1: intended " in printed
+    assert "fault host gpu-1: clock offset " in printed
 
 
 def test_the_master_refuses_before_any_load_in_one_line(tmp_path, secret, monkeypatch):

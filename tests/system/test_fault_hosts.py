@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from faults.journal import Journal
-from tests.integration.loadtest_helpers import only_run, summary
+from tests.integration.loadtest_helpers import only_run, report, summary
 from tests.noise import WakeNoise
-from tests.procs import ROOT
 from tests.system import fault_lab as fl
 
 LABEL_S = 0.05  # a request's phase matches its window's acknowledged times within this (the labelling)
@@ -61,10 +59,7 @@ def test_phases_follow_the_acknowledged_times_and_the_faults_move_the_latencies(
         assert fl.inside(lab.gpu, fl.clocks)["locked"] is False
         assert Journal(journal).entries() == []
     run, _, requests = only_run(tmp_path / "results")
-    report = subprocess.run(
-        [*fl.LLMCHAOS, "report", str(next((tmp_path / "results").iterdir()))], capture_output=True, text=True, cwd=ROOT
-    )
-    print("\n".join(line for line in report.stdout.splitlines() if line.startswith("fault")))
+    print("\n".join(line for line in report(tmp_path / "results").splitlines() if line.startswith("fault")))
     (gpu_host,) = run["fault_hosts"]
     assert gpu_host["connected"], gpu_host
     assert gpu_host["uncertainty_s"] < LABEL_S, gpu_host
