@@ -115,6 +115,15 @@ def worker(index: int, master_host: str, master_port: int) -> Service:
     return Service(f"locust-worker-{index}", cmd)
 
 
+def fault_host(name: str, master_host: str, bus: int, secret: str, allow: list[str], token: str) -> Service:
+    """`llmchaos faults host` beside the servers: it joins the master and applies the windows a
+    schedule puts on `name`, touching only what `allow` names; the secret travels in a file."""
+    cmd = [*LLMCHAOS, "faults", "host", "--master-host", master_host, "--master-port", str(bus), "--name", name]
+    env = {"LLMCHAOS_ADMIN_TOKEN": token} if token else {}
+    ready = f"llmchaos faults host {name}: joining"  # said once its secret, allowlist and journal are checked
+    return Service(f"fault-host-{name}", [*cmd, "--secret-file", secret, *allow], ready_line=ready, env=env)
+
+
 def grafana(plan: Plan, binary_path: str, state: Path, prometheus_url: str) -> Service:
     """Grafana with our provisioning (a copy under the state dir), anonymous viewers, its data there."""
     port = free_port(plan.bind)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shlex
 import socket
 from pathlib import Path
@@ -44,6 +45,17 @@ def register(sub: Subparsers) -> None:
     up.add_argument("--proxy-port", type=int, default=0, help="the proxy's port (default: a free one)")
     up.add_argument("--no-grafana", action="store_true", help="do not start Grafana even when installed")
     up.add_argument("--worker-host", default="", help="HOST:PORT of a master to join: start only --workers workers")
+    up.add_argument("--fault-host", default="", metavar="NAME", help="also start a fault host (schedules' target.host)")
+    up.add_argument(
+        "--fault-host-args",
+        default="",
+        help="what it may touch beyond the first server's clock and the proxy, e.g. '--allow-interface eth1'",
+    )
+    up.add_argument(
+        "--fault-secret-file",
+        default="",
+        help="the secret the master and its fault hosts share (default: a new one in the state dir; needed to join)",
+    )
     up.set_defaults(func=run_up)
     down.set_defaults(func=run_down)
     status.set_defaults(func=run_status)
@@ -86,7 +98,12 @@ def taken(host: str, port: int) -> str | None:
 
 
 def _answers(service: Service) -> bool:
-    """Its ready URL answers 200, from its own process (a worker has none: running is ready)."""
+    """Its ready URL answers 200 from its own process, or its log shows its ready line (a worker has
+    neither: running is ready)."""
+    if service.ready_line:
+        with open(service.log, "rb") as log:
+            log.seek(service.log_from)
+            return service.ready_line.encode() in log.read()
     if not service.ready:
         return True
     try:
@@ -105,6 +122,15 @@ def join(stack: Stack, args: argparse.Namespace) -> str | None:
     host, sep, port = args.worker_host.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise UsageError(f"not HOST:PORT: {args.worker_host!r}", field="--worker-host")
+    if args.fault_host:
+        if not args.fault_secret_file:
+            raise UsageError("a fault host joining a master needs the master's secret", field="--fault-secret-file")
+        allow = list(_split(args.fault_host_args, "--fault-host-args"))
+        host_service = services.fault_host(
+            args.fault_host, host.strip("[]"), int(port), args.fault_secret_file, allow, args.admin_token
+        )
+        if problem := _check(stack, host_service):
+            return problem
     for i in range(args.workers):
         if problem := _check(stack, services.worker(i + 1, host.strip("[]"), int(port))):
             return problem
@@ -138,6 +164,16 @@ def full(stack: Stack, args: argparse.Namespace) -> str | None:
         if problem := _check(stack, s):
             return problem
     master, bus, exporter = services.master(plan, proxy.url, gateway.url, stack.root)
+    if args.fault_host:  # before the master: a master whose schedule names it waits for it at start
+        secret = args.fault_secret_file or _new_secret(stack.root)
+        master.cmd += ["--fault-secret-file", secret]
+        local = f"127.0.0.1:{_hostport(started[0]).rsplit(':', 1)[1]}"  # admin APIs answer the loopback
+        allow = ["--allow-sim", f"http://{local}", "--allow-proxy", f"127.0.0.1:{_hostport(proxy).rsplit(':', 1)[1]}"]
+        allow += _split(args.fault_host_args, "--fault-host-args")
+        host_service = services.fault_host(args.fault_host, args.bind, bus, secret, allow, args.admin_token)
+        if problem := _check(stack, host_service):
+            return problem
+        stack.notes.append(f"fault host {args.fault_host}: schedules reach it as target: {{host: {args.fault_host}}}")
     if problem := _check(stack, master):
         return problem
     scrape = {
@@ -156,11 +192,20 @@ def full(stack: Stack, args: argparse.Namespace) -> str | None:
     return dashboards(stack, plan, prom.url, args.no_grafana)
 
 
-def _split(text: str) -> tuple[str, ...]:
+def _split(text: str, flag: str = "--locust-args") -> tuple[str, ...]:
     try:
         return tuple(shlex.split(text))
     except ValueError as e:
-        raise UsageError(str(e), field="--locust-args") from None
+        raise UsageError(str(e), field=flag) from None
+
+
+def _new_secret(root: Path) -> str:
+    """A fresh shared secret for the master and its fault host, readable by this user only."""
+    path = root / "fault-secret"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(24) + "\n")
+    return str(path)
 
 
 def _hostport(service: Service) -> str:

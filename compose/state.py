@@ -32,6 +32,8 @@ class Service:
     pid: int = 0
     started: float = 0.0  # the process's create time, so a reused PID is never signalled
     log: str = ""
+    ready_line: str = ""  # else: a line its log shows once it is up (one without a URL)
+    log_from: int = 0  # the log's size when it started: a ready line counts only after it
 
     def process(self) -> psutil.Process | None:
         """This service's process while it runs (not a later one that reuses its PID)."""
@@ -94,6 +96,7 @@ class Stack:
         logs.mkdir(parents=True, exist_ok=True)
         service.log = str(logs / f"{service.name}.log")
         with open(service.log, "ab") as log:
+            service.log_from = log.tell()
             proc = subprocess.Popen(
                 service.cmd,
                 cwd=cwd,

@@ -1,4 +1,4 @@
-"""`llmchaos proxy` (the SSE chaos proxy) and `llmchaos faults run|probe|recover`."""
+"""`llmchaos proxy` (the SSE chaos proxy) and `llmchaos faults run|probe|recover|host`."""
 
 from __future__ import annotations
 
@@ -60,6 +60,9 @@ def register(sub: Subparsers) -> None:
     probe.add_argument("schedule", nargs="?")
     allow.add_arguments(probe)
     probe.set_defaults(func=run_probe)
+    from faults.host.command import add_parser
+
+    add_parser(fsub)
 
 
 def run_proxy(args: argparse.Namespace) -> None:
@@ -79,6 +82,13 @@ def run_faults(args: argparse.Namespace) -> int:
     from faults.session import FaultSession
 
     plan = schedule.load(args.schedule, KINDS)
+    if remote := [f for f in plan.faults if f.host]:
+        raise UsageError(
+            f"runs on fault host {remote[0].host!r}: a Locust master leases it there (--schedule), not `faults run`",
+            file=args.schedule,
+            line=remote[0].target_line,
+            field=f"faults[{remote[0].index}].target.host",
+        )
     if any(f.every for f in plan.faults) and args.duration is None:
         raise UsageError("a schedule with 'every' needs --duration", field="--duration")
     horizon = args.duration or plan.end()
@@ -135,6 +145,9 @@ def run_probe(args: argparse.Namespace) -> int:
     allowed = allow.from_args(args)
     bad = 0
     for spec in plan.faults:
+        if spec.host:
+            print(f"{spec.name:16} {spec.kind:9} on fault host {spec.host}: the master probes it there")
+            continue
         try:
             reason = KINDS[spec.kind](spec.target, allowed).probe(spec.applied_params)
         except FieldError as e:

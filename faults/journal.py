@@ -6,6 +6,9 @@ several processes (and their threads) share one journal without losing entries; 
 is written to a temporary file, fsynced and renamed over the old one, so a kill or a crash never
 leaves half a journal. A journal that does not parse (or holds an entry without the fields below)
 is moved aside for the operator, and every use of it is a one-line UsageError until then.
+
+Beside it, `<journal>.history.jsonl` keeps what happened and why, one JSON line each (a fault host
+notes every apply and every revert there: a lease that ran out, the master's state, a sweep).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from llmchaos.errors import UsageError
 
@@ -35,6 +38,7 @@ class Entry(TypedDict):
     saved: dict  # what `revert` restores (and, once applied, what `apply` read back)
     pid: int
     at: float
+    lease: NotRequired[dict]  # a fault host's window: {session, window} of the master that leased it
 
 
 FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -66,6 +70,7 @@ class Journal:
     def __init__(self, path: str | Path = DEFAULT) -> None:
         self.path = Path(path)
         self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self.history = self.path.with_name(self.path.stem + ".history.jsonl")
         self._threads = threading.Lock()  # flock orders processes; this, the threads of one
 
     @contextlib.contextmanager
@@ -131,7 +136,7 @@ class Journal:
         finally:
             os.close(dir_fd)
 
-    def add(self, name: str, kind: str, target: dict, params: dict, saved: dict) -> str:
+    def add(self, name: str, kind: str, target: dict, params: dict, saved: dict, lease: dict | None = None) -> str:
         """Record a fault about to be applied, with the state its revert restores."""
         entry = Entry(
             id=uuid.uuid4().hex,
@@ -143,6 +148,8 @@ class Journal:
             pid=os.getpid(),
             at=time.time(),
         )
+        if lease is not None:
+            entry["lease"] = lease
         with self._locked():
             self._write([*self._read(), entry])
         return entry["id"]
@@ -155,3 +162,19 @@ class Journal:
     def remove(self, entry_id: str) -> None:
         with self._locked():
             self._write([e for e in self._read() if e["id"] != entry_id])
+
+    def note(self, event: str, name: str, why: str, **more: object) -> None:
+        """Append one line to the history: what happened to fault `name`, and why."""
+        line = json.dumps({"at": time.time(), "event": event, "name": name, "why": why, "pid": os.getpid(), **more})
+        with self._locked(), open(self.history, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def notes(self) -> list[dict[str, Any]]:
+        """The history, oldest first."""
+        try:
+            text = self.history.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -30,5 +30,6 @@ def recover(journal: Journal, skip_live: bool = False) -> list[str]:
             lines.append(f"could not revert {what}: {err}")
             continue
         journal.remove(e["id"])
+        journal.note(line.split()[0], e["name"], "llmchaos faults recover", window=e.get("lease", {}).get("window"))
         lines.append(line)
     return lines

@@ -12,7 +12,10 @@ faults:
     params: {drop_ratio: 0.15}
 ```
 A qdisc fault (netem, tbf) may also take `direction` and `match` beside its params
-(faults/injectors/aim.py); its injector is given them with the params.
+(faults/injectors/aim.py); its injector is given them with the params. `target: {host: NAME, ...}`
+runs the window on the fault host of that name (faults/host/), the rest of the target being its
+injector's there; no host: the process that runs the schedule. (A docker target's `host` that is a
+URL, `unix:///...`, stays the daemon's address, as before.)
 Two windows of one kind on one target never overlap (worked out per pair of faults, not by listing
 windows), and windows are produced lazily, so a fault every 10 ms costs nothing until it runs.
 """
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from faults.allow import is_name
 from faults.overlap import Train, first_overlap
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
@@ -59,10 +63,12 @@ class FaultSpec:
     direction: str | None = None  # as written: egress | ingress | both (None: not given, egress)
     match: dict | None = None  # as written: {dst, src, dport, sport}, each a value or a list
     lines: dict[str, int] = field(default_factory=dict)  # each field's line (`direction`, `match`, ...)
+    host: str | None = None  # the fault host that runs it (target.host); None: the schedule's own process
 
     @property
     def target_key(self) -> str:
-        return json.dumps(self.target, sort_keys=True)
+        """The target as the schedule wrote it (its host too), as one string."""
+        return json.dumps({**self.target, "host": self.host} if self.host else self.target, sort_keys=True)
 
     @property
     def applied_params(self) -> dict:
@@ -85,10 +91,26 @@ class FaultSpec:
 
     def covers(self, t: float, horizon: float) -> bool:
         """Whether `t` (seconds from the start) falls in one of this fault's windows."""
+        return self.occurrence(t, horizon) is not None
+
+    def occurrence(self, t: float, horizon: float) -> tuple[int, float] | None:
+        """(k, start) of this fault's k-th window (from 0) if `t` (seconds from the start) falls in it."""
         if t < self.at:
-            return False
-        start = self.at + (math.floor((t - self.at) / self.every) * self.every if self.every else 0.0)
-        return start < horizon and start <= t < start + self.duration
+            return None
+        k = math.floor((t - self.at) / self.every) if self.every else 0
+        start = self.at + k * (self.every or 0.0)
+        return (k, start) if start < horizon and start <= t < start + self.duration else None
+
+    def next_edge(self, t: float, horizon: float) -> float:
+        """The first start or end of one of its windows after `t` (inf if none)."""
+        if t < self.at:
+            return self.at if self.at < horizon else math.inf
+        k = math.floor((t - self.at) / self.every) if self.every else 0
+        start = self.at + k * (self.every or 0.0)
+        if start < horizon and t < start + self.duration:
+            return start + self.duration
+        following = start + self.every if self.every else math.inf
+        return following if following < horizon else math.inf
 
 
 @dataclass(frozen=True)
@@ -99,6 +121,7 @@ class Window:
     params: dict
     start: float  # seconds from the schedule's start
     end: float
+    host: str | None = None  # the fault host that runs it (None: this process)
 
 
 @dataclass
@@ -111,7 +134,7 @@ class Schedule:
 
         def of(f: FaultSpec) -> Iterator[Window]:
             params = f.applied_params
-            return (Window(f.name, f.kind, f.target, params, s, s + f.duration) for s in f.starts(horizon))
+            return (Window(f.name, f.kind, f.target, params, s, s + f.duration, f.host) for s in f.starts(horizon))
 
         return heapq.merge(
             *(of(f) for f in (self.faults if faults is None else faults)), key=lambda w: (w.start, w.name)
@@ -127,6 +150,14 @@ class Schedule:
     def active(self, t: float, horizon: float = HORIZON_S) -> list[str]:
         """The names of the faults whose windows `t` (seconds from the start) falls in, sorted."""
         return sorted(f.name for f in self.faults if f.covers(t, horizon))
+
+    def on(self, host: str | None) -> Schedule:
+        """The faults that run on `host` (None: on the schedule's own process)."""
+        return Schedule(self.seed, [f for f in self.faults if f.host == host])
+
+    def hosts(self) -> list[str]:
+        """The fault hosts the schedule names, sorted."""
+        return sorted({f.host for f in self.faults if f.host is not None})
 
     def by_target(self) -> dict[tuple[str, str], list[FaultSpec]]:
         """The faults grouped by (kind, target): each group's windows never overlap."""
@@ -204,6 +235,7 @@ def _fault(r: _Reader, node: yaml.Node, index: int, kinds: dict[str, type[Inject
     for key, value in target.items():
         if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (str, int)):
             raise r.fail(items["target"][1], f"{where}.target.{key}", "must be a string or an integer")
+    host, target = _host(r, items["target"][1], where, kind, target)
     if not isinstance(params, dict):
         raise r.fail(items["params"][1], f"{where}.params", "must be a mapping")
     aim = {key: values[key] for key in AIM if key in values}
@@ -243,7 +275,22 @@ def _fault(r: _Reader, node: yaml.Node, index: int, kinds: dict[str, type[Inject
         direction if isinstance(direction := aim.get("direction"), str) else None,  # (checked above)
         match if isinstance(match := aim.get("match"), dict) else None,
         {name: yamlfile.line(v) for name, (_, v) in items.items()},
+        host,
     )
+
+
+def _host(r: _Reader, node: yaml.Node, where: str, kind: str, target: dict) -> tuple[str | None, dict]:
+    """(the fault host the target names, the target its injector gets); a docker daemon's URL in
+    `host` is the injector's own field."""
+    host = target.get("host")
+    if host is None or (kind == "docker" and isinstance(host, str) and "://" in host):
+        return None, target
+    if not is_name(host):
+        raise r.fail(node, f"{where}.target.host", f"must be a fault host's name (one word), got {host!r}")
+    rest = {k: v for k, v in target.items() if k != "host"}
+    if not rest:
+        raise r.fail(node, f"{where}.target", "names only a host: say what on it (an interface, a GPU, ...)")
+    return host, rest
 
 
 def _check_overlaps(schedule: Schedule, path: str) -> None:

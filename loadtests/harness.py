@@ -23,6 +23,7 @@ from gevent.lock import Semaphore
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from faults.host.ledger import Phases, Segment
 from faults.k8s import phases
 from faults.session import FaultSession
 from llmchaos import tokenizer
@@ -33,6 +34,7 @@ from loadtests import protocol
 from loadtests.adapters import ADAPTERS, Call
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter
+from loadtests.fault_hosts import FaultHosts, single_process
 from loadtests.guard import EXIT_STOPPED, Guard
 from loadtests.options import Settings, parsed_options
 from loadtests.record import RequestRecord
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from loadtests.stream_client import StreamClient
 
 LOCAL = "local"  # a single process's name among the generator's processes
-MAX_SETTLING = 4  # requests counted apart at once (each holds its text); beyond, a user waits its turn
+MAX_ENDING = 4  # requests counted apart at once (each holds its text); beyond, a user waits its turn
 FAULTS_LEAD_S, PLAN_LEAD_S = 0.5, 1.0  # the schedule and the source's plan start this long after test start
 SourceType = Callable[[Settings, str], Source]
 _HARNESSES: WeakKeyDictionary[Environment, Harness] = WeakKeyDictionary()
@@ -74,6 +76,8 @@ class Harness:
         self.collector = Collector({}, 1.0, parsed_options(env).seed)
         self.faults: FaultSession | phases.ClusterPhases | None = None
         self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
+        self.remote_phases = Phases()  # the fault hosts' phases, as a worker hears them
+        self._unsettled: list[RequestRecord] = []  # ended, waiting for their start's phase to be decided
         self.settings = Settings.read(parsed_options(env))
         self.source = source_type(self.settings, env.host or "")
         self.configure()
@@ -90,10 +94,11 @@ class Harness:
         self._local_loop: gevent.Greenlet | None = None
         self._local_done = Event()
         self._reporting = Semaphore()  # one shipment at a time: see shipment
-        self._settling: set[gevent.Greenlet] = set()  # requests whose long texts are being counted
+        self._ending: set[gevent.Greenlet] = set()  # requests whose long texts are being counted
         runner = env.runner
         self.master = protocol.Master(runner, self) if isinstance(runner, MasterRunner) else None
         self.worker = protocol.Worker(runner, self) if isinstance(runner, WorkerRunner) else None
+        self.hosts = FaultHosts.of(self.master.runner, self.faults, self._publish) if self.master else None
         _HARNESSES[env] = self
 
     def configure(self) -> None:
@@ -103,15 +108,24 @@ class Harness:
         o = settings.options
         self.faults = (
             FaultSession(
-                o.schedule, o.fault_journal or None, o.run_time, settings.allow, prepare_targets=not self.is_worker
+                o.schedule,
+                o.fault_journal or None,
+                o.run_time,
+                settings.allow,
+                prepare_targets=not self.is_worker,
+                lease_s=o.fault_lease,
             )
             if o.schedule
             else None
         )
+        if self.faults is not None and self.faults.hosts and not (self.is_master or self.is_worker):
+            raise single_process(self.faults)
         if o.k8s_workflow:  # the cluster runs the faults; the phases are its record of them
             if o.schedule:
                 raise UsageError("give --schedule or --k8s-workflow, not both", field="--k8s-workflow")
             self.faults = phases.shared(o.k8s_workflow)
+        if isinstance(self.faults, FaultSession) and self.is_worker:
+            self.faults.phases = self.remote_phases
         if self.faults is not None and self.fault_t0 is not None:
             self.faults.t0 = self.fault_t0
         self.collector.slos, self.collector.sample_rate = settings.slos, o.requests_sample
@@ -143,6 +157,8 @@ class Harness:
             return
         self.begin()
         fault_t0 = self.faults.start(time.time() + FAULTS_LEAD_S) if self.faults else None
+        if self.hosts is not None and fault_t0 is not None:
+            self.hosts.start(fault_t0)
         plan_t0 = time.time() + PLAN_LEAD_S
         if self.master is not None:
             self.master.start(fault_t0, plan_t0)
@@ -161,8 +177,40 @@ class Harness:
     def follow_faults(self, clock: protocol.FaultClock) -> None:
         """The master's fault schedule start (it may come before the spawn message brings the schedule)."""
         self.fault_t0 = clock.t0
+        self.remote_phases = Phases()  # a new test: its phases follow this message
         if self.faults is not None:
             self.faults.t0 = clock.t0
+        if isinstance(self.faults, FaultSession):
+            self.faults.phases = self.remote_phases
+
+    def follow_phases(self, update: protocol.PhaseUpdate) -> None:
+        """The fault hosts' phases the master decided: label the requests whose start they settle."""
+        self.remote_phases.absorb({"segments": update.segments, "settled": update.settled})
+        self._settle()
+
+    def _publish(self, segments: list[Segment], final: bool) -> None:
+        """The master: newly decided phases to the workers (the last time, settled for good)."""
+        assert isinstance(self.faults, FaultSession)
+        settled = float("inf") if final else self.faults.phases.settled
+        if final:
+            self.faults.phases.settled = settled
+        if self.master is not None:
+            self.master.phases(protocol.PhaseUpdate([[s.start, s.end, list(s.labels)] for s in segments], settled))
+        self._settle()
+
+    def _collect(self, rec: RequestRecord) -> None:
+        """Into the collector, once the phase of its start is decided (with fault hosts: acknowledged)."""
+        if isinstance(self.faults, FaultSession) and self.faults.hosts:
+            if not self.faults.settled(rec.intended):
+                self._unsettled.append(rec)
+                return
+            rec.phase = self.phase(rec.intended)
+        self.collector.add(rec)
+
+    def _settle(self) -> None:
+        waiting, self._unsettled = self._unsettled, []
+        for rec in waiting:
+            self._collect(rec)
 
     def _share_done(self) -> None:
         if self.worker is not None:
@@ -183,10 +231,15 @@ class Harness:
                 rec = self._record(due, side, "")
                 rec.sent, rec.outcome, rec.at_stop = time.time(), "cancelled", True
                 rec.error = "never sent: test stopped"
-                self.collector.add(rec)
+                self._collect(rec)
         if self.faults and not self.is_worker:
             self.fault_timeline = self.faults.stop()
-        gevent.joinall(list(self._settling))
+        if self.hosts is not None:
+            windows, hosts = self.hosts.stop()
+            self.fault_timeline = sorted([*self.fault_timeline, *windows], key=lambda w: w.planned_start)
+            if self.report is not None:
+                self.report.fault_hosts = hosts
+        gevent.joinall(list(self._ending))
         if self.master is not None:
             self.master.collect_finals()
 
@@ -219,26 +272,26 @@ class Harness:
             for rec in recs.values():
                 rec.at_stop = rec.outcome == "cancelled" and self.stopping
             if any(rec.counts_long for rec in recs.values()):
-                self._settle_apart(due, recs)
+                self._ended_apart(due, recs)
             else:
-                self._settle(due, recs)
+                self._ended(due, recs)
 
-    def _settle_apart(self, due: Due, recs: dict[str, RequestRecord]) -> None:
-        """Settle a request with long texts to count in a greenlet of its own, so that its user goes
-        on (and a user stopped meanwhile loses nothing); a user waits only while MAX_SETTLING are."""
-        settling = gevent.spawn(self._settle, due, recs)
-        self._settling.add(settling)
-        settling.link(self._settling.discard)
-        while len(self._settling) > MAX_SETTLING:
-            gevent.wait(list(self._settling), count=1)
+    def _ended_apart(self, due: Due, recs: dict[str, RequestRecord]) -> None:
+        """End a request with long texts to count in a greenlet of its own, so that its user goes on
+        (and a user stopped meanwhile loses nothing); a user waits only while MAX_ENDING are."""
+        ending = gevent.spawn(self._ended, due, recs)
+        self._ending.add(ending)
+        ending.link(self._ending.discard)
+        while len(self._ending) > MAX_ENDING:
+            gevent.wait(list(self._ending), count=1)
 
-    def _settle(self, due: Due, recs: dict[str, RequestRecord]) -> None:
-        """A request has ended: its tokens counted, its source told, its records added."""
+    def _ended(self, due: Due, recs: dict[str, RequestRecord]) -> None:
+        """A request has ended: its tokens counted, its source told, its records collected."""
         for rec in recs.values():
             rec.count_tokens()  # before it is added: adding never yields
         self.source.ended(due, recs)
         for rec in recs.values():
-            self.collector.add(rec)
+            self._collect(rec)
             self.watch.count(rec)
             self._locust_stats(rec)
 

@@ -78,6 +78,17 @@ def add_arguments(parser: ArgumentParser) -> None:
         "--k8s-workflow", default="", help="[NAMESPACE/]NAME: phases from that Chaos Mesh Workflow's steps, instead"
     )
     g.add_argument("--fault-journal", default="", help="recovery journal (default: the user's state dir)")
+    g.add_argument(
+        "--fault-secret-file",
+        default="",
+        help="the secret shared with the fault hosts (default: LLMCHAOS_FAULT_SECRET in the environment)",
+    )
+    g.add_argument(
+        "--fault-lease", type=float, default=3.0, help="seconds a fault host keeps a window without a renewal"
+    )
+    g.add_argument(
+        "--fault-host-wait", type=float, default=30.0, help="seconds the master waits for the schedule's fault hosts"
+    )
     allow.add_arguments(g)
     g.add_argument("--results-dir", default="", help="write DIR/<run_id>/ results")
     g.add_argument("--requests-sample", type=float, default=1.0, help="fraction of requests in requests.jsonl")
@@ -100,6 +111,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "requests_sample": (0, 1, True),
     "prometheus_port": (0, 65535, True),
     "push_interval": (0, math.inf, False),
+    "fault_lease": (0, 3600, False),
+    "fault_host_wait": (0, 3600, True),
 }
 
 

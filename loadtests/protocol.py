@@ -6,7 +6,14 @@
 - Locust's own report, worker -> master every few seconds: a `Shipment` under the key `llmchaos`;
 - `llmchaos_flush`, master -> worker at test stop: no payload;
 - `llmchaos_final`, worker -> master, the answer to a flush: a `Shipment`;
-- `llmchaos_share_done`, worker -> master once its share of a log is sent and ended: no payload.
+- `llmchaos_share_done`, worker -> master once its share of a log is sent and ended: no payload;
+- `llmchaos_phases`, master -> worker as the fault hosts' windows are decided: `PhaseUpdate`; a
+  worker labels a request once its start is settled.
+
+With fault hosts (faults/host/, `target: {host: ...}` in a schedule), the master's end of theirs is
+loadtests/fault_hosts.py and their messages, sealed with the shared secret, are
+faults/host/messages.py's (a fault host does not import the load tests): `llmchaos_host_hello`,
+`llmchaos_host_probe`, `llmchaos_host_probed`, `llmchaos_lease`, `llmchaos_host_ack`.
 
 A single process has no messages: its harness plans, ships and merges in place.
 """
@@ -25,12 +32,13 @@ if TYPE_CHECKING:  # importing locust monkey-patches the process: tests import t
     from locust.runners import MasterRunner, WorkerRunner
 
 log = logging.getLogger("llmchaos")
-PLAN, FAULTS, FLUSH, FINAL, SHARE_DONE = (
+PLAN, FAULTS, FLUSH, FINAL, SHARE_DONE, PHASES = (
     "llmchaos_plan",
     "llmchaos_faults",
     "llmchaos_flush",
     "llmchaos_final",
     "llmchaos_share_done",
+    "llmchaos_phases",
 )
 REPORT_KEY = "llmchaos"  # our part of Locust's own report from a worker
 FINAL_WAIT_S = 15.0
@@ -45,6 +53,19 @@ class FaultClock:
     @classmethod
     def from_message(cls, data: dict[str, Any]) -> FaultClock:
         return cls(float(data["t0"]))
+
+
+@dataclass(frozen=True)
+class PhaseUpdate:
+    """Fault hosts' phases newly decided on the master (faults/host/ledger.py: `Phases.message`):
+    segments [start, end, labels] and the time up to which every request's phase is settled."""
+
+    segments: list[list[Any]]
+    settled: float
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> PhaseUpdate:
+        return cls(data["segments"], float(data["settled"]))
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,7 @@ class Harness(Protocol):
     def plan(self, t0: float, worker: int, workers: int) -> dict[str, Any] | None: ...
     def start_source(self, plan: dict[str, Any]) -> None: ...
     def follow_faults(self, clock: FaultClock) -> None: ...
+    def follow_phases(self, update: PhaseUpdate) -> None: ...
     def shipment(self, streaming: bool) -> Shipment: ...
     def absorb(self, process: str, shipment: Shipment) -> None: ...
 
@@ -100,6 +122,11 @@ class Master:
                 self.runner.send_message(FAULTS, asdict(FaultClock(fault_t0)), client_id=cid)
             if (plan := self.harness.plan(plan_t0, i, len(workers))) is not None:
                 self.runner.send_message(PLAN, plan, client_id=cid)
+
+    def phases(self, update: PhaseUpdate) -> None:
+        """The fault hosts' newly decided phases, to every worker."""
+        for cid in self.workers:
+            self.runner.send_message(PHASES, asdict(update), client_id=cid)
 
     def all_shares_done(self) -> bool:
         workers = self.workers
@@ -137,6 +164,7 @@ class Worker:
         self.runner, self.harness = runner, harness
         runner.register_message(PLAN, lambda msg, **_: harness.start_source(msg.data))
         runner.register_message(FAULTS, lambda msg, **_: harness.follow_faults(FaultClock.from_message(msg.data)))
+        runner.register_message(PHASES, lambda msg, **_: harness.follow_phases(PhaseUpdate.from_message(msg.data)))
         runner.register_message(FLUSH, self._flush)
         runner.environment.events.report_to_master.add_listener(self._report)
 

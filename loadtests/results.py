@@ -35,6 +35,7 @@ class Report:
         self.requests = self.open_requests(self.run_dir) if self.run_dir is not None else {}
         self.merged = Merged(self.requests, local)
         self.guard_trips: list[results.GuardTrip] = []  # the live guard's, at the end
+        self.fault_hosts: list[results.FaultHost] = []  # the schedule's fault hosts, at the end
         exporter.start(self.merged, faults, self.run_id)
 
     def open_requests(self, run_dir: Path) -> dict[str, results.RequestsWriter]:
@@ -92,6 +93,7 @@ class Report:
             validity=results.Validity(valid=not gen["flags"], flags=tuple(gen["flags"]), reasons=tuple(gen["reasons"])),
             reads=results.Reads(**gen["reads"]),
             faults=faults,
+            fault_hosts=self.fault_hosts,
             outcomes=results.outcome_rows(
                 merged.outcomes, {k[:4]: n for k, n in merged.slo_counts.items() if k[4] == "at_stop"}
             ),

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response, jsonify, request
 
+from faults.host.ledger import LOST_S
+from faults.schedule import Window
 from faults.session import FaultSession
 from llmchaos import slo
 from loadtests.merge import Merged
@@ -46,6 +48,7 @@ FAULT_COLUMNS = {
     "name": "Fault",
     "kind": "Kind",
     "target": "Target",
+    "host": "Host (clock offset)",
     "state": "State",
     "starts_in_s": "Starts in (s)",
     "ends_in_s": "Ends in (s)",
@@ -89,6 +92,34 @@ def language_rows(merged: Merged, slos: slo.Slos, elapsed_s: float, phase: str) 
     return rows
 
 
+def _host(h: Harness, name: str | None) -> str:
+    """A fault host's name with its clock offset from the master's, as estimated so far."""
+    if name is None:
+        return "master"
+    info = h.hosts.summary().get(name, {}) if h.hosts is not None else {}
+    if not info.get("connected"):
+        return f"{name} (not connected)"
+    if info.get("offset_ms") is None:
+        return name
+    return f"{name} ({info['offset_ms']:+.2f} ± {info['uncertainty_ms']:.2f} ms)"
+
+
+def _state(session: FaultSession, w: Window, start: float, now: float) -> str:
+    """planned, ahead, active; for a fault host's window what it acknowledged: applied, not yet
+    acknowledged, or unconfirmed (contact lost)."""
+    if session.t0 is None:
+        return "planned"
+    if start > 0:
+        return "ahead"
+    if w.host is None or session.ledger is None:
+        return "active"
+    if w.name in session.ledger.provisional(now):
+        return "applied (acknowledged)"
+    host = session.ledger.hosts[w.host]
+    lost = host.last_ack is None or now - host.last_ack > LOST_S
+    return "unconfirmed (no answer from its host)" if lost else "due, not acknowledged yet"
+
+
 def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
     """The schedule's windows active now and the next `AHEAD` to come (offsets from its start while
     the test has not started)."""
@@ -101,14 +132,14 @@ def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
         start, end = (w.start, w.end) if t0 is None else (t0 + w.start - now, t0 + w.end - now)
         if t0 is not None and end <= 0:
             continue
-        state = "planned" if t0 is None else "active" if start <= 0 else "ahead"
         target = ",".join(f"{k}={v}" for k, v in sorted(w.target.items()))
         rows.append(
             {
                 "name": w.name,
                 "kind": w.kind,
                 "target": target,
-                "state": state,
+                "host": _host(h, w.host),
+                "state": _state(session, w, start, now),
                 "starts_in_s": round(start, 1),
                 "ends_in_s": round(end, 1),
             }

@@ -209,3 +209,21 @@ class GpuClock:
         r = subprocess.run([smi, "-i", str(self.target["gpu"]), flag], capture_output=True, text=True)
         if r.returncode != 0:
             raise InjectError(f"nvidia-smi {flag}: {(r.stderr or r.stdout).strip().splitlines()[-1]}")
+
+    def confirm(self, params: dict) -> None:
+        """Read the clocks back once locked: InjectError unless they show the lock (the simulated
+        device reports it; a GPU's graphics clock never runs above a locked maximum, which NVML
+        rounds up to the next supported clock, 15 MHz or less). A [min, max] lock counts by its ends."""
+        want = params["graphics_mhz"]
+        lo, hi = (want[0], want[-1]) if isinstance(want, (list, tuple)) else (want, want)
+        now = self.read_back()
+        mhz = now.get("graphics_mhz")
+        if not isinstance(mhz, (int, float)):
+            raise InjectError(f"gpu_clock: the clocks read back without a graphics clock: {now}")
+        if self.sim and not (now.get("locked") and lo <= mhz <= hi):
+            raise InjectError(f"simulated device reads back {mhz:g} MHz (locked: {now.get('locked')}), not {want}")
+        if not self.sim and mhz > hi + NVML_STEP_MHZ:
+            raise InjectError(f"GPU {self.target['gpu']} runs at {mhz:g} MHz after locking to {want} MHz")
+
+
+NVML_STEP_MHZ = 15  # the widest step between a GPU's supported graphics clocks

@@ -4,6 +4,7 @@ dashboards. Every reader and writer of a results directory goes through this pac
 from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter, itl
 from llmchaos.run.schema import (
     SCHEMA_VERSION,
+    FaultHost,
     FaultWindow,
     Fidelity,
     GuardTrip,
@@ -27,6 +28,7 @@ from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, wri
 
 __all__ = [
     "SCHEMA_VERSION",
+    "FaultHost",
     "FaultWindow",
     "Fidelity",
     "GuardTrip",

@@ -139,6 +139,27 @@ class FaultWindow(Part):
     actual_start: float | None = None
     actual_end: float | None = None
     error: str | None = None
+    # a window on a fault host (target.host): actual_start/actual_end are its acknowledged apply and
+    # revert on the master's clock; requests started in `unconfirmed` are in phase NAME:unconfirmed
+    host: str | None = None
+    spans: list[tuple[float, float | None]] = []  # each time the host had it applied, acknowledged
+    unconfirmed: list[tuple[float, float]] = []  # stretches the master could not confirm (lost contact)
+    apply_ack_lag_s: float | None = None  # from the intended start to the master hearing it applied
+    revert_ack_lag_s: float | None = None  # from the intended end to the master hearing it reverted
+    why: str | None = None  # why the host last reverted it
+
+
+class FaultHost(Part):
+    """A fault host the run's schedule named, as the master knew it at the end."""
+
+    name: str
+    connected: bool  # it said hello
+    offset_s: float | None = None  # its clock minus the master's (NTP-style, from the leases' round trips)
+    uncertainty_s: float | None = None  # the true offset lies within offset_s +- this
+    round_trip_s: float | None = None  # the round trip the estimate came from (the least recent one)
+    acks: int = 0
+    lost_contact: list[tuple[float, float | None]] = []  # no ack for a while: [from, to] (None: never again)
+    reach: dict[str, Any] = {}  # what it said it may touch
 
 
 class GuardTrip(Part):
@@ -289,6 +310,7 @@ class Run(Part):
     validity: Validity
     reads: Reads = Reads()
     faults: list[FaultWindow] = []
+    fault_hosts: list[FaultHost] = []
     outcomes: list[OutcomeCount] = []
     slo: list[SloResult] = []
     requests: RequestsFile = RequestsFile()

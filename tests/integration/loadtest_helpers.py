@@ -78,6 +78,13 @@ def only_run(results_dir: Path) -> tuple[dict, HistogramSet, list[dict]]:
     return loaded.run.to_json(), loaded.histograms, [dataclasses.asdict(r) for r in loaded.requests()]
 
 
+def report(results_dir: Path) -> str:
+    """What `llmchaos report` prints of the one run under `results_dir`."""
+    (run_dir,) = [p for p in results_dir.iterdir() if p.is_dir()]
+    cmd = [sys.executable, "-m", "llmchaos.cli", "report", str(run_dir)]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
 def summary(run: dict, lang: str, metric: str, phase: str = "baseline") -> dict:
     rows = [r for r in run["summaries"] if (r["lang"], r["metric"], r["phase"]) == (lang, metric, phase)]
     assert len(rows) == 1, rows

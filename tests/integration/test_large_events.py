@@ -9,7 +9,7 @@ from tests.integration.loadtest_helpers import locust, only_run
 from tests.servers import scripted
 
 SIZE = 2_000_000  # bytes of the one huge event in each answer (2 s or so of counting)
-MAX_SETTLING = 4  # loadtests.harness's (this process must not import locust)
+MAX_ENDING = 4  # loadtests.harness's (this process must not import locust)
 
 
 def test_huge_events_are_counted_apart_and_none_is_lost_at_stop(tmp_path):
@@ -22,7 +22,7 @@ def test_huge_events_are_counted_apart_and_none_is_lost_at_stop(tmp_path):
     ok = [r for r in requests if r["outcome"] == "ok"]
     assert answered <= {r["request_id"] for r in ok}  # every answer the server finished is recorded
     # one user went on while earlier answers were counted: more than one at a time
-    assert len(ok) > MAX_SETTLING
+    assert len(ok) > MAX_ENDING
     for r in ok:
         assert r["output_tokens"] == r["usage_tokens"] == 5 + SIZE // 6
         assert sum(r["tokens_per_event"] or ()) == r["output_tokens"]

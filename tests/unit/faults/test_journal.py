@@ -93,3 +93,16 @@ def test_an_unwritable_journal_is_refused_up_front(tmp_path):
 
 def test_entries_of_a_missing_journal_are_none(tmp_path):
     assert Journal(Path(tmp_path) / "none.json").entries() == []
+
+
+def test_the_history_says_what_happened_and_why(tmp_path):
+    j = Journal(tmp_path / "journal.json")
+    lease = {"session": "s", "window": "slow#0"}
+    entry = j.add("slow", "gpu_clock", {"gpu": 0}, {"graphics_mhz": 660}, {}, lease=lease)
+    assert j.entries()[0]["lease"] == {"session": "s", "window": "slow#0"}
+    j.note("reverted", "slow", "lease expired: no renewal from the master for 3.0 s", window="slow#0")
+    j.remove(entry)
+    (note,) = j.notes()
+    assert (note["event"], note["name"], note["window"]) == ("reverted", "slow", "slow#0")
+    assert note["why"].startswith("lease expired")
+    assert (tmp_path / "journal.history.jsonl").exists()

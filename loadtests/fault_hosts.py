@@ -1,0 +1,228 @@
+"""The master's end of its fault hosts (faults/host/): it hears their hellos, has them probe their
+targets before any load starts, leases each the windows it should have applied (every second and
+at each window's start and end), hears their acknowledgements into the ledger, and hands the
+phases decided from them to `publish` (the workers label their requests with them).
+
+Every message is sealed with the shared secret (faults/host/wire.py); one that is not is logged
+and dropped. A fault host is never one of Locust's workers: it never says `client_ready`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import gevent
+
+from faults.host import ledger
+from faults.host import messages as m
+from faults.host.ledger import LOST_S, Host, Ledger, Segment
+from faults.host.wire import Refused, read_secret, seal, unseal
+from faults.session import FaultSession
+from llmchaos.errors import UsageError
+from llmchaos.run import FaultHost, FaultWindow
+
+if TYPE_CHECKING:
+    from locust.rpc import Message
+    from locust.runners import MasterRunner
+
+log = logging.getLogger("llmchaos.faults")
+INTERVAL_S = 1.0  # a lease to every host at least this often
+PROBE_WAIT_S = 15.0
+Publish = Callable[[list[Segment], bool], None]  # (new segments, final)
+
+
+class FaultHosts:
+    def __init__(self, runner: MasterRunner, session: FaultSession, secret: bytes, publish: Publish) -> None:
+        assert session.ledger is not None, "a master's session of a schedule that names fault hosts"
+        self.runner, self.session, self.secret, self.publish = runner, session, secret, publish
+        self.id = uuid.uuid4().hex  # this master session: hosts follow its leases
+        self.seq = 0
+        self.probed: dict[str, m.Probed] = {}
+        self._loop: gevent.Greenlet | None = None
+        for kind, handler in ((m.HELLO, self._hello), (m.PROBED, self._probed), (m.ACK, self._ack)):
+            runner.register_message(kind, handler)
+
+    @classmethod
+    def of(cls, runner: MasterRunner, session: object, publish: Publish) -> FaultHosts | None:
+        """The master's end of a schedule's fault hosts (None without any), every one connected and
+        its targets probed before this returns (UsageError otherwise: before any load starts)."""
+        if not isinstance(session, FaultSession) or not session.hosts:
+            return None
+        o = runner.environment.parsed_options
+        try:
+            secret = read_secret(getattr(o, "fault_secret_file", "") or None, "the fault hosts' secret")
+        except ValueError as e:
+            raise UsageError(str(e), field="--fault-secret-file") from None
+        hosts = cls(runner, session, secret, publish)
+        hosts.connect(getattr(o, "fault_host_wait", 30.0))
+        return hosts
+
+    @property
+    def ledger(self) -> Ledger:
+        assert self.session.ledger is not None
+        return self.session.ledger
+
+    # -- messages from the hosts -------------------------------------------------------------------
+    def _open(self, kind: str, msg: Message, cls: type[m.M]) -> m.M | None:
+        try:
+            return m.parse(cls, unseal(self.secret, kind, msg.node_id, msg.data))
+        except Refused as e:
+            log.warning("refused a %s message from %s: %s", kind, msg.node_id, e)
+            return None
+
+    def _host(self, msg: Message) -> Host | None:
+        return next((h for h in self.ledger.hosts.values() if h.identity == msg.node_id), None)
+
+    def _hello(self, msg: Message, **_: object) -> None:
+        hello = self._open(m.HELLO, msg, m.Hello)
+        if hello is None:
+            return
+        if msg.node_id != f"llmchaos-fault-host.{hello.name}.{hello.boot}":
+            log.warning("refused a hello from %s: it names another host (%s)", msg.node_id, hello.name)
+            return
+        h = self.ledger.hosts.get(hello.name)
+        if h is None:
+            log.info("fault host %s said hello; this schedule has no window there", hello.name)
+            return
+        if h.boot != hello.boot:
+            log.info("fault host %s joined (%s): %s", hello.name, "again" if h.boot else "first time", hello.reach)
+            if h.boot is not None:  # a new run of it: what the last one held ended unseen
+                for w in self.ledger.windows.values():
+                    if w.host == h.name:
+                        w.restarted(h, time.time())
+            h.identity, h.boot, h.reach, h.lateness_s = msg.node_id, hello.boot, hello.reach, float(hello.max_lateness)
+            h.sent.clear()
+
+    def _probed(self, msg: Message, **_: object) -> None:
+        answer = self._open(m.PROBED, msg, m.Probed)
+        h = self._host(msg)
+        if answer is not None and h is not None and answer.session == self.id:
+            self.probed[h.name] = answer
+
+    def _ack(self, msg: Message, **_: object) -> None:
+        t4 = time.time()
+        ack = self._open(m.ACK, msg, m.Ack)
+        h = self._host(msg)
+        if ack is None or h is None or ack.session != self.id or ack.boot != h.boot:
+            return
+        self.ledger.ack(h.name, ack, t4)
+        self._advance()
+
+    # -- before the load -------------------------------------------------------------------------
+    def connect(self, wait_s: float) -> None:
+        """Every host the schedule names has said hello and finds each of its windows' targets
+        fit (its probe); else a UsageError naming the schedule's line, before any load starts."""
+        path, specs = self.session.path, [f for f in self.session.schedule.faults if f.host]
+        deadline = time.monotonic() + wait_s
+        while (missing := [h for h in self.ledger.hosts.values() if h.boot is None]) and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        if missing:
+            spec = next(f for f in specs if f.host == missing[0].name)
+            where = f"{self.runner.master_bind_host}:{self.runner.master_bind_port}"
+            raise UsageError(
+                f"fault host {spec.host!r} is not connected (waited {wait_s:g}s for it on the master's port, {where})",
+                file=path,
+                line=spec.target_line,
+                field=f"faults[{spec.index}].target.host",
+            )
+        for h in self.ledger.hosts.values():
+            planned = [m.Planned(f.name, f.kind, f.target, f.applied_params) for f in specs if f.host == h.name]
+            self._send(h, m.PROBE, m.Probe(h.boot or "", self.id, planned))
+        deadline = time.monotonic() + PROBE_WAIT_S
+        while set(self.ledger.hosts) - set(self.probed) and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        for f in specs:
+            assert f.host is not None
+            answer = self.probed.get(f.host)
+            silent = m.Verdict(f"no answer to its probe in {PROBE_WAIT_S:g}s")
+            verdict = answer.results.get(f.name) if answer else silent
+            if verdict is not None and verdict.reason:
+                at = (verdict.field or "target").split(".")[0]
+                raise UsageError(
+                    f"cannot inject {f.kind} on fault host {f.host!r}: {verdict.reason}",
+                    file=path,
+                    line=f.target_line if at == "target" else f.lines.get(at, f.params_line),
+                    field=f"faults[{f.index}].{verdict.field or 'target'}",
+                )
+
+    # -- the run -----------------------------------------------------------------------------------
+    def start(self, t0: float) -> None:
+        """Lease the session's windows from `t0` (its ledger is new: FaultSession.start)."""
+        self.id = uuid.uuid4().hex
+        self.ledger.begin(t0, time.time())
+        self._loop = gevent.spawn(self._run)
+
+    def _run(self) -> None:
+        while True:
+            now = self._lease()
+            self._advance()
+            gevent.sleep(max(0.0, min(now + INTERVAL_S, self.ledger.next_edge(now) + 1e-4) - time.time()))
+
+    def _lease(self) -> float:
+        """A lease to every host heard from: the windows it should have applied now."""
+        now = time.time()
+        for name, h in self.ledger.hosts.items():
+            windows = self.ledger.desired(name, now)  # tracked even while the host is away
+            if h.identity is not None:
+                self.seq += 1
+                sent = time.time()
+                h.sent[self.seq] = sent
+                self._send(h, m.LEASE, m.Lease(h.boot or "", self.id, self.seq, sent, windows, h.settle))
+        return now
+
+    def _send(self, h: Host, kind: str, payload: object) -> None:
+        assert h.identity is not None
+        self.runner.send_message(kind, seal(self.secret, kind, h.identity, m.body(payload)), client_id=h.identity)
+
+    def _advance(self, final: bool = False) -> None:
+        segments = self.ledger.advance(time.time(), final)
+        if segments or final:
+            self.publish(segments, final)
+
+    def stop(self, timeout: float = 5.0) -> tuple[list[FaultWindow], list[FaultHost]]:
+        """Lease nothing from now on, wait (up to `timeout`) for every host in contact to say it
+        reverted, then decide the phases to the end; the windows and the hosts for run.json."""
+        now = time.time()
+        self.ledger.stop(now)
+        self._lease()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._reverted(now):
+            gevent.sleep(0.02)
+        if self._loop is not None:
+            self._loop.kill(block=True)
+            self._loop = None
+        self._advance(final=True)
+        return ledger.timeline(self.ledger), ledger.hosts(self.ledger)
+
+    def _reverted(self, since: float) -> bool:
+        """Whether every host heard from has answered a lease sent at or after `since`, holding nothing."""
+        now = time.time()
+        hosts = [h for h in self.ledger.hosts.values() if h.last_ack is not None and now - h.last_ack < LOST_S]
+        held = {w.host for w in self.ledger.windows.values() if w.held()}
+        return all(h.known >= since and h.name not in held for h in hosts)
+
+    def summary(self) -> dict[str, Any]:
+        """Per host, for the web UI: connected, offset and its uncertainty (ms)."""
+        return {
+            h.name: {
+                "connected": h.boot is not None,
+                "offset_ms": round(h.clock.offset * 1000, 2) if h.clock.best else None,
+                "uncertainty_ms": round((h.clock.uncertainty or 0) * 1000, 2) if h.clock.best else None,
+            }
+            for h in self.ledger.hosts.values()
+        }
+
+
+def single_process(session: FaultSession) -> UsageError:
+    """The refusal of a schedule with fault hosts in a single process: they join a master's port."""
+    f = next(f for f in session.schedule.faults if f.host)
+    return UsageError(
+        f"fault host {f.host!r} joins a Locust master: run with --master and workers (or --processes)",
+        file=session.path,
+        line=f.target_line,
+        field=f"faults[{f.index}].target.host",
+    )
