@@ -3,7 +3,10 @@
 there is no GPU.
 
 Targets: `{gpu: 0}` or `{sim: "http://127.0.0.1:8000", token_env: LLMCHAOS_ADMIN_TOKEN}`.
-Params: `{graphics_mhz: 600}`, plus `memory_mhz` on a GPU that supports memory locks.
+Params: `{graphics_mhz: 600}` or a range the clock may move in, `{graphics_mhz: [500, 800]}` (as
+`nvidia-smi -lgc 500,800` and NVML's locked clocks take a min and a max), plus `memory_mhz` (a clock
+or a range) on a GPU that supports memory locks. The simulated device has no load-driven boost: it
+runs at the top of the range.
 
 Restoring: the simulated device's clocks are read before the lock and put back as they were.
 NVML cannot read an existing lock back, so on a GPU revert resets the locks to the driver's
@@ -26,11 +29,26 @@ from faults.injectors.base import FieldError, InjectError, TargetGone, only_keys
 SANE_MHZ = (100, 10_000)  # any GPU's clocks lie within; the device's own range is probed before a run
 
 
+def clock_range(params: dict, key: str) -> tuple[int, int]:
+    """A clock param as (min, max) MHz: a number is both ends."""
+    mhz = params[key]
+    lo, hi = (mhz[0], mhz[1]) if isinstance(mhz, (list, tuple)) else (mhz, mhz)
+    return int(lo), int(hi)
+
+
 def _sane_mhz(params: dict, key: str) -> None:
     mhz = params[key]
     lo, hi = SANE_MHZ
-    if not isinstance(mhz, (int, float)) or isinstance(mhz, bool) or not lo <= mhz <= hi:
-        raise FieldError(f"params.{key}", f"must be a clock in MHz, from {lo} to {hi}; got {mhz!r}")
+    ends = mhz if isinstance(mhz, list) else [mhz]
+    if isinstance(mhz, list) and len(mhz) != 2:
+        raise FieldError(f"params.{key}", f"must be a clock in MHz or a range [min, max]; got {mhz!r}")
+    for end in ends:
+        if not isinstance(end, (int, float)) or isinstance(end, bool) or not lo <= end <= hi:
+            raise FieldError(
+                f"params.{key}", f"must be a clock in MHz, from {lo} to {hi}, or a range of two; got {mhz!r}"
+            )
+    if ends[0] > ends[-1]:
+        raise FieldError(f"params.{key}", f"a range is [min, max]; got {mhz!r}")
 
 
 def _within(key: str, mhz: float, lo: object, hi: object) -> None:
@@ -132,29 +150,30 @@ class GpuClock:
             return str(e)
         if not self.sim and os.geteuid() != 0:
             return f"GPU {self.target['gpu']}: locking clocks needs root"
-        for key, mhz in (params or {}).items():
-            _within(key, mhz, clocks.get(f"min_{key}"), clocks.get(f"max_{key}"))
+        for key in params or {}:
+            for mhz in clock_range(params or {}, key):
+                _within(key, mhz, clocks.get(f"min_{key}"), clocks.get(f"max_{key}"))
         return None
 
     def save(self, params: dict) -> dict:
         return self.read_back()
 
     def apply(self, name: str, params: dict, saved: dict) -> None:
-        mhz = int(params["graphics_mhz"])
+        lo, hi = clock_range(params, "graphics_mhz")
         if self.sim:
-            self._sim("PUT", json={"graphics_mhz": mhz})
+            self._sim("PUT", json={"graphics_mhz": hi})  # no boost modelled: the top of the range
             return
         nv, h = self._handle()
         try:
-            nv.nvmlDeviceSetGpuLockedClocks(h, mhz, mhz)
+            nv.nvmlDeviceSetGpuLockedClocks(h, lo, hi)
         except nv.NVMLError as e:  # permission or support: try the CLI, which says why
-            self._smi(f"-lgc={mhz},{mhz}", e)
+            self._smi(f"-lgc={lo},{hi}", e)
         if "memory_mhz" in params:
-            mem = int(params["memory_mhz"])
+            mem_lo, mem_hi = clock_range(params, "memory_mhz")
             try:
-                nv.nvmlDeviceSetMemoryLockedClocks(h, mem, mem)
+                nv.nvmlDeviceSetMemoryLockedClocks(h, mem_lo, mem_hi)
             except nv.NVMLError as e:
-                self._smi(f"-lmc={mem},{mem}", e)
+                self._smi(f"-lmc={mem_lo},{mem_hi}", e)
 
     def revert(self, saved: dict) -> None:
         if self.sim:
@@ -215,7 +234,7 @@ class GpuClock:
         device reports it; a GPU's graphics clock never runs above a locked maximum, which NVML
         rounds up to the next supported clock, 15 MHz or less). A [min, max] lock counts by its ends."""
         want = params["graphics_mhz"]
-        lo, hi = (want[0], want[-1]) if isinstance(want, (list, tuple)) else (want, want)
+        lo, hi = clock_range(params, "graphics_mhz")
         now = self.read_back()
         mhz = now.get("graphics_mhz")
         if not isinstance(mhz, (int, float)):

@@ -11,6 +11,7 @@ lock first, locks, and resets again on every way out: the step's end, the Workfl
 from __future__ import annotations
 
 from faults.injectors.base import FieldError
+from faults.injectors.gpu_clock import clock_range
 from faults.k8s import names
 from faults.k8s.cluster import Cluster, Piece, Step, go_duration, reader_role
 from faults.schedule import FaultSpec
@@ -28,17 +29,22 @@ within() {
   fi
 }
 follow() { llmchaos k8s wait "$NAMESPACE/$WORKFLOW" --step "$STEP" --for "$1" & wait $!; }
-within graphics "$GRAPHICS_MHZ"
-if [ -n "$MEMORY_MHZ" ]; then within memory "$MEMORY_MHZ"; fi
+within graphics "${GRAPHICS_MHZ%,*}"; within graphics "${GRAPHICS_MHZ#*,}"
+if [ -n "$MEMORY_MHZ" ]; then within memory "${MEMORY_MHZ%,*}"; within memory "${MEMORY_MHZ#*,}"; fi
 reset || exit 1
 trap reset EXIT
 trap 'exit 143' TERM INT HUP
 follow start || exit 0
-smi -lgc "$GRAPHICS_MHZ,$GRAPHICS_MHZ" || exit 1
-if [ -n "$MEMORY_MHZ" ]; then smi -lmc "$MEMORY_MHZ,$MEMORY_MHZ" || exit 1; fi
+smi -lgc "$GRAPHICS_MHZ" || exit 1
+if [ -n "$MEMORY_MHZ" ]; then smi -lmc "$MEMORY_MHZ" || exit 1; fi
 echo "llmchaos: GPU $GPU locked for step $STEP"
 follow end
 """
+
+
+def _lock(params: dict, key: str) -> str:
+    """nvidia-smi's MIN,MAX of a clock param (a number locks both ends)."""
+    return ",".join(map(str, clock_range(params, key)))
 
 
 def check(spec: FaultSpec, cluster: Cluster) -> None:
@@ -58,8 +64,8 @@ def piece(step: Step, cluster: Cluster) -> Piece:
     w = step.window
     env = {
         "GPU": str(w.target["gpu"]),
-        "GRAPHICS_MHZ": str(int(w.params["graphics_mhz"])),
-        "MEMORY_MHZ": str(int(w.params["memory_mhz"])) if "memory_mhz" in w.params else "",
+        "GRAPHICS_MHZ": _lock(w.params, "graphics_mhz"),
+        "MEMORY_MHZ": _lock(w.params, "memory_mhz") if "memory_mhz" in w.params else "",
         "NVIDIA_SMI": cluster.nvidia_smi,
         "NAMESPACE": cluster.namespace,
         "WORKFLOW": cluster.run,

@@ -346,6 +346,33 @@ def test_a_clock_outside_the_devices_range_is_refused_before_the_run(tmp_path, t
     assert "NO: 5000 MHz is outside this device's range" in probe.stdout
 
 
+def test_a_range_locks_the_simulated_device_at_its_top_and_each_end_is_checked(tmp_path, targets):
+    """The seeds' drill, `nvidia-smi -lgc 500,800`: the simulated device (no boost modelled) runs at
+    800 while the window is on and is restored after; a range whose top the device cannot reach is
+    refused before the run, naming the field."""
+    server, p = targets
+    path, journal = tmp_path / "range.yaml", tmp_path / "j.json"
+    window = f"faults:\n  - name: drill\n    kind: gpu_clock\n    target: {{sim: '{server}'}}\n    at: 0s\n"
+    path.write_text(window + "    duration: 3s\n    params: {graphics_mhz: [500, 800]}\n")
+    admin = {"authorization": f"Bearer {TOKEN}"}
+    run = start(str(path), journal)
+    deadline = time.monotonic() + 10
+    while not (clocks := httpx.get(server + "/admin/device/clocks", headers=admin).json())["locked"]:
+        if run.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"never locked: {run.communicate(timeout=10)}")
+        time.sleep(0.02)
+    assert clocks["graphics_mhz"] == 800
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err
+    assert state(server, p) == (False, False)
+    path.write_text(window + "    duration: 1s\n    params: {graphics_mhz: [500, 5000]}\n")
+    run = start(str(path), journal)
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 2, err
+    assert f"{path}:7: faults[0].params.graphics_mhz: 5000 MHz is outside this device's range" in err
+    assert state(server, p) == (False, False)
+
+
 def test_a_journal_damaged_during_the_run_still_leaves_every_fault_reverted(tmp_path, targets):
     server, p = targets
     journal = tmp_path / "j.json"

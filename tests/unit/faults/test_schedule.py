@@ -40,6 +40,18 @@ BAD = [
     (GOOD.replace("at: 2s", "at: 2 fortnights"), ":6: faults[0].at: bad duration"),
     (GOOD.replace("{drop_ratio: 0.15}", "{drop_ratio: 3}"), ":9: faults[0].params.drop_ratio: drop_ratio must"),
     (GOOD.replace("{graphics_mhz: 660}", "{graphics_mhz: fast}"), ":15: faults[1].params.graphics_mhz: must"),
+    (
+        GOOD.replace("{graphics_mhz: 660}", "{graphics_mhz: [800, 500]}"),
+        ":15: faults[1].params.graphics_mhz: a range is",
+    ),
+    (
+        GOOD.replace("{graphics_mhz: 660}", "{graphics_mhz: [500]}"),
+        ":15: faults[1].params.graphics_mhz: must be a clock",
+    ),
+    (
+        GOOD.replace("{graphics_mhz: 660}", "{graphics_mhz: [500, 8e9]}"),
+        ":15: faults[1].params.graphics_mhz: must be a",
+    ),
     (GOOD.replace("every: 5s", "every: 500ms"), ":8: faults[0].every: must be at least the duration"),
     (GOOD.replace("name: slow-gpu", "name: drop"), ":10: faults[1].name: duplicate name 'drop'"),
 ]
