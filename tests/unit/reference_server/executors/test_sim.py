@@ -9,13 +9,14 @@ import pytest
 
 from llmchaos import tokenizer
 from reference_server.batch import Batch
-from reference_server.executors.sim import CostModel, SimDevice, SimExecutor
+from reference_server.executors.sim import SimDevice, SimExecutor
+from reference_server.profile import StepModel
 from reference_server.sequence import SamplingParams, Sequence
 
 
 @pytest.mark.parametrize("mhz", [1e-300, 0, -5, 209.9, 1980.1, 5000, math.inf, math.nan])
 def test_clocks_outside_the_device_range_are_refused(mhz):
-    device = SimDevice(1980.0)
+    device = SimDevice(1980.0, 210.0)
     with pytest.raises(ValueError, match=r"\[210, 1980\]"):
         device.lock(mhz)
     assert device.locked_mhz is None
@@ -23,7 +24,7 @@ def test_clocks_outside_the_device_range_are_refused(mhz):
 
 @pytest.mark.parametrize("mhz", [210, 990, 1980])
 def test_clocks_inside_the_range_lock(mhz):
-    device = SimDevice(1980.0)
+    device = SimDevice(1980.0, 210.0)
     device.lock(mhz)
     assert device.clock_mhz == mhz
     assert device.slowdown == 1980.0 / mhz
@@ -36,6 +37,11 @@ def _step(executor: SimExecutor) -> Batch:
     return batch
 
 
+def math_of(seconds: float) -> StepModel:
+    """A step model under which `_step`'s batch is `seconds` of math alone (all of it clocked)."""
+    return StepModel(prefill_token=seconds / _step(SimExecutor(StepModel())).num_prefill_tokens)
+
+
 @pytest.mark.timing
 def test_a_step_at_a_locked_clock_ends_soon_after_the_reset():
     """A step scheduled at the lowest clock must not keep its long deadline once the clock is reset:
@@ -43,7 +49,7 @@ def test_a_step_at_a_locked_clock_ends_soon_after_the_reset():
     the reset plus its full-speed work (0.2 s) plus a late wake; kept, the deadline would be 1.9 s
     away. The bound is halfway between the two, counted from when the reset really happened."""
     work = 0.2
-    executor = SimExecutor(CostModel(step_overhead_s=work, prefill_per_token_s=0.0, jitter=0.0))
+    executor = SimExecutor(math_of(work))
     executor.device.lock(210.0)
     locked_step = executor.step_time(_step(executor))
     assert locked_step == pytest.approx(work * 1980 / 210)
@@ -68,7 +74,7 @@ def test_a_step_slows_when_the_clock_is_locked_in_the_middle_of_it():
     before 2 x free_step - (done before the lock). A step that ignored the lock would end at free_step.
     The lock must land with at least a quarter of the work left, or the two are too close to tell:
     on a machine too busy for that the step is tried again."""
-    cost = CostModel(step_overhead_s=0.1, prefill_per_token_s=0.0, jitter=0.0)
+    cost = math_of(0.1)
     free_step = SimExecutor(cost).step_time(_step(SimExecutor(cost)))
 
     async def go() -> tuple[float, float]:
@@ -93,7 +99,7 @@ def test_a_step_slows_when_the_clock_is_locked_in_the_middle_of_it():
 def test_a_free_step_still_lets_the_event_loop_run():
     """With --sim-time-scale 0 every step is due at once; each must still yield, or the engine loop
     would starve the HTTP handlers while it has work."""
-    executor = SimExecutor(CostModel.zero())
+    executor = SimExecutor(StepModel())
 
     async def go() -> int:
         ticks = 0
@@ -113,3 +119,53 @@ def test_a_free_step_still_lets_the_event_loop_run():
         return ticks - before
 
     assert asyncio.run(go()) >= 10
+
+
+def test_a_step_woken_late_still_ended_at_its_deadline():
+    """The next step counts from the deadline, not from when the event loop came back (on a busy
+    machine every step's lateness had added up: 8.8 ms a token where the model said 7.4)."""
+    device = SimDevice(1980.0, 210.0)
+
+    async def go() -> tuple[float, float]:
+        deadline = time.monotonic() + 0.01
+        time.sleep(0.03)  # the loop is busy past the deadline
+        return deadline, await device.run_until(deadline)
+
+    deadline, met = asyncio.run(go())
+    assert met == deadline
+
+
+def test_steps_back_to_back_follow_each_other_whatever_the_loop_does_between_them():
+    """A busy CPU between two steps delays neither: the second begins where the first ended."""
+    step = StepModel(overhead=0.004, memory=0.003, decode_token=1e-4)
+    executor = SimExecutor(step)
+    executor.model("en")  # built once, on the first step, else: tens of ms
+
+    async def go() -> list[float]:
+        deadlines = []
+        batch = _step(executor)
+        for _ in range(3):
+            await executor.execute(batch)
+            deadlines.append(executor._deadline)
+            time.sleep(0.005)  # the engine's own work, on a slow machine
+        return deadlines
+
+    d = asyncio.run(go())
+    took = step.time(batch_prefill := _step(executor).num_prefill_tokens, 0, batch_prefill)
+    assert d[1] - d[0] == pytest.approx(took)
+    assert d[2] - d[1] == pytest.approx(took)
+
+
+def test_a_step_after_an_idle_engine_begins_when_its_work_was_ready():
+    executor = SimExecutor(StepModel(overhead=0.01))
+
+    async def go() -> tuple[float, float]:
+        batch = _step(executor)
+        ready = time.monotonic() - 0.02  # the engine noticed it 20 ms late
+        for seq, _ in batch.items:
+            seq.ready = ready
+        await executor.execute(batch)
+        return ready, executor._deadline
+
+    ready, deadline = asyncio.run(go())
+    assert deadline == pytest.approx(ready + 0.01)
