@@ -1,0 +1,80 @@
+"""`llmchaos calibrate` on a server we can run here: a real transformer on this CPU (`llmchaos serve
+--engine torch`), measured through our own replay at two load levels and its /metrics scraped around
+each; the fitted profile then serves a held-out third level through `llmchaos serve --profile` (the
+sim), and its TTFT p50 and per-token p50 (TPOT) come within 15 % of what the torch server measured."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from llmchaos import run
+from tests.integration.conftest import TORCH
+from tests.integration.replay_helpers import replay
+from tests.procs import ROOT, Server, serve
+
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
+
+FITTED, HELD_OUT = (4.0, 24.0), 12.0  # requests/s
+SECONDS, PROMPT, OUTPUT = 10.0, 120, 32
+TOLERANCE = 0.15
+
+
+def write_log(path: Path, rate: float) -> Path:
+    rng, t, n = random.Random(int(rate)), 0.0, 0
+    with open(path, "w") as f:
+        while (t := t + rng.expovariate(rate)) < SECONDS:
+            f.write(f'{{"ts":{t:.6f},"user_id":"u{n}","lang":"en","input_tokens":{PROMPT},"output_tokens":{OUTPUT}}}\n')
+            n += 1
+    return path
+
+
+def level(server: Server, rate: float, tmp: Path) -> tuple[Path, Path, Path]:
+    """One level replayed against `server`: its results directory and the scrapes before and after."""
+    where = tmp / f"{server.url.rsplit(':', 1)[1]}-{rate:g}"
+    where.mkdir()
+    before, after = where / "before.prom", where / "after.prom"
+    before.write_text(httpx.get(server.url + "/metrics").text)
+    proc = replay(
+        "--log", str(write_log(where / "log.jsonl", rate)), "--target-a", server.url, "--force-output-length",
+        "--max-concurrency", "500", "--results-dir", str(where / "results"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after.write_text(httpx.get(server.url + "/metrics").text)
+    (run_dir,) = [p for p in (where / "results").iterdir() if p.is_dir()]
+    return run_dir / "a", before, after
+
+
+def stats(side: Path) -> tuple[float, float]:
+    """TTFT p50 and TPOT p50 of a run, read through the run model."""
+    ok = [r for r in run.load(side).requests() if r.outcome == "ok"]
+    assert len(ok) >= 20, len(ok)
+    ttft = [r.ttft for r in ok]
+    tpot = [(r.e2e - r.ttft) / (r.output_tokens - 1) for r in ok]  # type: ignore[operator]
+    return float(np.median(ttft)), float(np.median(tpot))
+
+
+def test_a_profile_calibrated_on_two_torch_levels_predicts_a_third(tmp_path):
+    with serve(*TORCH) as torch_server:
+        level(torch_server, FITTED[0], tmp_path)  # a warm-up: the first level on a fresh server
+        runs = {rate: level(torch_server, rate, tmp_path) for rate in (*FITTED, HELD_OUT)}
+    fitted = tmp_path / "fitted.yaml"
+    argv = [sys.executable, "-m", "llmchaos.cli", "calibrate", *(str(runs[r][0]) for r in FITTED)]
+    argv += ["--holdout", str(runs[HELD_OUT][0]), "--out", str(fitted), "--evals", "150"]
+    for rate in (*FITTED, HELD_OUT):
+        argv += ["--metrics", str(runs[rate][1]), str(runs[rate][2])]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert " held " in proc.stdout, proc.stdout
+    assert f"wrote {fitted}" in proc.stdout
+    with serve("--profile", str(fitted)) as sim:
+        predicted = stats(level(sim, HELD_OUT, tmp_path)[0])
+    measured = stats(runs[HELD_OUT][0])
+    errors = [p / m - 1 for p, m in zip(predicted, measured, strict=True)]
+    assert all(abs(e) <= TOLERANCE for e in errors), (measured, predicted, proc.stdout)
