@@ -37,7 +37,7 @@ class Engine:
         self.cfg = cfg
         self.scheduler = Scheduler(cfg)
         self.executor = executor
-        self.metrics = EngineMetrics(cfg.model_name, cfg.max_model_len, self.scheduler)
+        self.metrics = EngineMetrics(cfg.model_name, cfg.max_model_len, self.scheduler, executor)
         self.state = "starting"  # starting | ready | draining
         self._pieces = tokenizer.pieces()
         self._eos = tokenizer.eos_id()

@@ -34,11 +34,12 @@ class StepModel:
     graphics clock stretches only the math: `time(..., slowdown)`.
     """
 
-    overhead: float = 0.0  # CPU per step: scheduling, launches (neither clock nor memory)
-    memory: float = 0.0  # the weights read once per step: the floor under a small batch's math
+    overhead: float = 0.0  # every step's fixed part: the CPU's work, and whatever else the clock does not move
+    memory: float = 0.0  # the weights read once per step: a floor under its math
     prefill_token: float = 0.0  # math per prompt token computed (not cached)
     decode_token: float = 0.0  # math per decoded token
     context_token: float = 0.0  # KV read per context token attended by a sequence in the step
+    wake: float = 0.0  # added to a step that finds the engine idle (its loop and the GPU's clocks waking)
     jitter: float = 0.0  # sigma of a seeded log-normal factor on every step
     frontend: float = 0.0  # request received to admitted (API server, tokenizer, IPC): no device time
     frontend_sigma: float = 0.0  # sigma of its log-normal draw per request
@@ -53,7 +54,7 @@ class StepModel:
         return replace(self, **times, jitter=self.jitter if jitter is None else jitter)
 
 
-_TIMES = ("overhead", "memory", "prefill_token", "decode_token", "context_token", "frontend")
+_TIMES = ("overhead", "memory", "prefill_token", "decode_token", "context_token", "wake", "frontend")
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ STEP = {
     "prefill_token_us": ("prefill_token", "time", US),
     "decode_token_us": ("decode_token", "time", US),
     "context_token_us": ("context_token", "time", US),
+    "wake_us": ("wake", "time", US),
     "jitter": ("jitter", "time", 1.0),
     "frontend_ms": ("frontend", "time", MS),
     "frontend_sigma": ("frontend_sigma", "time", 1.0),
@@ -268,11 +270,12 @@ source: |
 # One engine step at the full clock = overhead + max(memory, prefill + decode math) + context reads;
 # a locked graphics clock stretches only the math (x max/locked).
 step:
-  overhead_us: {s.overhead / US:.6g}         # CPU per step: scheduling, kernel launches
-  memory_us: {s.memory / US:.6g}           # weights read once per step: a small batch's floor
+  overhead_us: {s.overhead / US:.6g}         # every step's fixed part: the CPU's work, nothing the clock moves
+  memory_us: {s.memory / US:.6g}           # weights read once per step: a floor under its math (roofline)
   prefill_token_us: {s.prefill_token / US:.6g}    # math per prompt token computed (not cached)
   decode_token_us: {s.decode_token / US:.6g}     # math per decoded token
   context_token_us: {s.context_token / US:.6g}    # KV read per context token each sequence attends
+  wake_us: {s.wake / US:.6g}             # added to a step that finds the engine idle
   jitter: {s.jitter:g}              # sigma of a log-normal factor per step
   frontend_ms: {s.frontend / MS:.6g}         # request received to admitted (API server, tokenizer)
   frontend_sigma: {s.frontend_sigma:g}      # sigma of its log-normal draw per request

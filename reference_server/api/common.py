@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import secrets
+import time
 from dataclasses import replace
 from json.encoder import encode_basestring
 from typing import ClassVar, TypeVar
@@ -63,6 +64,11 @@ def check_key(given: str | None, expected: str | None) -> None:
 def bearer(request: Request) -> str | None:
     auth = request.headers.get("authorization", "")
     return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+def received(request: Request) -> float:
+    """When the request's first byte was read (time.monotonic()); now, where no server noted it."""
+    return getattr(request.state, "received", None) or time.monotonic()
 
 
 def check_ready(engine: Engine) -> None:
@@ -146,12 +152,12 @@ async def admit(
     lang: str,
     prompt_field: str,
     max_tokens_field: str,
-    received: float,
+    arrived: float,
     thinking: int | None = None,
 ) -> Sequence:
     """Tokenize, check the context length, and submit to the engine (429/503 when it refuses). The
     request thinks `thinking` tokens first (None: as the profile draws), within its max tokens; it
-    was `received` at that time.monotonic()."""
+    arrived at `arrived` (time.monotonic())."""
     tokens = await encode(prompt) if isinstance(prompt, str) else prompt
     limit = engine.cfg.max_model_len
     if not len(tokens):
@@ -179,7 +185,7 @@ async def admit(
     if max_tokens != params.max_tokens:
         params = replace(params, max_tokens=max_tokens)
     try:
-        return engine.submit(ids, params, lang, received=received)
+        return engine.submit(ids, params, lang, received=arrived)
     except QueueFull as e:
         raise APIError("RESOURCE_EXHAUSTED", str(e), retry_after=e.retry_after) from None
     except Unavailable as e:

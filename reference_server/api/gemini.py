@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import AsyncIterator
 from enum import StrEnum
@@ -25,6 +24,7 @@ from reference_server.api.common import (
     language,
     parse_body,
     reasoning_count,
+    received,
     served,
 )
 from reference_server.engine import Engine
@@ -187,14 +187,14 @@ class GeminiAPI:
         return JSONResponse({"totalTokens": len(await encode(text))})
 
     async def _admit(self, request: Request) -> tuple[GenerateRequest, Sequence]:
-        received = time.monotonic()
         req = await parse_body(request, GenerateRequest)
         lang = language(request, (req.labels or {}).get("lang"), "labels.lang")
         thinking = request.state.thinking
         if (cfg := req.generation_config.thinking_config) and cfg.thinking_budget is not None:
             thinking = None if cfg.thinking_budget == -1 else cfg.thinking_budget
         field = "generationConfig.maxOutputTokens"
-        return req, await admit(self.engine, req.prompt(), req.params(), lang, "contents", field, received, thinking)
+        arrived = received(request)
+        return req, await admit(self.engine, req.prompt(), req.params(), lang, "contents", field, arrived, thinking)
 
     async def generate(self, request: Request) -> Response:
         req, seq = await self._admit(request)

@@ -10,8 +10,9 @@ from dataclasses import replace
 
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
+from reference_server.profile import Profile
 
-EVALS = 200
+EVALS = 400
 
 
 def register(sub: Subparsers) -> None:
@@ -35,9 +36,16 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--prompt-tokens", type=positive(int), default=None, help="the runs' prompt length, without --metrics"
     )
-    p.add_argument("--base", default="", help="the profile to start from and keep the limits of (default: the default)")
     p.add_argument(
-        "--check", action="store_true", help="fit nothing: how far the base profile is from the measurements"
+        "--base", default="", help="the profile to start from and keep the limits of (default: the default profile)"
+    )
+    p.add_argument(
+        "--start", default="", help="the profile whose step model the fit starts from (default: the curves' guess)"
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="fit nothing: how far the base profile is from the measurements",
     )
     p.add_argument("--evals", type=positive(int), default=EVALS, help="virtual runs the fit may try")
     p.add_argument("--name", default="", help="the written profile's name")
@@ -57,12 +65,19 @@ def run(args: argparse.Namespace) -> int:
         server, start, levels = replace(base, limits=c.limits), c.start or base.step, c.levels
         name, source = c.name, f"Step model fitted by `llmchaos calibrate --curves {args.curves}` to:\n{c.source}"
     else:
-        server, start, levels = base, base.step, _levels(args)
+        levels = _levels(args)
+        server, start = base, fit.first_guess(levels, base.step)
         name, source = "calibrated", f"Step model fitted by `llmchaos calibrate` to {', '.join(args.runs)}"
+    start = profile.load(args.start).step if args.start else start
     if sum(level.fit for level in levels) < 2 and not args.check:
         raise UsageError("a fit needs two load levels or more", field="RUN")
-    step = base.step if args.check else fit.fit(server, start, levels, fit.FREE, args.evals)
-    rows = fit.evaluate(server, step, levels)
+    free = fit.FREE if args.curves else fit.FREE_RUNS
+    step = base.step if args.check else fit.fit(server, start, levels, free, args.evals)
+    out = replace(base, name=args.name or name, source=source, step=step)
+    if args.out:  # the step model as the file holds it (its digits), which is what will be served
+        _write(args.out, out)
+        out = replace(out, step=profile.load(args.out).step)
+    rows = fit.evaluate(server, out.step, levels)
     print(fit.table(rows))
     print(f"loss {fit.loss(rows):.4g}; largest error {max(abs(e) for r in rows for e in r.errors):.1%}")
     if args.out:
@@ -70,12 +85,19 @@ def run(args: argparse.Namespace) -> int:
             {"level": r.level.name, "fitted": r.level.fit, "errors": [round(e, 4) for e in r.errors]} for r in rows
         ]
         command = shlex.join(["llmchaos", "calibrate", *sys.argv[2:]]) if sys.argv[1:2] == ["calibrate"] else ""
-        record = {"command": command, "loss": round(fit.loss(rows), 6), "residuals": residuals}
-        out = replace(base, name=args.name or name, source=source, step=step, fitted=record)
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(profile.dump(out))
+        _write(
+            args.out,
+            replace(out, fitted={"command": command, "loss": round(fit.loss(rows), 6), "residuals": residuals}),
+        )
         print(f"wrote {args.out}")
     return 0
+
+
+def _write(path: str, p: Profile) -> None:
+    from reference_server import profile
+
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(profile.dump(p))
 
 
 def _levels(args: argparse.Namespace) -> tuple:

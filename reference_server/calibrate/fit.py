@@ -17,7 +17,8 @@ from reference_server.calibrate.level import Level, Stats, errors
 from reference_server.calibrate.virtual import serve
 from reference_server.profile import Profile, StepModel
 
-FREE = ("overhead", "memory", "prefill_token", "decode_token", "frontend", "frontend_sigma")
+FREE = ("overhead", "memory", "prefill_token", "decode_token", "wake", "frontend", "frontend_sigma")
+FREE_RUNS = FREE[:-1]  # runs are fitted on their p50s, which do not say how widely the frontend varies
 FLOOR = 1e-9  # a term at zero starts here (its logarithm must exist)
 
 
@@ -61,6 +62,39 @@ def fit(server: Profile, start: StepModel, levels: tuple[Level, ...], free: tupl
         options={"maxfev": evals, "initial_simplex": simplex, "xatol": 1e-3, "fatol": 1e-9},
     )
     return step_of(best.x)
+
+
+def first_guess(levels: tuple[Level, ...], base: StepModel) -> StepModel:
+    """A start for a fit to runs, whatever the server: the straight line (overhead + math per token)
+    through the fitted levels' mean step times against the tokens a step computes (Little's law:
+    arrivals x step x prompt, plus the sequences decoding), and the frontend time their lowest level's
+    TTFT leaves over after its prefill step."""
+    rows, steps = [], []
+    for level in levels:
+        if not level.fit or (step := level.measured.per_token) is None:
+            continue
+        a = level.arrivals
+        rate = len(a) / max(a[-1].at - a[0].at, 1e-9)
+        prompt = float(np.mean([x.prompt - x.shared for x in a]))
+        decoding = rate * (float(np.mean([x.output for x in a])) - 1) * step
+        rows.append([1.0, rate * step * prompt + decoding])
+        steps.append(step)
+    (overhead, per_token), *_ = np.linalg.lstsq(np.array(rows), np.array(steps), rcond=None)
+    overhead, per_token = max(float(overhead), 0.1 * min(steps)), max(float(per_token), 1e-7)
+    low = min((lv for lv in levels if lv.fit), key=lambda lv: len(lv.arrivals))
+    prompt = float(np.mean([x.prompt - x.shared for x in low.arrivals]))
+    ttft = low.measured.ttft_p50 or 0.0
+    frontend = max(ttft - 1.1 * overhead - per_token * prompt, 1e-4)
+    return replace(
+        base,
+        overhead=overhead,
+        memory=0.05 * overhead,
+        prefill_token=per_token,
+        decode_token=per_token,
+        wake=0.1 * overhead,
+        frontend=frontend,
+        frontend_sigma=0.1,
+    )
 
 
 def table(rows: list[Row]) -> str:

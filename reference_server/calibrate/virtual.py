@@ -49,6 +49,7 @@ def serve(profile: Profile, arrivals: Iterable[Arrival], seed: int = 0) -> list[
     while i < len(due) or scheduler.has_work():
         if not scheduler.has_work():
             now = max(now, due[i][0])
+        idle = not scheduler.has_work()
         while i < len(due) and due[i][0] <= now:
             _, n, a = due[i]
             seq = Sequence(_prompt(a, n), SamplingParams(max_tokens=a.output, ignore_eos=True), arrival=a.at)
@@ -58,7 +59,7 @@ def serve(profile: Profile, arrivals: Iterable[Arrival], seed: int = 0) -> list[
         batch = scheduler.schedule()
         if not batch:  # nothing fits (a prompt over the pool): the server would hang on it too
             raise ValueError(f"a request of {seqs and max(a.prompt for a in seqs.values())} tokens never fits")
-        took = step.time(batch.num_prefill_tokens, batch.num_decode_seqs, batch.num_context_tokens)
+        took = step.time(batch.num_prefill_tokens, batch.num_decode_seqs, batch.num_context_tokens) + idle * step.wake
         now += _draw(rng, took, step.jitter)
         scheduler.commit(batch)
         for seq in batch.sampling:

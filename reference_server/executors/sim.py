@@ -1,8 +1,9 @@
 """The sim executor: a profile's step-time model on a simulated device, and an n-gram sampler.
 
 Each step sleeps for the model's time (prefill tokens, decode tokens, context attended) at the
-device's clock, times a seeded jitter; consecutive steps run deadline to deadline so error never
-accumulates. A request waits the model's frontend time before the scheduler sees it.
+device's clock, times a seeded jitter, plus the model's wake when it finds the engine idle;
+consecutive steps run deadline to deadline so error never accumulates. A request waits the model's
+frontend time before the scheduler sees it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from reference_server.executors.ngram import NGramModel
 from reference_server.profile import H100_CLOCKS, StepModel
 from reference_server.sequence import Sequence
 
-BACK_TO_BACK_S = 0.005  # torch: a step that starts this soon after the last one returned continues from it
 CATCH_UP_S = 0.05  # a step begins at most this long before the engine runs it (a CPU hiccup, not a pause)
 
 
@@ -96,6 +96,7 @@ class SimExecutor:
         self._frontend_rng = random.Random(seed ^ 0xF0E)
         self._models: dict[str, NGramModel] = {}
         self._deadline = float("-inf")
+        self.late_s = 0.0  # model time lost: steps the engine ran more than CATCH_UP_S behind the model
 
     def model(self, lang: str) -> NGramModel:
         if lang not in self._models:
@@ -111,14 +112,9 @@ class SimExecutor:
 
     def cost(self, batch: Batch) -> Callable[[float], float]:
         """The batch's step time at a clock slowdown, its jitter drawn once."""
-        s, prefill, decode, context = (
-            self.step,
-            batch.num_prefill_tokens,
-            batch.num_decode_seqs,
-            batch.num_context_tokens,
-        )
+        s, b = self.step, (batch.num_prefill_tokens, batch.num_decode_seqs, batch.num_context_tokens)
         factor = math.exp(self._jitter_rng.gauss(0.0, s.jitter)) if s.jitter else 1.0
-        return lambda slowdown: s.time(prefill, decode, context, slowdown) * factor
+        return lambda slowdown: s.time(*b, slowdown) * factor
 
     def step_time(self, batch: Batch) -> float:
         """The batch's step time at the device's clock now."""
@@ -144,9 +140,13 @@ class SimExecutor:
         # engine's own work between steps, and the event loop coming back late (a busy CPU), are inside
         # the modelled times rather than added to them; by at most CATCH_UP_S (a paused server is paused).
         now = time.monotonic()
-        start = min(max(self._deadline, min(seq.ready for seq, _ in batch.items), now - CATCH_UP_S), now)
+        ready = min(seq.ready for seq, _ in batch.items)
+        due = max(self._deadline, ready)
+        self.late_s += max(0.0, now - CATCH_UP_S - due)
+        start = min(max(due, now - CATCH_UP_S), now)
         cost = self.cost(batch)
-        self._deadline = start + cost(self.device.slowdown)
+        wake = self.step.wake if ready > self._deadline else 0.0  # its work came to an idle engine
+        self._deadline = start + wake + cost(self.device.slowdown)
         tokens = [self.sample_or_error(seq) for seq in batch.sampling]
         self._deadline = await self.device.run_until(self._deadline, cost)
         return tokens

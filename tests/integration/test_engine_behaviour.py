@@ -481,14 +481,17 @@ def _gap(s: Server, n: int = 40, repeat: int = 1) -> float:
     return run(go())
 
 
-def _ttft(s: Server, tokens: int, key: int) -> float:
-    """The TTFT of a `tokens`-token prompt no earlier request shared (a prefill-heavy step)."""
+def _ttft(s: Server, tokens: int, key: int, tries: int = 3) -> float:
+    """The least TTFT of `tries` `tokens`-token prompts no earlier request shared (prefill-heavy steps):
+    a busy machine only ever adds to one."""
 
     async def go() -> float:
+        out = []
         async with client() as c:
-            st = await stream(c, s, body(text_prompt("de", tokens, skip_chars=2000 * key), 2), "de")
-        assert st.ttft is not None
-        return st.ttft
+            for i in range(tries):
+                prompt = text_prompt("de", tokens, skip_chars=300 * (tries * key + i))  # the corpus holds them
+                out.append((await stream(c, s, body(prompt, 2), "de")).ttft)
+        return min(out)
 
     return run(go())
 
@@ -828,7 +831,6 @@ def test_a_lone_request_takes_the_profiles_step_times(real_time: Server, engine:
     busy machine only ever makes a step late, never early, so the bounds lean that way."""
     sim_only(engine, "torch's steps are its forward passes")
     s, step = real_time, profile.load(profile.DEFAULT).step
-    prompt = text_prompt("fr", 1000, skip_chars=5000)  # shares no prefix with other requests
     names = (
         "vllm:time_to_first_token_seconds_sum",
         "vllm:time_to_first_token_seconds_count",
@@ -836,26 +838,32 @@ def test_a_lone_request_takes_the_profiles_step_times(real_time: Server, engine:
         "vllm:inter_token_latency_seconds_count",
         "vllm:prefix_cache_hits_total",
     )
-    before = counters(s, *names)
+    ttfts, itls = [], []
+    for key in range(3):  # the least TTFT of three: a busy machine only ever adds
+        prompt = text_prompt("fr", 1000, skip_chars=5000 + 6000 * key)  # shares no prefix with other requests
+        before = counters(s, *names)
 
-    async def go() -> Stream:
-        async with client() as c:
-            return await stream(c, s, body(prompt, 50), "fr")
+        async def go(prompt: str = prompt) -> Stream:
+            async with client() as c:
+                return await stream(c, s, body(prompt, 50), "fr")
 
-    st = run(go())
-    d = {k: v - before[k] for k, v in counters(s, *names).items()}
-    n = st.usage["prompt_tokens"]
-    assert n == tokenizer.count(prompt) >= 1000
-    assert d["vllm:prefix_cache_hits_total"] == 0
-    assert d["vllm:time_to_first_token_seconds_count"] == 1
-    assert d["vllm:inter_token_latency_seconds_count"] == 49
-    ttft = d["vllm:time_to_first_token_seconds_sum"]
-    itl = d["vllm:inter_token_latency_seconds_sum"] / 49
+        st = run(go())
+        d = {k: v - before[k] for k, v in counters(s, *names).items()}
+        n = st.usage["prompt_tokens"]
+        assert n == tokenizer.count(prompt) >= 1000
+        assert d["vllm:prefix_cache_hits_total"] == 0
+        assert d["vllm:time_to_first_token_seconds_count"] == 1
+        assert d["vllm:inter_token_latency_seconds_count"] == 49
+        ttfts.append(d["vllm:time_to_first_token_seconds_sum"])
+        itls.append(d["vllm:inter_token_latency_seconds_sum"] / 49)
+    ttft, itl = min(ttfts), statistics.median(itls)
     expected_ttft = step.frontend + step.time(n, 0, n)
     # The frontend time is a log-normal draw (sigma 8 %): a third of the way to 3 sigmas below is room.
     assert (1 - 0.25 * step.frontend / expected_ttft) * expected_ttft <= ttft <= 1.5 * expected_ttft, ttft
     expected_itl = statistics.mean(step.time(0, 1, n + k) for k in range(1, 50))
-    assert 0.99 * expected_itl <= itl <= 1.3 * expected_itl, (itl, expected_itl)
+    # A late first token (a loop woken late) shortens the mean gap after it by its lateness over 49.
+    assert 0.95 * expected_itl <= itl <= 1.3 * expected_itl, (itl, expected_itl)
+    assert "llmchaos_sim_late_seconds_total" in {k.split("{")[0] for k in s.metrics()}  # how far it fell behind
 
 
 # -- 10. a huge prompt and everyone else --------------------------------------------------------------

@@ -66,8 +66,10 @@ def test_short_of_kv_blocks_requests_wait_and_are_preempted_never_refused():
     """600 blocks of 16 hold 9,600 tokens; four requests of 2,000 prompt tokens and 1,500 answer
     tokens need 14,000: they all start, run out of blocks mid-answer, are preempted and recomputed,
     and all finish whole."""
-    args = ("--num-blocks", "600", "--max-model-len", "8192", "--sim-time-scale", "0.01", "--seed", "3")
-    prompts = [prompt_of(2000 + 10 * i) for i in range(4)]  # no two alike: no prefix shared
+    # Steps at a tenth of the profile's time: a request's 1,500 tokens take about a second, so the four,
+    # tokenized and admitted within a fraction of it, run together.
+    args = ("--num-blocks", "600", "--max-model-len", "8192", "--sim-time-scale", "0.1", "--seed", "3")
+    prompts = [f"Request {i}. " + prompt_of(2000) for i in range(4)]  # no two alike: no prefix shared
     with serve(*args) as s:
 
         async def go() -> list[httpx.Response]:

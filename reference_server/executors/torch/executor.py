@@ -20,7 +20,7 @@ from llmchaos import tokenizer
 from llmchaos.errors import UsageError
 from reference_server.batch import Batch
 from reference_server.executors import ExecutorOptions, Sampled
-from reference_server.executors.sim import BACK_TO_BACK_S, SimDevice
+from reference_server.executors.sim import SimDevice
 from reference_server.executors.torch import attention
 from reference_server.executors.torch.kv_cache import PagedKVCache
 from reference_server.executors.torch.model import LoadedModel, load
@@ -32,6 +32,7 @@ from reference_server.sequence import Sequence
 RANDOM_EOS_PROBABILITY = 1 / 64  # a random model's replies end after 64 tokens on average (at temperature 1)
 MEMORY_SHARE = 0.9  # the KV pool may take this much of the memory free when it is made
 TYPICAL_WEIGHT = 0.2  # of the newest full-clock step in its size's moving average
+BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last one returned continues from it
 
 
 class TorchExecutor:

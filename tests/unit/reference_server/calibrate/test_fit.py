@@ -47,3 +47,21 @@ def test_the_table_shows_every_measured_statistic_fitted_or_held_out():
     assert lines[1].split()[:4] == ["5", "req/s", "fit", "ttft_p50"]
     assert lines[-1].split()[:4] == ["20", "req/s", "held", "per_token"]
     assert all(line.endswith("+0.0%") for line in lines[1:])
+
+
+def test_the_first_guess_for_runs_is_the_line_through_their_step_times():
+    """Step times measured at two loads fix a straight line, overhead plus math per token: with
+    TRUTH's (its prefill and decode tokens cost alike, here 45 us) the guess lands within a fifth."""
+    truth = replace(TRUTH, prefill_token=45e-6, decode_token=45e-6)
+
+    def measured(rate: float) -> Level:
+        rng, t, arrivals = random.Random(int(rate)), 0.0, []
+        while (t := t + rng.expovariate(rate)) < 10.0:
+            arrivals.append(Arrival(t, 300, 32))
+        blank = Level(f"{rate:g} req/s", tuple(arrivals), Stats(1.0, 1.0, 1.0), "tpot_p50")
+        return replace(blank, measured=blank.simulated(serve(replace(SERVER, step=truth), arrivals)))
+
+    guess = fit.first_guess((measured(5), measured(40)), StepModel())
+    assert guess.overhead == pytest.approx(truth.overhead, rel=0.2)
+    assert guess.decode_token == pytest.approx(truth.decode_token, rel=0.2)
+    assert guess.frontend == pytest.approx(truth.frontend, rel=0.2)

@@ -88,7 +88,8 @@ def test_a_run_is_a_level_of_its_own_arrivals_and_measurements(tmp_path):
     assert {(a.prompt, a.shared) for a in level.arrivals} == {(300, 100)}
     assert [a.output for a in level.arrivals] == [r.output_tokens for r in lines]
     assert level.measured.per_token == pytest.approx(0.01)
-    assert 0.03 <= level.measured.ttft_p50 <= level.measured.ttft_p90 <= 0.05
+    assert 0.03 <= level.measured.ttft_p50 <= 0.05
+    assert level.measured.ttft_p90 is None  # a real server's tails are not fitted
     assert (level.per_token, level.fit) == ("tpot_p50", False)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from llmchaos import tokenizer
 from reference_server.batch import Batch
-from reference_server.executors.sim import SimDevice, SimExecutor
+from reference_server.executors.sim import CATCH_UP_S, SimDevice, SimExecutor
 from reference_server.profile import StepModel
 from reference_server.sequence import SamplingParams, Sequence
 
@@ -169,3 +169,25 @@ def test_a_step_after_an_idle_engine_begins_when_its_work_was_ready():
 
     ready, deadline = asyncio.run(go())
     assert deadline == pytest.approx(ready + 0.01)
+
+
+def test_a_step_further_behind_than_it_may_catch_up_counts_its_lost_time():
+    """Past CATCH_UP_S behind, the model time is lost (a paused server stays paused) and counted, so
+    /metrics says when the stand-in is not keeping to its profile (a machine too busy for the load)."""
+    executor = SimExecutor(StepModel(overhead=0.01))
+    executor.model("en")
+
+    async def go() -> float:
+        await executor.execute(_step(executor))
+        ended = executor._deadline
+        time.sleep(0.1)  # the loop comes back much later than the next step was due
+        batch = _step(executor)
+        for seq, _ in batch.items:
+            seq.ready = 0.0  # work that was there all along: the step was due at the last deadline
+        before = time.monotonic()
+        await executor.execute(batch)
+        return before - CATCH_UP_S - ended
+
+    at_least = asyncio.run(go())
+    assert at_least > 0.0
+    assert executor.late_s >= at_least
