@@ -24,7 +24,7 @@ import pytest
 from llmchaos import languages, tokenizer
 from llmchaos.sse_codec import Decoder
 from reference_server import profile
-from tests.integration.conftest import engine_args, sim_only
+from tests.integration.conftest import engine_args, math_bound, sim_only
 from tests.procs import Server, serve
 
 pytestmark = pytest.mark.integration
@@ -95,23 +95,14 @@ def no_cache(engine: str) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def math_bound(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A profile whose steps are all math (a 14 ms decode step, 60 us per prompt token, no frontend), so
-    that a locked clock stretches every step in proportion: the clock's own mechanics, apart from the
-    default profile's roofline (where a small batch's decode hardly follows the clock)."""
-    path = tmp_path_factory.mktemp("profile") / "math.yaml"
-    path.write_text(
-        "name: math-bound\nbase: vllm-llama3-8b-h100\nsource: a test's\n"
-        "step: {overhead_us: 0, memory_us: 0, prefill_token_us: 60, decode_token_us: 14000, context_token_us: 0,"
-        " jitter: 0, frontend_ms: 0, frontend_sigma: 0}\n"
-    )
-    return str(path)
+def math_profile(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return math_bound(tmp_path_factory.mktemp("profile"))
 
 
 @pytest.fixture(scope="module")
-def slow_clock(math_bound: str) -> Iterator[Server]:
+def slow_clock(math_profile: str) -> Iterator[Server]:
     """All-math steps 20x slower (a 14 ms decode step takes 0.28 s); admin API on."""
-    with serve("--profile", math_bound, "--sim-time-scale", "20", "--admin-token", TOKEN) as s:
+    with serve("--profile", math_profile, "--sim-time-scale", "20", "--admin-token", TOKEN) as s:
         yield s
 
 
@@ -143,9 +134,9 @@ def paced() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def paced_slow(math_bound: str) -> Iterator[Server]:
+def paced_slow(math_profile: str) -> Iterator[Server]:
     """The pacer of `paced` on all-math steps, which the admin API can slow past its max gap."""
-    args = ("--profile", math_bound, "--pacer-rate", "50", "--pacer-max-gap", "0.05", "--admin-token", TOKEN)
+    args = ("--profile", math_profile, "--pacer-rate", "50", "--pacer-max-gap", "0.05", "--admin-token", TOKEN)
     with serve(*args) as s:
         yield s
 

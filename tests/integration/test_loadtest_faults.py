@@ -8,6 +8,7 @@ import json
 import httpx
 import pytest
 
+from tests.integration.conftest import math_bound
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
 from tests.integration.test_sse_proxy import FAULT, proxy
 from tests.procs import serve
@@ -17,7 +18,11 @@ TOKEN = "admin-secret"
 
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
 def test_fault_windows_in_the_results(tmp_path, monkeypatch, mode):
-    with serve("--sim-time-scale", "0.3", "--admin-token", TOKEN) as server, proxy(server.url) as p:
+    profile = math_bound(tmp_path)  # steps all math: the lock slows ITL 3x (the default's decode hardly)
+    with (
+        serve("--profile", profile, "--sim-time-scale", "0.3", "--admin-token", TOKEN) as server,
+        proxy(server.url) as p,
+    ):
         schedule = tmp_path / "schedule.yaml"
         schedule.write_text(f"""seed: 1
 faults:
