@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-stressed lint fuzz demo bench nightly install tokenizer clean debian-deps
+.PHONY: test test-stressed check lint fuzz demo bench nightly install tokenizer clean debian-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,14 +14,17 @@ $(STAMP): pyproject.toml
 
 # Real Prometheus, Pushgateway and Docker daemon for the tests, and a static busybox to build a
 # test image from, and Chromium to open the HTML reports headless, docker-compose and debootstrap for
-# the compose stack (Debian packages). The tests start them on their own; a temporary policy-rc.d
-# (exit 101) keeps the postinst from starting services.
-DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium docker-compose debootstrap
+# the compose stack, and the kernel lab's user-mode Linux (sch_netem, sch_prio, ifb: tests/system/
+# kernel_lab.py) with kmod's insmod and iproute2's netem tables (Debian packages). The tests start
+# them on their own; a temporary policy-rc.d (exit 101) keeps the postinst from starting services.
+DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium docker-compose debootstrap \
+	user-mode-linux kmod iproute2
 debian-deps:
 	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null \
 		&& command -v dockerd >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 \
 		&& command -v chromium >/dev/null && command -v docker-compose >/dev/null \
-		&& command -v debootstrap >/dev/null; then exit 0; fi; \
+		&& command -v debootstrap >/dev/null && command -v linux.uml >/dev/null \
+		&& command -v insmod >/dev/null && dpkg -s iproute2 >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "debian-deps: not root, skipping; install $(DEBIAN_DEPS) by hand" >&2; exit 0; fi; \
 	set -e; made=; \
@@ -38,6 +41,10 @@ test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
+# The fast tier, for every change: lint, types and the unit tests (tests/unit: in-process, no servers).
+check: lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit tests/unit
+
 # The tests that assert something about time, with a CPU-bound process on every core meanwhile: they
 # must hold on a slow, busy machine, not only on a quiet one.
 test-stressed: $(STAMP) debian-deps
@@ -53,7 +60,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 demo: $(STAMP) debian-deps
-	$(BIN)/python -m loadtests.stack.demo
+	$(BIN)/python -m compose.demo
 
 # Every benchmark runs even when one misses its target; the target fails if any did.
 BENCHMARKS := server_throughput server_memory standin_accuracy client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity
@@ -63,9 +70,9 @@ bench: $(STAMP)
 
 # The reference server under a fixed per-language load NIGHTLY_RUNS times, gated by `llmchaos regress`
 # against NIGHTLY_BASELINE (tonight's runs become it when it is empty); JUnit and HTML next to the runs
-# (dashboards/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
+# (compose/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
 nightly: $(STAMP)
-	$(BIN)/python -m dashboards.nightly
+	$(BIN)/python -m compose.nightly
 
 tokenizer: $(STAMP)
 	$(BIN)/python -m llmchaos.tokenizer

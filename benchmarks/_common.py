@@ -28,8 +28,13 @@ def llmchaos(*args: str) -> list[str]:
 
 
 def module(name: str, *args: str) -> list[str]:
-    """The command that runs `benchmarks.<name>` (a helper server of the benchmarks) with `args`."""
+    """The command that runs `benchmarks.<name>` (a helper of the benchmarks) with `args`."""
     return [sys.executable, "-m", f"benchmarks.{name}", *args]
+
+
+def server(name: str, *args: str) -> list[str]:
+    """The command that runs the ground-truth server `tests.servers.<name>` (shared with the tests)."""
+    return [sys.executable, "-m", f"tests.servers.{name}", *args]
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """SSE events/s and timestamp lag p99 of one Locust worker process on one core, beside a plain
 asyncio aiohttp client reading the same source in the same run.
 
-The source (`python -m benchmarks._sse_source`) is pinned to CPU 0 and stamps every event with its
+The source (`python -m tests.servers.paced`) is pinned to CPU 0 and stamps every event with its
 send time; each client runs alone on CPU 1. Lag = receive time - send time, per event.
 Target: at least the aiohttp client's rate, with lag p99 under 2 ms.
 Run from the repo root: python -m benchmarks.client_throughput
@@ -22,13 +22,13 @@ from pathlib import Path
 import httpx
 import psutil
 
-from benchmarks._common import ROOT, module, process
+from benchmarks._common import ROOT, process, server
 from llmchaos import run
 from llmchaos.histogram import nearest_rank
 
 EVENTS, GAP, SECONDS, WARMUP = 200, 0.02, 12, 3
 SCENARIOS = {"saturating": 400, "moderate": 100}  # streams: 20,000 and 5,000 events/s offered
-SOURCE = module("_sse_source", "{port}", str(EVENTS), str(GAP))
+SOURCE = server("paced", "{port}", str(EVENTS), str(GAP))
 # One Locust process running the project's locustfile, by its command (cwd: the repo root).
 LOCUST = [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", "--headless", "--only-summary"]
 Figures = dict[str, float]  # events_s, lag_p50, lag_p99 (seconds), cpu (1.0 = one core)

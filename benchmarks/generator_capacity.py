@@ -1,7 +1,7 @@
 """How many SSE events/s one client core drives while its TTFT and ITL stay true: our Locust harness
 (one process, the project's locustfile) beside a plain asyncio/aiohttp yardstick, in the same run.
 
-The ground-truth server (`benchmarks._truth_server`, CPU 0, SCHED_FIFO where allowed) sends each
+The ground-truth server (`tests.servers.truth`, CPU 0, SCHED_FIFO where allowed) sends each
 event at its intended time from a timerfd and logs when it really sent it; each client runs alone
 on CPU 1. Per level of streams (60 events a request, ~6 ms gaps, mixed languages) and client:
 events/s, the error of TTFT and ITL p50/p99 against the truth of the same requests (client's
@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks import _yardstick
-from benchmarks._common import ROOT, module, process
+from benchmarks._common import ROOT, process, server
 from benchmarks._measured import Measured, pct, truth
 from benchmarks.client_throughput import LOCUST, run_pinned
 from llmchaos import run
@@ -50,7 +50,7 @@ TOLERANCE = {  # (metric, percentile): (seconds, share of the truth), whichever 
 DRIVEN_MIN = 0.97  # share of the streams' load a level must drive
 SERVER_LATE_S = 0.0002  # the server's lateness p99 beyond which a level is the server's fault
 TARGET_EVENTS_S = 28_000
-PY_SERVER = module("_truth_server", "{port}")
+PY_SERVER = server("truth", "{port}")
 
 
 def server_command(build_dir: str) -> list[str]:
@@ -60,7 +60,7 @@ def server_command(build_dir: str) -> list[str]:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return PY_SERVER
-    subprocess.run([cc, "-O2", "-o", exe, str(ROOT / "benchmarks" / "_truth_server.c")], check=True)
+    subprocess.run([cc, "-O2", "-o", exe, str(ROOT / "tests" / "servers" / "truth.c")], check=True)
     return [exe, "{port}"]
 
 

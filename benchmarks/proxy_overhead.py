@@ -24,13 +24,13 @@ import statistics
 import struct
 import sys
 
-from benchmarks._common import llmchaos, module, process
+from benchmarks._common import llmchaos, module, process, server
 from llmchaos.histogram import nearest_rank
 from llmchaos.net import SO_TIMESTAMPNS
 
 STREAMS, GAP, SECONDS = 50, 0.02, 8  # an event every 20 ms per stream: 2,500 events/s through each relay
 ROUNDS = 3  # of spread events: the verdict is their median, the hypervisor's steal varies from one to the next
-SOURCE = module("_paired_source", "{port}", str(GAP), str(int(SECONDS / GAP)))
+SOURCE = server("paired", "{port}", str(GAP), str(int(SECONDS / GAP)))
 EVENT = re.compile(rb'data: \{"k":(\d+),"i":(\d+)\}')
 
 

@@ -1,4 +1,4 @@
-"""Replay schedule fidelity of one Locust worker process on one core (`locust -f loadtests/replay.py`)
+"""Replay schedule fidelity of one Locust worker process on one core (`locust -f loadtests/replay/locustfile.py`)
 against a zero-cost reference server (`llmchaos serve --sim-time-scale 0`) on the other.
 
 Logs of our JSONL format with Poisson arrivals at a steady recorded rate; each replayed request is
@@ -6,7 +6,7 @@ timed by its intended send (the log's offset, sped up) and its actual send. Thre
 200/s and 1,000/s for 20 s, and a 1-million-line log (1,000 s recorded at 1,000/s) streamed at
 --speed 20 keeping 5 % of its users (about 1,000 requests/s sent while 20,000 lines/s are read),
 the worker's RSS sampled every 0.5 s. And --mirror at 200/s to two ground-truth servers
-(`benchmarks._truth_server`, which note each request's arrival on the machine's monotonic clock):
+(`tests.servers.truth`, which note each request's arrival on the machine's monotonic clock):
 how far apart the two copies of a request arrive. Up to 1,000 requests in flight at 200/s and 1,000/s, so
 that a server slowed by a busy machine does not hold the schedule back; the default 100 while
 streaming the big log (the memory of a burst of requests in flight stays with the process: flat
@@ -32,12 +32,12 @@ from pathlib import Path
 import httpx
 import psutil
 
-from benchmarks._common import ROOT, llmchaos, module, process
+from benchmarks._common import ROOT, llmchaos, process, server
 from llmchaos import run
 
 SERVE = llmchaos("serve", "--port", "{port}", "--sim-time-scale", "0")  # zero-cost: answers at once
-TRUTH = module("_truth_server", "{port}")  # notes when each request arrived (CLOCK_MONOTONIC, machine-wide)
-REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay.py", "--headless", "--only-summary"]
+TRUTH = server("truth", "{port}")  # notes when each request arrived (CLOCK_MONOTONIC, machine-wide)
+REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay/locustfile.py", "--headless", "--only-summary"]
 LANGS = ("en", "zh", "ja", "de")
 MIB = 1 << 20
 FLAT_MIB = 16

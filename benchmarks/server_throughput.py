@@ -13,7 +13,7 @@ import sys
 
 import psutil
 
-from benchmarks._common import Counts, chat_request, llmchaos, measure, module, open_streams, process
+from benchmarks._common import Counts, chat_request, llmchaos, measure, open_streams, process, server
 
 STREAMS, SECONDS, TARGET = 64, 5.0, 15_000
 SERVE = llmchaos(
@@ -29,7 +29,7 @@ SERVE = llmchaos(
     "--max-num-batched-tokens",
     "8192",
 )
-BARE = module("_bare_sse", "{port}")
+BARE = server("bare", "{port}")
 
 
 async def run(url: str, server: psutil.Process) -> tuple[float, float]:

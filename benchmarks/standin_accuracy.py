@@ -1,6 +1,6 @@
 """How close the reference server's default profile comes to the vLLM it stands in for: dataset A of
 ../shared/calibration (Llama-3-8B-Instruct on one H100, vLLM 0.11.0, kubernetes-sigs/inference-perf)
-replayed against `llmchaos serve` through our own harness (`locust -f loadtests/replay.py`).
+replayed against `llmchaos serve` through our own harness (`locust -f loadtests/replay/locustfile.py`).
 
 The workload is A's: prompts of ~205 tokens (a 128-token block every prompt shares, then 64 of its
 own, in the chat template), 64 output tokens asked for exactly (ignore_eos), Poisson arrivals at 1, 31,
@@ -37,7 +37,7 @@ from llmchaos import run
 
 A_FLAGS = ("--max-model-len", "512", "--max-num-seqs", "128", "--no-prefix-caching")
 SERVE = llmchaos("serve", "--port", "{port}", *A_FLAGS)
-REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay.py", "--headless", "--only-summary"]
+REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay/locustfile.py", "--headless", "--only-summary"]
 # A's figures (ms): rate -> TTFT p50, TTFT p90, per-token; past saturation the completion rate.
 MEASURED = {1: (31.0, 35.4, 7.06), 31: (29.3, 35.6, 8.16), 62: (33.5, 44.5, 10.08), 92: (44.5, 64.4, 15.23)}
 OVERLOAD, SATURATION = 123, 101.2

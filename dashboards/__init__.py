@@ -1,1 +1,2 @@
-"""The readers of results: reports now; Grafana dashboards, A/B comparison and the regression gate to come."""
+"""The readers of results: `report`, `compare` and `regress`, their statistics (comparison/) and
+output formats (formats/), and the generated Grafana dashboards (grafana/)."""

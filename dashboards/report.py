@@ -1,14 +1,30 @@
-"""A run's report, read back through the core's run model: the same per-language table the load
-test prints at its end, then the fault windows as they ran and the guard's trips; `--html` writes
-the self-contained report a person reads (see `formats.html.run_report`)."""
+"""`llmchaos report RUN [--html FILE]`: a run's report, read back through the core's run model: the
+same per-language table the load test prints at its end, then the fault windows as they ran and the
+guard's trips; `--html` writes the self-contained report a person reads (`formats.html.run_report`)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from llmchaos import run
+from llmchaos.cli import Subparsers
 from llmchaos.errors import UsageError
 from llmchaos.run.table import table
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser("report", help="a results directory's per-language summary (and an HTML report)")
+    p.add_argument("run", help="a results directory, DIR/<run_id>")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report of the run")
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    print(summary(args.run))
+    if args.html:
+        write_html(args.run, args.html)
+    return 0
 
 
 def summary(run_dir: str | Path) -> str:
@@ -35,7 +51,7 @@ def summary(run_dir: str | Path) -> str:
 
 
 def write_html(run_dir: str | Path, path: str | Path) -> None:
-    from dashboards import runs
+    from dashboards.comparison import runs
     from dashboards.formats.html import run_report
 
     content = run_report(runs.load(Path(run_dir)))

@@ -136,7 +136,7 @@ def run_probe(args: argparse.Namespace) -> int:
     bad = 0
     for spec in plan.faults:
         try:
-            reason = KINDS[spec.kind](spec.target, allowed).probe(spec.params)
+            reason = KINDS[spec.kind](spec.target, allowed).probe(spec.applied_params)
         except FieldError as e:
             reason = str(e)
         bad += reason is not None

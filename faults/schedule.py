@@ -11,6 +11,8 @@ faults:
     every: 5m                   # optional repeat
     params: {drop_ratio: 0.15}
 ```
+A qdisc fault (netem, tbf) may also take `direction` and `match` beside its params
+(faults/injectors/aim.py); its injector is given them with the params.
 Two windows of one kind on one target never overlap (worked out per pair of faults, not by listing
 windows), and windows are produced lazily, so a fault every 10 ms costs nothing until it runs.
 """
@@ -34,7 +36,8 @@ from llmchaos.units import duration
 if TYPE_CHECKING:
     from faults.injectors.base import Injector
 
-FIELDS = {"name", "kind", "target", "at", "duration", "every", "params"}
+FIELDS = {"name", "kind", "target", "at", "duration", "every", "params", "direction", "match"}
+AIM = ("direction", "match")  # beside params, for the kinds whose injector is `aimed`
 HORIZON_S = 24 * 3600.0  # how far a run with no end of its own runs its schedule
 MAX_S = 366 * 24 * 3600.0  # no offset, duration or period beyond a year
 MIN_EVERY_S = 0.001
@@ -53,10 +56,20 @@ class FaultSpec:
     target_line: int
     params_line: int
     index: int  # its place in the schedule's list: faults[index]
+    direction: str | None = None  # as written: egress | ingress | both (None: not given, egress)
+    match: dict | None = None  # as written: {dst, src, dport, sport}, each a value or a list
+    lines: dict[str, int] = field(default_factory=dict)  # each field's line (`direction`, `match`, ...)
 
     @property
     def target_key(self) -> str:
         return json.dumps(self.target, sort_keys=True)
+
+    @property
+    def applied_params(self) -> dict:
+        """What the injector is given (and the journal and the timeline record): the params, with the
+        direction and the match beside them when the schedule gives them."""
+        aim = {"direction": self.direction, "match": self.match}
+        return {**self.params, **{k: v for k, v in aim.items() if v is not None}}
 
     def starts(self, horizon: float) -> Iterator[float]:
         """This fault's window starts before `horizon`, lazily."""
@@ -97,7 +110,8 @@ class Schedule:
         """Every window (of `faults`, default all) that starts before `horizon`, in start order, lazily."""
 
         def of(f: FaultSpec) -> Iterator[Window]:
-            return (Window(f.name, f.kind, f.target, f.params, s, s + f.duration) for s in f.starts(horizon))
+            params = f.applied_params
+            return (Window(f.name, f.kind, f.target, params, s, s + f.duration) for s in f.starts(horizon))
 
         return heapq.merge(
             *(of(f) for f in (self.faults if faults is None else faults)), key=lambda w: (w.start, w.name)
@@ -192,6 +206,14 @@ def _fault(r: _Reader, node: yaml.Node, index: int, kinds: dict[str, type[Inject
             raise r.fail(items["target"][1], f"{where}.target.{key}", "must be a string or an integer")
     if not isinstance(params, dict):
         raise r.fail(items["params"][1], f"{where}.params", "must be a mapping")
+    aim = {key: values[key] for key in AIM if key in values}
+    for key in aim:
+        if not kinds[kind].aimed:
+            aimed = " and ".join(sorted(n for n, i in kinds.items() if i.aimed))
+            raise r.fail(items[key][1], f"{where}.{key}", f"only {aimed} take a {key}, not {kind}")
+    for key in AIM:
+        if key in params:
+            raise r.fail(items["params"][1], f"{where}.params.{key}", f"goes beside params ({key}: ...), not in")
     at, length = r.seconds(items["at"][1], f"{where}.at"), r.seconds(items["duration"][1], f"{where}.duration")
     every = r.seconds(items["every"][1], f"{where}.every") if "every" in items else None
     if length <= 0:
@@ -201,7 +223,7 @@ def _fault(r: _Reader, node: yaml.Node, index: int, kinds: dict[str, type[Inject
             items["every"][1], f"{where}.every", "must be at least the duration (windows would overlap) and 1ms"
         )
     try:
-        kinds[kind].check(target, params)
+        kinds[kind].check(target, {**params, **aim})
     except ValueError as e:
         bad = getattr(e, "field", "params")
         at_node = items[bad.split(".")[0]][1] if bad.split(".")[0] in items else node
@@ -218,6 +240,9 @@ def _fault(r: _Reader, node: yaml.Node, index: int, kinds: dict[str, type[Inject
         yamlfile.line(items["target"][1]),
         yamlfile.line(items["params"][1] if "params" in items else node),
         index,
+        direction if isinstance(direction := aim.get("direction"), str) else None,  # (checked above)
+        match if isinstance(match := aim.get("match"), dict) else None,
+        {name: yamlfile.line(v) for name, (_, v) in items.items()},
     )
 
 

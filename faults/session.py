@@ -32,15 +32,15 @@ def prepare(schedule: Schedule, path: str, journal: Journal, allow: Allowlist) -
         injector = KINDS[kind](specs[0].target, allow)
         probed: set[str] = set()
         for spec in specs:  # each target once per set of params
-            if json.dumps(spec.params, sort_keys=True) in probed:
+            params = spec.applied_params
+            if json.dumps(params, sort_keys=True) in probed:
                 continue
-            probed.add(json.dumps(spec.params, sort_keys=True))
+            probed.add(json.dumps(params, sort_keys=True))
             try:
-                reason = injector.probe(spec.params)
+                reason = injector.probe(params)
             except FieldError as e:
-                raise UsageError(
-                    str(e), file=path, line=spec.params_line, field=f"faults[{spec.index}].{e.field}"
-                ) from None
+                at = spec.lines.get(e.field.split(".")[0], spec.params_line)
+                raise UsageError(str(e), file=path, line=at, field=f"faults[{spec.index}].{e.field}") from None
             if reason:
                 raise UsageError(
                     f"cannot inject {kind}: {reason}",

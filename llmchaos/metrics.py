@@ -108,8 +108,13 @@ def _metrics() -> dict[str, Metric]:
 
 
 METRICS = _metrics()
-REQUESTS_TOTAL = "llmchaos_requests_total"
-FAULT_ACTIVE = "llmchaos_fault_active"
+REQUESTS_TOTAL = "llmchaos_requests_total"  # counter, plus label outcome
+SLO_ISSUED_TOTAL = "llmchaos_slo_issued_total"  # requests issued (failures included: misses)
+SLO_MET_TOTAL = "llmchaos_slo_met_total"  # requests that met their language's SLO: goodput
+FAULT_ACTIVE = "llmchaos_fault_active"  # gauge, labels fault, kind, target
+GENERATOR_CPU = "llmchaos_generator_cpu_ratio"  # the generator's own CPU, of one core, last sample; label process
+GENERATOR_LOOP_LAG = "llmchaos_generator_loop_lag_seconds"  # how late its event loop ran; label process
+RUN_ID = "run_id"  # on every series, the Pushgateway's grouping key too: a live scrape can select a run
 OUTCOMES = (
     "ok",
     "rate_limited",

@@ -13,9 +13,12 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
 from llmchaos import languages, yamlfile
 from llmchaos.histogram import HistogramSet
-from llmchaos.run.model import SloCheck, SloResult
+from llmchaos.run.schema import SloCheck, SloResult
 
 SLO_KEY = re.compile(r"(ttft|itl|tpot|e2e|inter_chunk)_p(\d+(?:\.\d+)?)_ms")
 Slos = dict[str, dict[str, float]]
@@ -41,18 +44,25 @@ def load(path: str | None) -> Slos:
 
 
 def attained(
-    slo: dict[str, float], *, ok: bool, ttft: float | None, e2e: float | None, tpot: float | None, max_gap: float
-) -> bool:
-    """Whether one request met its language's SLO: it succeeded, and its TTFT, E2E, mean time per
-    output token (the itl and tpot keys) and longest gap (inter_chunk) are within the thresholds."""
-    if not ok:
-        return False
+    slo: Mapping[str, float],
+    *,
+    ok: ArrayLike,
+    ttft: ArrayLike | None,
+    e2e: ArrayLike | None,
+    tpot: ArrayLike | None,
+    max_gap: ArrayLike,
+) -> NDArray[np.bool_]:
+    """Whether requests met their language's SLO: each succeeded, and its TTFT, E2E, mean time per
+    output token (the itl and tpot keys) and longest gap (inter_chunk) are within the thresholds.
+    One request (numbers, None for a value it lacks; `bool()` of the answer) or many at once
+    (arrays, NaN for a value one lacks); a missing value misses nothing."""
+    met = np.asarray(ok, dtype=bool)
     values = {"ttft": ttft, "e2e": e2e, "itl": tpot, "tpot": tpot, "inter_chunk": max_gap}
     for key, ms in slo.items():
         value = values[_metric(key)[0]]
-        if value is not None and value * 1000.0 > ms:
-            return False
-    return True
+        if value is not None:
+            met = met & ~(np.asarray(value, dtype=float) * 1000.0 > ms)  # NaN > ms is False: no miss
+    return met
 
 
 def _metric(key: str) -> tuple[str, float]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmchaos.wire import DONE_DATA
-
+DONE_DATA = "[DONE]"  # the data of the event that ends an OpenAI-style stream
 DONE = b"data: " + DONE_DATA.encode() + b"\n\n"  # the last event of an OpenAI-style stream
 BOM = b"\xef\xbb\xbf"
 

@@ -8,7 +8,8 @@ from typing import Protocol
 
 import orjson
 
-from llmchaos.wire import DONE_DATA, LANG_HEADER
+from llmchaos.headers import LANG_HEADER
+from llmchaos.sse_codec import DONE_DATA
 
 
 @dataclass(slots=True)

@@ -1,35 +1,27 @@
 """The load tests' subcommands of `llmchaos`: `push-delete` removes a run's group from a Pushgateway
 (the exporters push it); `loadtest-help` lists the locustfiles' own options (Locust prints its
-`--help` before it loads a locustfile, so without them); `logs convert|synth|stats` for recorded
-logs and public traces (the replay's input)."""
+`--help` before it loads a locustfile, so without them). `logs` is `loadtests/logs/cli.py`."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
-import sys
-from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING
 
-from llmchaos.cli import Subparsers, positive
+from llmchaos.cli import Subparsers
 from llmchaos.errors import UsageError
 
-if TYPE_CHECKING:
-    from loadtests.logs.problems import Problems
-    from loadtests.logs.record import LogRecord
 
-
-def register(sub: Subparsers) -> None:
+def register_push_delete(sub: Subparsers) -> None:
     p = sub.add_parser("push-delete", help="delete a run's group from a Pushgateway")
     p.add_argument("--gateway", required=True, help="Pushgateway URL")
     p.add_argument("--run-id", required=True)
     p.add_argument("--job", default="llmchaos")
     p.set_defaults(func=run_push_delete)
+
+
+def register_loadtest_help(sub: Subparsers) -> None:
     h = sub.add_parser("loadtest-help", help="the options of locust -f loadtests/locustfile.py besides Locust's")
-    h.add_argument("--replay", action="store_true", help="those of locust -f loadtests/replay.py instead")
+    h.add_argument("--replay", action="store_true", help="those of locust -f loadtests/replay/locustfile.py instead")
     h.set_defaults(func=run_loadtest_help)
-    _register_logs(sub)
 
 
 def run_push_delete(args: argparse.Namespace) -> None:
@@ -46,153 +38,16 @@ def run_loadtest_help(args: argparse.Namespace) -> None:
 
     from loadtests.options import add_arguments
 
-    name = "replay.py --log FILE --target-a URL" if args.replay else "locustfile.py --host URL"
+    name = "replay/locustfile.py --log FILE --target-a URL" if args.replay else "locustfile.py --host URL"
     parser = ArgumentParser(
         prog=f"locust -f loadtests/{name.split()[0]}",
         usage=f"locust -f loadtests/{name} [Locust's options: locust --help] [these options]",
         add_help=False,
     )
     if args.replay:
-        from loadtests.replay_options import add_replay_arguments
+        from loadtests.replay.settings import add_replay_arguments
 
         add_replay_arguments(parser)
     else:
         add_arguments(parser)
     parser.print_help()
-
-
-# -- llmchaos logs ------------------------------------------------------------------------------
-def _source_arguments(p: argparse.ArgumentParser) -> None:
-    from loadtests.logs.formats import NAMES
-
-    p.add_argument("file", help="the log or trace")
-    p.add_argument("--format", default="auto", help=f"one of {', '.join(NAMES)}")
-    p.add_argument("--columns", default="", help="our field=the file's name,... e.g. ts=time,user=meta.user_id")
-    p.add_argument("--strict", action="store_true", help="stop at the first bad line (exit 2)")
-
-
-def _finite(kind: Callable[[str], float]) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        value = kind(text)
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be finite, got {text}")
-        return value
-
-    return parse
-
-
-def _register_logs(sub: Subparsers) -> None:
-    logs = sub.add_parser("logs", help="recorded logs and public traces: convert, synth, stats")
-    cmds = logs.add_subparsers(dest="logs_command", required=True, metavar="COMMAND")
-    c = cmds.add_parser("convert", help="write a log or trace as llmchaos JSONL")
-    _source_arguments(c)
-    c.add_argument("--out", default="-", help="output file (default: stdout)")
-    c.set_defaults(func=run_convert)
-    s = cmds.add_parser("stats", help="rate over time, language mix, length percentiles of a log")
-    _source_arguments(s)
-    s.add_argument("--lang-mix", default="", help="languages for lines without one (default: the registry)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--json", action="store_true", help="as JSON")
-    s.set_defaults(func=run_stats)
-    y = cmds.add_parser("synth", help="write a realistic synthetic log (llmchaos JSONL)")
-    y.add_argument("--out", default="-", help="output file (default: stdout)")
-    y.add_argument("--duration", default="10m", help="time the log spans, e.g. 10m")
-    y.add_argument("--rate", type=positive(_finite(float)), default=2.0, help="mean requests/s")
-    y.add_argument("--diurnal", type=_finite(float), default=0.5, help="the rate's daily swing, 0..1")
-    y.add_argument("--period", default="24h", help="one 'day' of the swing")
-    y.add_argument("--users", type=positive(int), default=500)
-    y.add_argument("--lang-mix", default="", help="e.g. en=10,zh=6,ja=4 (default: the registry)")
-    y.add_argument("--sessions", type=_finite(float), default=0.3, help="share of multi-turn conversations")
-    y.add_argument("--turns", type=positive(int), default=4, help="most turns of a conversation")
-    y.add_argument("--think", default="20s", help="mean time between a session's turns")
-    y.add_argument("--api", choices=["openai-chat", "openai-completions", "gemini"], default="openai-chat")
-    y.add_argument("--input-median", type=positive(_finite(float)), default=200.0, help="tokens of a turn")
-    y.add_argument("--output-median", type=positive(_finite(float)), default=100.0)
-    y.add_argument("--tokens-only", action="store_true", help="token counts instead of request bodies")
-    y.add_argument("--seed", type=int, default=0)
-    y.set_defaults(func=run_synth)
-
-
-@contextlib.contextmanager
-def _output(path: str) -> Iterator[IO[bytes]]:
-    if path == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    try:
-        with open(path, "wb") as out:
-            yield out
-    except OSError as e:
-        raise UsageError(e.strerror or str(e), file=path) from None
-
-
-def _read(args: argparse.Namespace) -> tuple[Iterator[LogRecord], Problems, str]:
-    """The log's records (streamed), its skipped lines, its format's name."""
-    from loadtests.logs import columns, formats
-    from loadtests.logs.problems import Problems
-
-    src = formats.source(args.file, args.format, columns.parse(args.columns))
-    problems = Problems(args.file, args.strict)
-    return src.read(problems), problems, src.module().NAME
-
-
-def _skipped(problems: Problems) -> None:
-    for line in problems.lines():
-        print(f"llmchaos: skipped {line}", file=sys.stderr)
-
-
-def run_convert(args: argparse.Namespace) -> None:
-    from loadtests.logs.convert import encoded
-
-    records, problems, _ = _read(args)
-    with _output(args.out) as out:
-        for line in encoded(records):
-            out.write(line)
-    _skipped(problems)
-
-
-def run_stats(args: argparse.Namespace) -> None:
-    import orjson
-
-    from loadtests.logs import stats
-    from loadtests.logs.split import LangMix
-
-    mix = LangMix.parse(args.lang_mix)
-    records, problems, name = _read(args)
-    data = stats.gather(records, mix, args.seed).to_json(problems)
-    if args.json:
-        print(orjson.dumps(data).decode())
-    else:
-        print(stats.render(args.file, name, data))
-
-
-def run_synth(args: argparse.Namespace) -> None:
-    import orjson
-
-    from llmchaos.units import duration
-    from loadtests.logs import synth
-    from loadtests.logs.split import LangMix
-
-    if not 0 <= args.diurnal <= 1:
-        raise UsageError(f"must be from 0 to 1, got {args.diurnal}", field="--diurnal")
-    if not 0 <= args.sessions <= 1:
-        raise UsageError(f"must be from 0 to 1, got {args.sessions}", field="--sessions")
-    spec = synth.Spec(
-        duration=duration(args.duration, "--duration"),
-        rate=args.rate,
-        diurnal=args.diurnal,
-        period=duration(args.period, "--period") or 1.0,
-        users=args.users,
-        mix=LangMix.parse(args.lang_mix),
-        sessions=args.sessions,
-        turns=args.turns,
-        think=duration(args.think, "--think") or 1e-3,
-        api=args.api,
-        input_median=args.input_median,
-        output_median=args.output_median,
-        tokens_only=args.tokens_only,
-        seed=args.seed,
-    )
-    with _output(args.out) as out:
-        for line in synth.lines(spec):
-            out.write(orjson.dumps(line) + b"\n")

@@ -43,8 +43,8 @@ class Collector:
         if self.sample_rate >= 1.0 or self._rng.random() < self.sample_rate:
             self.records.append(rec)
 
-    def take_records(self, streaming: bool = True) -> list[bytes]:
-        """Sampled records as encoded requests.jsonl lines (see `encode`)."""
+    def take_records(self, streaming: bool = True) -> dict[str, list[bytes]]:
+        """Sampled records as encoded requests.jsonl lines, per side (see `encode`)."""
         recs, self.records = self.records, []
         return encode(recs, streaming)
 
@@ -68,15 +68,15 @@ class Collector:
         }
 
 
-def encode(recs: list[RequestRecord], streaming: bool) -> list[bytes]:
-    """Records as requests.jsonl lines, our own token counts computed in one batch (in a native
-    thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
+def encode(recs: list[RequestRecord], streaming: bool) -> dict[str, list[bytes]]:
+    """Records as requests.jsonl lines per side, our own token counts computed in one batch (in a
+    native thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
     if not recs:
-        return []
+        return {}
     own = count_batch([r.text for r in recs], off_loop=streaming)
-    lines = []
+    lines: dict[str, list[bytes]] = {}
     for i, (r, n) in enumerate(zip(recs, own, strict=True), 1):
-        lines.append(r.line(n).encode())
+        lines.setdefault(r.side, []).append(r.line(n).encode())
         if streaming and i % YIELD_EVERY == 0:
             gevent.sleep(0)
     return lines

@@ -10,17 +10,22 @@ import numpy as np
 from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from llmchaos.metrics import FAULT_ACTIVE, LABELS, METRICS, REQUESTS_TOTAL
+from llmchaos.metrics import (
+    FAULT_ACTIVE,
+    GENERATOR_CPU,
+    GENERATOR_LOOP_LAG,
+    LABELS,
+    METRICS,
+    REQUESTS_TOTAL,
+    RUN_ID,
+    SLO_ISSUED_TOTAL,
+    SLO_MET_TOTAL,
+)
 from loadtests.merge import Merged
 
 log = logging.getLogger("llmchaos.exporters")
 FaultState = Callable[[], list[tuple[str, str, str, bool]]]  # (fault, kind, target, active)
 
-RUN_ID = "run_id"  # on every series, the Pushgateway's grouping key too: a live scrape can select a run
-SLO_ISSUED_TOTAL = "llmchaos_slo_issued_total"  # requests issued (failures included: misses)
-SLO_MET_TOTAL = "llmchaos_slo_met_total"  # requests that met their language's SLO: goodput
-GENERATOR_CPU = "llmchaos_generator_cpu_ratio"  # the generator's own CPU, of one core, last sample
-GENERATOR_LOOP_LAG = "llmchaos_generator_loop_lag_seconds"  # how late its event loop ran, every tick
 LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 

@@ -1,16 +1,21 @@
-"""The harness in every Locust process: it measures each request and tags it with its phase.
+"""The harness in every Locust process: it takes each request from its source, sends it to its
+side(s), measures it and tags it with its phase. One harness for every kind of test: the source
+(closed loop, open loop, a log) and the sides (one target, or A and B) are what differ.
 
-Reachable as `environment.llmchaos`. On the master (or a single process) it also holds the
-run's `Report` from test start to the end.
+Reached through `harness(environment)`. It owns its test's start, stop and finish (the plugin
+only forwards Locust's events); on the master (or a single process) it holds the run's `Report`
+from test start to the end; the messages between master and workers are `protocol`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
-import random
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+from weakref import WeakKeyDictionary
 
 import gevent
 from gevent.event import Event
@@ -22,21 +27,31 @@ from faults.k8s import phases
 from faults.session import FaultSession
 from llmchaos import tokenizer
 from llmchaos.errors import UsageError
+from llmchaos.headers import REQUEST_ID_HEADER
 from llmchaos.run import FaultWindow
-from llmchaos.wire import REQUEST_ID_HEADER
-from loadtests.arrivals import ArrivalPlan, Arrivals
+from loadtests import protocol
+from loadtests.adapters import ADAPTERS, Call
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter
 from loadtests.guard import EXIT_STOPPED, Guard
-from loadtests.merge import Finals
 from loadtests.options import Settings, parsed_options
-from loadtests.prompts import LongContextSource, PromptSource
 from loadtests.record import RequestRecord
-from loadtests.report import Report
 from loadtests.selfwatch import SelfWatch
-from loadtests.users import LLMUser
+from loadtests.sources import Due, Source
+
+if TYPE_CHECKING:
+    from loadtests.results import Report
+    from loadtests.stream_client import StreamClient
 
 LOCAL = "local"  # a single process's name among the generator's processes
+FAULTS_LEAD_S, PLAN_LEAD_S = 0.5, 1.0  # the schedule and the source's plan start this long after test start
+SourceType = Callable[[Settings, str], Source]
+_HARNESSES: WeakKeyDictionary[Environment, Harness] = WeakKeyDictionary()
+
+
+def harness(environment: Environment) -> Harness:
+    """The harness of a Locust environment (the plugin made it at init)."""
+    return _HARNESSES[environment]
 
 
 def quiet_gc() -> None:
@@ -46,33 +61,43 @@ def quiet_gc() -> None:
     gc.set_threshold(10_000, 50, 1_000)
 
 
+class Sender(Protocol):
+    """A user as the harness sees it: one client per side."""
+
+    clients: dict[str, StreamClient]
+
+
 class Harness:
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: Environment, source_type: SourceType) -> None:
         self.env = env
         self.collector = Collector({}, 1.0, parsed_options(env).seed)
         self.faults: FaultSession | phases.ClusterPhases | None = None
         self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
+        self.settings = Settings.read(parsed_options(env))
+        self.source = source_type(self.settings, env.host or "")
         self.configure()
         tokenizer.load()  # not on the first request's clock
         quiet_gc()
         self.watch = SelfWatch()
-        self.arrivals = Arrivals()
         self.warmup_until = 0.0
         self.stopping = False  # the test is stopping: a request cancelled now is cancelled at stop
-        self.finals = Finals()
         self.fault_timeline: list[FaultWindow] = []
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
         self.report: Report | None = None  # master / single process, from test start to quitting
         self.guard: Guard | None = None  # master / single process with --guard, from test start to quitting
+        self.local_done = False  # a single process's share of the source is done
         self._local_loop: gevent.Greenlet | None = None
         self._local_done = Event()
-        self._reporting = Semaphore()  # one worker report at a time: see report_data
+        self._reporting = Semaphore()  # one shipment at a time: see shipment
+        runner = env.runner
+        self.master = protocol.Master(runner, self) if isinstance(runner, MasterRunner) else None
+        self.worker = protocol.Worker(runner, self) if isinstance(runner, WorkerRunner) else None
+        _HARNESSES[env] = self
 
     def configure(self) -> None:
         """Read the options; a worker reads them again at test start, when the master's spawn
         message has brought the run's own (a worker starts with its defaults)."""
         self.settings = settings = Settings.read(parsed_options(self.env))
-        self._rng = random.Random(settings.options.seed)
         o = settings.options
         self.faults = (
             FaultSession(
@@ -88,6 +113,7 @@ class Harness:
         if self.faults is not None and self.fault_t0 is not None:
             self.faults.t0 = self.fault_t0
         self.collector.slos, self.collector.sample_rate = settings.slos, o.requests_sample
+        self.source.configure(settings, self.env.host or "", self.is_worker)
 
     @property
     def is_master(self) -> bool:
@@ -103,41 +129,126 @@ class Harness:
             return "warmup"
         return self.faults.phase(unix_time) if self.faults else "baseline"
 
-    def prompt_source(self, lang: str) -> PromptSource | LongContextSource:
-        rng = random.Random(self._rng.random())
-        o = self.settings.options
-        if o.long_context_tokens > 0:
-            return LongContextSource(lang, o.long_context_tokens, rng)
-        return PromptSource(lang, rng, self.settings.prompt_sizes or None)
+    # -- the test's life ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Test start: the self-watch; on the master (or a single process) the run's report, the
+        fault schedule and the source's plan, each worker's share sent to it."""
+        if self.is_worker:
+            self.configure()
+        self.warmup_until, self.stopping = time.time() + self.settings.warmup_s, False
+        self.watch.start()
+        if self.is_worker:
+            return
+        self.begin()
+        fault_t0 = self.faults.start(time.time() + FAULTS_LEAD_S) if self.faults else None
+        plan_t0 = time.time() + PLAN_LEAD_S
+        if self.master is not None:
+            self.master.start(fault_t0, plan_t0)
+        elif (plan := self.plan(plan_t0, 0, 1)) is not None:
+            self.start_source(plan)
+
+    def plan(self, t0: float, worker: int, workers: int) -> dict[str, Any] | None:
+        """Worker `worker` of `workers`'s share of the source's plan from unix time `t0`."""
+        return self.source.plan(t0, worker, workers)
+
+    def start_source(self, plan: dict[str, Any]) -> None:
+        """This process's share of the source's plan (a worker's comes in a message)."""
+        self.local_done = False
+        self.source.start(plan, self._share_done)
+
+    def follow_faults(self, clock: protocol.FaultClock) -> None:
+        """The master's fault schedule start (it may come before the spawn message brings the schedule)."""
+        self.fault_t0 = clock.t0
+        if self.faults is not None:
+            self.faults.t0 = clock.t0
+
+    def _share_done(self) -> None:
+        if self.worker is not None:
+            self.worker.share_done()
+        else:
+            self.local_done = True
+
+    def finished(self) -> bool:
+        """Every request of the source has been sent and has ended (on every worker)."""
+        return self.master.all_shares_done() if self.master is not None else self.local_done
+
+    def stop(self) -> None:
+        """Test stop: what was due and never sent counts as cancelled at stop, the faults end (before
+        anything else), the master collects its workers' last data."""
+        for due in self.source.stop():
+            for side in due.sides:
+                rec = self._record(due, side, "")
+                rec.sent, rec.outcome, rec.at_stop = time.time(), "cancelled", True
+                rec.error = "never sent: test stopped"
+                self.collector.add(rec)
+        if self.faults and not self.is_worker:
+            self.fault_timeline = self.faults.stop()
+        if self.master is not None:
+            self.master.collect_finals()
+
+    def settled(self) -> bool:
+        """The test has stopped and its totals are final (a master has every worker's last data)."""
+        from locust.runners import STATE_STOPPED
+
+        runner = self.env.runner
+        if not self.stopping or runner is None:
+            return False
+        return self.master.settled() if self.master is not None else runner.state == STATE_STOPPED
 
     # -- one request ---------------------------------------------------------------------------
-    def request(self, user: LLMUser) -> None:
-        """One measured request; in open loop it waits for this language's next arrival first."""
-        s = self.settings
-        o = s.options
-        intended = self.arrivals.next(user.lang) if s.open_loop else None
-        call = s.adapter.call(
-            o.model, user.prompts.next(), user.lang, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key
-        )
+    def request(self, user: Sender, lang: str = "") -> None:
+        """The source's next request (for a user of `lang`), sent to its side, or to both at once:
+        each side from a greenlet of its own, started one right after the other."""
+        due = self.source.next(lang)
+        recs: dict[str, RequestRecord] = {}
         rid = uuid.uuid4().hex
-        call.headers[REQUEST_ID_HEADER] = rid
-        now_unix, now_perf = time.time(), time.perf_counter()
-        intended = now_unix if intended is None else intended
-        rec = RequestRecord(
-            user.lang, s.adapter.name, user.host or "", self.phase(intended), rid, s.open_loop, intended
-        )
         try:
-            user.client.run(s.adapter, call, not o.no_stream, rec, now_perf - (now_unix - intended))
+            if len(due.sides) == 1:
+                self._send(user, due, due.sides[0], rid, recs)
+            else:
+                sends = [gevent.spawn(self._send, user, due, side, rid, recs) for side in due.sides]
+                try:
+                    gevent.joinall(sends)
+                finally:
+                    gevent.killall(sends)  # only when this user was stopped: the test is ending
         finally:
-            rec.at_stop = rec.outcome == "cancelled" and self.stopping
-            rec.count_tokens()  # before it is added: adding never yields
-            self.collector.add(rec)
-            self.watch.count(rec)
-            self._locust_stats(rec)
+            for rec in recs.values():
+                rec.at_stop = rec.outcome == "cancelled" and self.stopping
+                rec.count_tokens()  # before it is added: adding never yields
+            self.source.ended(due, recs)
+            for rec in recs.values():
+                self.collector.add(rec)
+                self.watch.count(rec)
+                self._locust_stats(rec)
+
+    def _record(self, due: Due, side: str, rid: str) -> RequestRecord:
+        intended = time.time() if due.intended is None else due.intended
+        return RequestRecord(
+            lang=due.lang,
+            api=due.api,
+            target=self.source.sides[side],
+            phase=self.phase(intended),
+            request_id=rid,
+            open_loop=due.intended is not None,
+            intended=intended,
+            replay=dataclasses.replace(due.replay) if due.replay is not None else None,
+            side=side,
+        )
+
+    def _send(self, user: Sender, due: Due, side: str, rid: str, recs: dict[str, RequestRecord]) -> None:
+        assert due.call is not None  # a request handed to a user has its call
+        recs[side] = rec = self._record(due, side, rid)
+        call = Call(due.call.path, {**due.call.headers, REQUEST_ID_HEADER: rid}, due.call.body)
+        now_unix, now_perf = time.time(), time.perf_counter()
+        if due.intended is None:  # closed loop: due now
+            rec.intended = now_unix
+        stream = not self.settings.options.no_stream
+        user.clients[side].run(ADAPTERS[due.api], call, stream, rec, now_perf - (now_unix - rec.intended))
 
     def _locust_stats(self, rec: RequestRecord) -> None:
-        """TTFT and E2E per language in Locust's own table (and web UI)."""
-        fire, name = self.env.events.request.fire, self.stats_name(rec)
+        """TTFT and E2E per language (and side, with two) in Locust's own table (and web UI)."""
+        fire = self.env.events.request.fire
+        name = f"{rec.side} {rec.lang}" if len(self.source.sides) > 1 else rec.lang
         if rec.ttft is not None:
             fire(
                 request_type="TTFT",
@@ -159,58 +270,21 @@ class Harness:
             context={},
         )
 
-    def stats_name(self, rec: RequestRecord) -> str:
-        """The row of Locust's table a request counts in."""
-        return rec.lang
-
-    # -- open loop ------------------------------------------------------------------------------
-    def arrival_plan(self, t0: float, worker: int = 0, workers: int = 1) -> dict[str, Any] | None:
-        """What worker `worker` of `workers` is sent at test start to issue its share of the open-loop
-        schedule from unix time `t0` (the whole of it in a single process); None in closed loop."""
-        if not self.settings.open_loop:
-            return None
-        return ArrivalPlan.for_run(self.settings, t0, worker, workers).message()
-
-    def start_arrivals(self, plan: dict[str, Any]) -> None:
-        self.arrivals.start(ArrivalPlan.from_message(plan))
-
-    def stop_arrivals(self) -> None:
-        """Stop issuing; arrivals due but never sent count as cancelled, never dropped."""
-        for lang, due in self.arrivals.stop():
-            self.collector.add(
-                RequestRecord(
-                    lang,
-                    self.settings.adapter.name,
-                    self.env.host or "",
-                    self.phase(due),
-                    open_loop=True,
-                    intended=due,
-                    sent=time.time(),
-                    outcome="cancelled",
-                    error="never sent: test stopped",
-                    at_stop=True,
-                )
-            )
-
     # -- the run's results (master or single process) ------------------------------------------
     def begin(self) -> None:
         o = self.settings.options
         if self.exporter is None:
             self.exporter = Exporter(o.prometheus_port, o.push_gateway, o.push_interval)
-        self.report = self.new_report(self.exporter)
+        self.report = self.source.report(
+            self.settings,
+            self.exporter,
+            None if self.is_master else self.collector,
+            self.faults.active if self.faults else None,
+        )
         self._start_guard(self.report)
         if not self.is_master:
             self._local_done.clear()
             self._local_loop = gevent.spawn(self._local_merge_loop)
-
-    def new_report(self, exporter: Exporter) -> Report:
-        """The run's report, from test start (a single process shares its collector with it)."""
-        return Report(
-            self.settings,
-            exporter,
-            None if self.is_master else self.collector,
-            self.faults.active if self.faults else None,
-        )
 
     def _start_guard(self, report: Report) -> None:
         """The live guard, on the merged totals from test start (`--guard`)."""
@@ -227,17 +301,19 @@ class Harness:
         )
         self.guard.start(report.started)
 
-    def report_data(self, streaming: bool) -> dict[str, Any]:
-        """What a worker sends the master: its collector's data and its self-watch samples. One at
-        a time: the final report at stop waits for a periodic one still counting its records'
-        tokens (seconds on a busy machine, at nice 19), which its caller sends as soon as this
-        returns; otherwise the final went first and the master closed the run without those records."""
+    def shipment(self, streaming: bool) -> protocol.Shipment:
+        """What this process ships to the master: its collector's data, self-watch and source's. One at
+        a time: the final shipment at stop waits for a periodic one still counting its records' tokens
+        (seconds on a busy machine, at nice 19), which its caller sends as soon as this returns;
+        otherwise the final went first and the master closed the run without those records."""
         with self._reporting:
-            return {"collector": self.collector.report(streaming=streaming), "watch": self.watch.drain()}
+            return protocol.Shipment(
+                self.collector.report(streaming=streaming), self.watch.drain(), self.source.shipment()
+            )
 
-    def absorb(self, process: str, data: dict[str, Any]) -> None:
+    def absorb(self, process: str, shipment: protocol.Shipment) -> None:
         if self.report is not None:
-            self.report.absorb(process, data)
+            self.report.absorb(process, shipment)
 
     def _local_merge_loop(self) -> None:
         """A single process shares its collector with the totals; only records need writing out,

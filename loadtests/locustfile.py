@@ -11,6 +11,7 @@ from __future__ import annotations
 from locust import LoadTestShape
 
 from loadtests import plugin
+from loadtests.harness import harness
 from loadtests.options import parsed_options
 from loadtests.users import USER_CLASSES
 
@@ -27,7 +28,7 @@ class LLMShape(LoadTestShape):
         if self.runner is None:
             return None
         env = self.runner.environment
-        settings = plugin.harness(env).settings
+        settings = harness(env).settings
         o, prof = parsed_options(env), settings.profile
         users, rate, t = o.num_users or 1, o.spawn_rate or 1.0, self.get_run_time()
         if o.run_time and t >= o.run_time:  # Locust leaves -t to a shape

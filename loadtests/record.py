@@ -10,8 +10,9 @@ from functools import cache
 from gevent.threadpool import ThreadPool
 
 from llmchaos import slo, tokenizer
-from llmchaos.run import ReplayFields, RequestLine
+from llmchaos.run import ReplayFields, RequestLine, itl
 
+SIDE = "a"  # the one side of a test with one target (an A/B replay has a and b)
 DISAGREEMENT = 0.10  # server usage vs our count: flagged beyond 10 % and 2 tokens
 OFF_LOOP_CHARS = 100_000  # longer texts are counted in a native thread (~0.5 s a MB)
 
@@ -79,6 +80,7 @@ class RequestRecord:
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
     replay: ReplayFields | None = None  # a replayed request: its log line, user, what it asked for
+    side: str = SIDE  # which of the test's targets: a, or b in an A/B replay
     counted: bool = field(default=False, repr=False)  # count_tokens has run
 
     @property
@@ -128,11 +130,10 @@ class RequestRecord:
         return shares(total, self.own_each or [1] * n)
 
     def itl_spread(self) -> tuple[list[float], list[int]]:
-        """Each inter-chunk gap spread over the tokens of the chunk it delivered, and that count: the
-        ITL samples, each value that many times (recorded so: one event may carry a million); as
-        many as output tokens after the first event's."""
-        per = self.tokens_per_chunk()[1:]
-        return [gap / k for gap, k in zip(self.gaps, per, strict=True)], per
+        """The ITL samples (the core's `itl`: each gap over the tokens of the chunk it delivered) and
+        how many each stands for (recorded so: one event may carry a million); as many as output
+        tokens after the first event's."""
+        return itl(self.gaps, self.tokens_per_chunk())
 
     def tpot(self) -> float | None:
         n = self.output_tokens
@@ -143,7 +144,7 @@ class RequestRecord:
     def attains(self, slo_limits: dict[str, float]) -> bool:
         """Whether this request met its language's SLO (a failure never does)."""
         ok = self.outcome == "ok"
-        return slo.attained(
+        met = slo.attained(
             slo_limits,
             ok=ok,
             ttft=self.ttft,
@@ -151,6 +152,7 @@ class RequestRecord:
             tpot=self.tpot() if ok else None,
             max_gap=max(self.gaps, default=0.0),
         )
+        return bool(met)
 
     def samples(self) -> dict[str, list[float]]:
         """Values this request adds to each metric's histogram (latencies only when it succeeded),
@@ -172,36 +174,39 @@ class RequestRecord:
         return out
 
     def line(self, own: int) -> RequestLine:
-        """The requests.jsonl line; `own` is our tokenizer's count of the text (counted in batches)."""
+        """The requests.jsonl line; `own` is our tokenizer's count of the text (counted in batches).
+        Events carrying several tokens keep their shares, so a reader's ITL is the histograms'."""
         chars = sum(map(len, self.chunks))
+        per = self.tokens_per_chunk()
         return RequestLine(
-            self.request_id,
-            self.lang,
-            self.api,
-            self.target,
-            self.phase,
-            self.open_loop,
-            self.intended,
-            self.sent,
-            self.schedule_lag,
-            self.outcome,
-            self.status,
-            self.error,
-            self.retry_after,
-            self.ttft,
-            self.e2e,
-            self.gaps,
-            self.usage_tokens,
-            self.usage_tokens if self.usage_tokens is not None else own,
-            own,
-            chars,
-            round(chars / own, 3) if own else None,
-            self.usage_tokens is not None
+            request_id=self.request_id,
+            lang=self.lang,
+            api=self.api,
+            target=self.target,
+            phase=self.phase,
+            open_loop=self.open_loop,
+            intended=self.intended,
+            sent=self.sent,
+            schedule_lag=self.schedule_lag,
+            outcome=self.outcome,
+            status=self.status,
+            error=self.error,
+            retry_after=self.retry_after,
+            ttft=self.ttft,
+            e2e=self.e2e,
+            gaps=self.gaps,
+            usage_tokens=self.usage_tokens,
+            output_tokens=self.usage_tokens if self.usage_tokens is not None else own,
+            own_tokens=own,
+            chars=chars,
+            chars_per_token=round(chars / own, 3) if own else None,
+            tokens_disagree=self.usage_tokens is not None
             and own > 0
             and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens),
-            self.tokens_from,
-            self.at_stop,
-            self.replay,
-            self.reads,
-            self.coalesced_reads,
+            tokens_from=self.tokens_from,
+            at_stop=self.at_stop,
+            replay=self.replay,
+            reads=self.reads,
+            coalesced_reads=self.coalesced_reads,
+            tokens_per_event=per if any(k != 1 for k in per) else None,
         )

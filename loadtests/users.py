@@ -1,4 +1,5 @@
-"""Locust users, one class per language of the registry (weights from the registry)."""
+"""Locust users: what every user of ours is (a client per side, its requests the harness's), and the
+load test's, one class per language of the registry (weights from the registry)."""
 
 from __future__ import annotations
 
@@ -7,29 +8,38 @@ import random
 from locust import User, tag
 
 from llmchaos import languages
-from loadtests.client import StreamClient
+from loadtests.harness import harness
+from loadtests.stream_client import StreamClient
 
 
-class LLMUser(User):
-    """Streams completions in `lang` from the target; the plugin measures every request."""
+class SidesUser(User):
+    """One connection (a client) per side of the test; the harness sends, measures and records
+    every request."""
+
+    abstract = True
+
+    def on_start(self) -> None:
+        h = harness(self.environment)
+        self.clients = {side: StreamClient(url, h.settings.limits) for side, url in h.source.sides.items()}
+
+    def on_stop(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+
+class LLMUser(SidesUser):
+    """Streams completions in `lang` from the target."""
 
     abstract = True
     lang = "en"
 
     def wait_time(self) -> float:
         think = self.environment.parsed_options.think_time
-        return random.uniform(0.0, think) if think > 0 and not self.environment.llmchaos.settings.open_loop else 0.0
-
-    def on_start(self) -> None:
-        h = self.environment.llmchaos
-        self.client = StreamClient(self.host or "", h.settings.limits)
-        self.prompts = h.prompt_source(self.lang)
-
-    def on_stop(self) -> None:
-        self.client.close()
+        open_loop = harness(self.environment).settings.open_loop
+        return random.uniform(0.0, think) if think > 0 and not open_loop else 0.0
 
     def generate(self) -> None:
-        self.environment.llmchaos.request(self)
+        harness(self.environment).request(self, self.lang)
 
 
 def user_class(lang: languages.Language) -> type[LLMUser]:

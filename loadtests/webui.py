@@ -118,18 +118,6 @@ def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
     return rows
 
 
-def settled(h: Harness) -> bool:
-    """Whether the test has stopped and its totals are final (a master has every worker's last data)."""
-    from locust.runners import STATE_STOPPED, MasterRunner
-
-    runner = h.env.runner
-    if not h.stopping or runner is None:
-        return False
-    if isinstance(runner, MasterRunner):
-        return h.finals.received >= {c.id for c in runner.clients.values()}
-    return runner.state == STATE_STOPPED
-
-
 def snapshot(h: Harness) -> dict[str, Any]:
     """The tabs' content now: the run's id, the phase now, whether the totals are final, the language
     and fault rows."""
@@ -138,7 +126,7 @@ def snapshot(h: Harness) -> dict[str, Any]:
     return {
         "run_id": report.run_id if report is not None else None,
         "phase": phase,
-        "settled": settled(h),
+        "settled": h.settled(),
         "languages": (
             language_rows(report.merged, h.settings.slos, now - report.started, phase) if report is not None else []
         ),

@@ -1,11 +1,13 @@
 """Hypothesis profiles for the fuzz tests: `ci` (the default, in make test) runs a fixed, repeatable
-set of examples; `soak` (make fuzz) runs many fresh ones. No test module may import locust into the
-test process. And `--stress` (make test-stressed) runs a CPU-bound process on every core for the
-whole session: tests marked `timing` must pass under it."""
+set of examples; `soak` (make fuzz) runs many fresh ones. Every test is marked with its tier by the
+folder it is in (a new file lands in the right tier). No test module may import locust into the test
+process. And `--stress` (make test-stressed) runs a CPU-bound process on every core for the whole
+session: tests marked `timing` must pass under it."""
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -20,6 +22,17 @@ settings.register_profile(
 )
 settings.register_profile("soak", max_examples=20_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+TESTS = Path(__file__).parent
+# tests/<folder>/... -> its tier (pyproject.toml says what each means); `make check` runs the unit tier.
+TIERS = ("unit", "integration", "system", "calibration")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.relative_to(TESTS).parts[0]
+        if folder in TIERS:
+            item.add_marker(folder)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -45,7 +45,7 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(*args: str, wait_ready: bool = True, timeout: float = 60.0) -> Iterator[Server]:
+def serve(*args: str, wait_ready: bool = True, timeout: float = 300.0) -> Iterator[Server]:
     """`llmchaos serve` on a free loopback port; stopped (then killed) by PID at exit."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="llmchaos-server-", suffix=".log", delete=False)  # noqa: SIM115 - closed and unlinked in the finally below

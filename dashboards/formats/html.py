@@ -14,12 +14,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from dashboards import timeline
-from dashboards.compare import BETTER, INCONCLUSIVE, NO_CHANGE, WORSE, Comparison, Row
+from dashboards.comparison import timeline
+from dashboards.comparison.history import History
+from dashboards.comparison.runs import Loaded
+from dashboards.comparison.sample import PCTS, Binned, RunSample
+from dashboards.comparison.verdicts import BETTER, INCONCLUSIVE, NO_CHANGE, WORSE, Comparison, Finding
 from dashboards.formats import svg, text
-from dashboards.history import History
-from dashboards.runs import Loaded
-from dashboards.sample import PCTS, Binned, RunSample
 from llmchaos.histogram import Histogram
 from llmchaos.run import RunResults
 
@@ -77,7 +77,7 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Iterable
     return "<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + f"</tr>{body}</table>"
 
 
-def _cells_table(rows: list[Row]) -> str:
+def _cells_table(rows: list[Finding]) -> str:
     return _table(
         ("verdict", "cell", *text.NUMBERS, "note"),
         ((r.verdict, text.cell(r) + ("" if r.gated else " (not gated)"), *text.numbers(r), r.reason) for r in rows),

@@ -6,12 +6,12 @@ from typing import Any
 
 import orjson
 
-from dashboards.compare import Comparison, Row
+from dashboards.comparison.bootstrap import CORRECTION_NAMES
+from dashboards.comparison.verdicts import Comparison, Finding
 from dashboards.formats import text
-from dashboards.stats import CORRECTION_NAMES
 
 
-def _row(r: Row) -> dict[str, Any]:
+def _row(r: Finding) -> dict[str, Any]:
     return {
         "lang": r.lang,
         "metric": r.metric,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from dashboards.compare import INCONCLUSIVE, WORSE, Comparison, Row
+from dashboards.comparison.verdicts import INCONCLUSIVE, WORSE, Comparison, Finding
 from dashboards.formats import text
 
 
-def _detail(r: Row) -> str:
+def _detail(r: Finding) -> str:
     return (
         f"A {text.value(r.a, r.unit)}, B {text.value(r.b, r.unit)}, change {text.change(r)} {text.interval(r)}, "
         f"p adj {text.p_value(r.p_adj)}, minimum detectable {text.detectable(r)}; {r.method}"

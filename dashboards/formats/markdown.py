@@ -3,14 +3,14 @@ told, then every cell folded away."""
 
 from __future__ import annotations
 
-from dashboards.compare import NO_CHANGE, Comparison, Row
+from dashboards.comparison.verdicts import NO_CHANGE, Comparison, Finding
 from dashboards.formats import text
 
 HEAD = "| verdict | cell | A | B | change | interval | p adj | MDE |\n|---|---|---|---|---|---|---|---|"
 MARK = {"worse": "🔴 worse", "better": "🟢 better", "inconclusive": "⚪ inconclusive", NO_CHANGE: "no change"}
 
 
-def _row(r: Row) -> str:
+def _row(r: Finding) -> str:
     cells = (MARK[r.verdict], text.cell(r) + ("" if r.gated else " (not gated)"), *text.numbers(r))
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-from dashboards.compare import BETTER, INCONCLUSIVE, WORSE, Comparison, Row
+from dashboards.comparison.verdicts import BETTER, INCONCLUSIVE, WORSE, Comparison, Finding
 from dashboards.formats import text
 
 COLOURS = {WORSE: "\033[31;1m", BETTER: "\033[32m", INCONCLUSIVE: "\033[33m"}
@@ -20,7 +20,7 @@ def use_colour(stream: TextIO, asked: bool | None = None) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
-def _cells(r: Row) -> tuple[str, ...]:
+def _cells(r: Finding) -> tuple[str, ...]:
     note = r.reason if r.verdict == INCONCLUSIVE else ("" if r.gated else "not gated")
     return (r.verdict, text.cell(r), *text.numbers(r), note)
 

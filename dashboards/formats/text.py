@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from dashboards.compare import INCONCLUSIVE, METRICS, Comparison, Row
-from dashboards.stats import CORRECTION_NAMES
+from dashboards.comparison.bootstrap import CORRECTION_NAMES
+from dashboards.comparison.verdicts import INCONCLUSIVE, METRICS, Comparison, Finding
 
 MDE_SHOWN = 10.0  # a minimum detectable effect beyond +1000 % says only that the data cannot tell
 
@@ -23,7 +23,7 @@ def value(v: float | None, unit: str) -> str:
     return f"{v:.3g}"
 
 
-def change(r: Row) -> str:
+def change(r: Finding) -> str:
     """The change B - A: relative where it has one, else absolute."""
     if r.rel is not None:
         return f"{r.rel * 100:+.1f} %"
@@ -36,7 +36,7 @@ def signed(v: float, unit: str) -> str:
     return ("+" if v >= 0 else "-") + value(abs(v), unit)
 
 
-def interval(r: Row) -> str:
+def interval(r: Finding) -> str:
     if r.rel_ci is not None:
         lo, hi = r.rel_ci
         return f"[{lo * 100:+.1f}, {hi * 100:+.1f}] %"
@@ -45,7 +45,7 @@ def interval(r: Row) -> str:
     return "-"
 
 
-def detectable(r: Row) -> str:
+def detectable(r: Finding) -> str:
     """The minimum detectable effect: relative where it has one."""
     if r.mde_rel is not None:
         return f"{r.mde_rel * 100:.1f} %" if r.mde_rel <= MDE_SHOWN else f">{MDE_SHOWN:.0%}"
@@ -56,14 +56,14 @@ def p_value(p: float | None) -> str:
     return "-" if p is None else (f"{p:.2g}" if p >= 1e-4 else "<1e-4")
 
 
-def metric(r: Row) -> str:
+def metric(r: Finding) -> str:
     return METRICS[r.metric].label
 
 
 NUMBERS = ("A", "B", "change", "interval", "p adj", "MDE")
 
 
-def numbers(r: Row) -> tuple[str, ...]:
+def numbers(r: Finding) -> tuple[str, ...]:
     """A row's `NUMBERS`, as every format shows them."""
     return (
         value(r.a, r.unit),
@@ -75,7 +75,7 @@ def numbers(r: Row) -> tuple[str, ...]:
     )
 
 
-def cell(r: Row) -> str:
+def cell(r: Finding) -> str:
     """e.g. `de TTFT p99 (baseline)`."""
     return f"{r.lang} {metric(r)} {r.stat if r.stat != 'rate' else ''}".rstrip() + f" ({r.phase})"
 

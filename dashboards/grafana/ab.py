@@ -6,11 +6,12 @@ from __future__ import annotations
 from grafanalib import core as g
 
 from dashboards.grafana import panels as p
+from llmchaos.metrics import METRICS, REQUESTS_TOTAL, SLO_ISSUED_TOTAL, SLO_MET_TOTAL
 
 LABELS = ("run_id", "lang", "phase")
 SIDES = {"A": p.selector(LABELS, target="$target_a"), "B": p.selector(LABELS, target="$target_b")}
 RUN = p.selector(["run_id"])
-LATENCIES = (("TTFT", "llmchaos_ttft_seconds"), ("ITL", "llmchaos_itl_seconds"), ("E2E", "llmchaos_e2e_seconds"))
+LATENCIES = (("TTFT", METRICS["ttft"].prom), ("ITL", METRICS["itl"].prom), ("E2E", METRICS["e2e"].prom))
 
 
 def variables() -> list[g.Template]:
@@ -37,8 +38,8 @@ def latency(title: str, metric: str) -> list[g.Panel]:
 
 
 def rates() -> list[g.Panel]:
-    met = {s: p.rate("llmchaos_slo_met_total", sel) for s, sel in SIDES.items()}
-    issued = {s: p.rate("llmchaos_slo_issued_total", sel) for s, sel in SIDES.items()}
+    met = {s: p.rate(SLO_MET_TOTAL, sel) for s, sel in SIDES.items()}
+    issued = {s: p.rate(SLO_ISSUED_TOTAL, sel) for s, sel in SIDES.items()}
     return [
         p.timeseries("Goodput, A and B", [(met[s], f"{{{{lang}}}} {s}") for s in SIDES], "reqps"),
         p.timeseries("Goodput, B / A", [(p.ratio(met["B"], met["A"]), "{{lang}}")], "none", "Below 1: B serves less."),
@@ -47,7 +48,7 @@ def rates() -> list[g.Panel]:
         ),
         p.timeseries(
             "Requests by outcome, A and B",
-            [(p.rate("llmchaos_requests_total", sel, "outcome"), f"{{{{outcome}}}} {s}") for s, sel in SIDES.items()],
+            [(p.rate(REQUESTS_TOTAL, sel, "outcome"), f"{{{{outcome}}}} {s}") for s, sel in SIDES.items()],
             "reqps",
         ),
     ]

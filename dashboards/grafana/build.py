@@ -11,7 +11,7 @@ from typing import Any
 from grafanalib import core as g
 from grafanalib._gen import DashboardEncoder
 
-from dashboards.grafana import ab, load, server
+from dashboards.grafana import ab, inference, load
 from dashboards.grafana.names import defined, unknown
 from dashboards.grafana.queries import queries
 
@@ -19,7 +19,7 @@ OUT = Path(__file__).resolve().parent / "json"
 DASHBOARDS: dict[str, Callable[[], g.Dashboard]] = {
     "llmchaos-load.json": load.build,
     "llmchaos-ab.json": ab.build,
-    "llmchaos-server.json": server.build,
+    "llmchaos-server.json": inference.build,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from grafanalib import core as g
 
 from dashboards.grafana import panels as p
+from llmchaos.metrics import GENERATOR_CPU, GENERATOR_LOOP_LAG, METRICS, REQUESTS_TOTAL, SLO_ISSUED_TOTAL, SLO_MET_TOTAL
 
 SEL = p.selector(p.CLIENT_LABELS)
 RUN = p.selector(["run_id"])
@@ -13,19 +14,17 @@ RUN = p.selector(["run_id"])
 
 def latency() -> list[g.Panel]:
     return [
-        p.percentiles("TTFT by language", "llmchaos_ttft_seconds", SEL),
-        p.percentiles("ITL by language", "llmchaos_itl_seconds", SEL),
-        p.percentiles("E2E by language", "llmchaos_e2e_seconds", SEL),
-        p.percentiles("Inter-chunk gap by language", "llmchaos_inter_chunk_seconds", SEL),
+        p.percentiles("TTFT by language", METRICS["ttft"].prom, SEL),
+        p.percentiles("ITL by language", METRICS["itl"].prom, SEL),
+        p.percentiles("E2E by language", METRICS["e2e"].prom, SEL),
+        p.percentiles("Inter-chunk gap by language", METRICS["inter_chunk"].prom, SEL),
     ]
 
 
 def throughput() -> list[g.Panel]:
-    issued, met = p.rate("llmchaos_slo_issued_total", SEL), p.rate("llmchaos_slo_met_total", SEL)
+    issued, met = p.rate(SLO_ISSUED_TOTAL, SEL), p.rate(SLO_MET_TOTAL, SEL)
     return [
-        p.timeseries(
-            "Requests by outcome", [(p.rate("llmchaos_requests_total", SEL, "outcome"), "{{outcome}}")], "reqps"
-        ),
+        p.timeseries("Requests by outcome", [(p.rate(REQUESTS_TOTAL, SEL, "outcome"), "{{outcome}}")], "reqps"),
         p.timeseries(
             "Goodput by language",
             [(met, "{{lang}}")],
@@ -38,7 +37,9 @@ def throughput() -> list[g.Panel]:
             "percentunit",
             "Requests that met the SLO over requests issued, failures counted as misses.",
         ),
-        p.timeseries("Output tokens/s by language", [(p.rate("llmchaos_output_tokens_sum", SEL), "{{lang}}")], "short"),
+        p.timeseries(
+            "Output tokens/s by language", [(p.rate(METRICS["output_tokens"].prom + "_sum", SEL), "{{lang}}")], "short"
+        ),
         p.fault_timeline(RUN),
     ]
 
@@ -47,14 +48,12 @@ def generator() -> list[g.Panel]:
     return [
         p.timeseries(
             "Schedule lag (open loop)",
-            [(p.quantile(0.99, "llmchaos_schedule_lag_seconds", SEL), "{{lang}} p99")],
+            [(p.quantile(0.99, METRICS["schedule_lag"].prom, SEL), "{{lang}} p99")],
             "s",
             "Actual send minus intended start: a late generator omits load.",
         ),
-        p.timeseries(
-            "Generator CPU", [(f"max by (process) (llmchaos_generator_cpu_ratio{RUN})", "{{process}}")], "percentunit"
-        ),
-        p.percentiles("Generator event-loop lag", "llmchaos_generator_loop_lag_seconds", RUN, "process", (0.5, 0.99)),
+        p.timeseries("Generator CPU", [(f"max by (process) ({GENERATOR_CPU}{RUN})", "{{process}}")], "percentunit"),
+        p.percentiles("Generator event-loop lag", GENERATOR_LOOP_LAG, RUN, "process", (0.5, 0.99)),
     ]
 
 

@@ -1,6 +1,6 @@
-"""The metric names some code defines, read statically from the source of the client's exporter and
-the core's metric table (`llmchaos_*`) and the reference server's (`vllm:*`, `DCGM_*`): dashboards
-import only the core, so these are string literals found in those files, not imports."""
+"""The metric names some code defines, read statically from the source of the core's metric table
+(`llmchaos_*`, which the dashboards also import) and the reference server's (`vllm:*`, `DCGM_*`):
+dashboards import only the core, so the server's are string literals found in its files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = (
     "llmchaos/metrics.py",
-    "loadtests/exporters.py",
     "reference_server/metrics.py",
     "reference_server/gpu_telemetry.py",
 )

@@ -8,13 +8,15 @@ from collections.abc import Iterable, Sequence
 
 from grafanalib import core as g
 
+from llmchaos.metrics import FAULT_ACTIVE, REQUESTS_TOTAL
+
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 RATE = "$__rate_interval"
 QUANTILES = (0.5, 0.95, 0.99)
 WIDTH, HEIGHT, COLUMNS = 12, 8, 2  # Grafana's grid is 24 wide
 CLIENT_LABELS = ("run_id", "target", "lang", "phase")  # the client's label variables, in this order
 ANY = ".*"
-SERIES = "llmchaos_requests_total"  # present for every request of every run: the variables' source
+SERIES = REQUESTS_TOTAL  # present for every request of every run: the variables' source
 
 
 def datasource_variable() -> g.Template:
@@ -100,7 +102,7 @@ def percentiles(
 
 
 def fault_expr(sel: str) -> str:
-    return f"max by (fault, kind) (llmchaos_fault_active{sel}) > 0"
+    return f"max by (fault, kind) ({FAULT_ACTIVE}{sel}) > 0"
 
 
 def fault_annotation(sel: str) -> dict:
@@ -125,7 +127,7 @@ def fault_timeline(sel: str) -> g.StateTimeline:
     return g.StateTimeline(
         title="Fault windows",
         dataSource=DATASOURCE,
-        targets=[target(f"max by (fault, kind) (llmchaos_fault_active{sel})", "{{fault}} ({{kind}})", "A")],
+        targets=[target(f"max by (fault, kind) ({FAULT_ACTIVE}{sel})", "{{fault}} ({{kind}})", "A")],
         mappings=[{"type": "value", "options": {"0": {"text": "off"}, "1": {"text": "active", "color": "red"}}}],
     )
 

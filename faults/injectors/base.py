@@ -33,6 +33,7 @@ class Injector(Protocol):
     the journal alone."""
 
     kind: ClassVar[str]
+    aimed: ClassVar[bool]  # takes a `direction` and a `match` (injectors/aim.py) with its params
 
     @classmethod
     def check(cls, target: dict, params: dict) -> None:

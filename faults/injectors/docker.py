@@ -64,6 +64,7 @@ def connect(host: str | None) -> DockerClient:
 
 class Docker:
     kind: ClassVar[str] = "docker"
+    aimed: ClassVar[bool] = False
 
     @classmethod
     def check(cls, target: dict, params: dict) -> None:

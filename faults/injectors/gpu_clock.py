@@ -55,6 +55,7 @@ def _nvml() -> ModuleType:
 
 class GpuClock:
     kind: ClassVar[str] = "gpu_clock"
+    aimed: ClassVar[bool] = False
 
     @classmethod
     def check(cls, target: dict, params: dict) -> None:

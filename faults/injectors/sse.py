@@ -15,6 +15,7 @@ from faults.proxy.fault import FaultError
 
 class SSE:
     kind: ClassVar[str] = "sse"
+    aimed: ClassVar[bool] = False
 
     @classmethod
     def check(cls, target: dict, params: dict) -> None:

@@ -7,7 +7,7 @@ import math
 
 from faults.injectors.base import RATE, FieldError, number
 from faults.k8s.cluster import Cluster, Piece, Step, go_duration
-from faults.schedule import FaultSpec, Window
+from faults.schedule import FaultSpec
 
 BITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}  # tc's units, as tbf reads them
 INT32 = 2**31 - 1
@@ -20,17 +20,36 @@ def check(spec: FaultSpec, cluster: Cluster) -> None:
             "target.netns", "a host's network namespace has no meaning on a cluster: the pods are --selector's"
         )
     cluster.server_pods(spec.kind)
+    peers(spec.applied_params)
     if spec.kind == "netem" and "reorder" in spec.params and "delay" not in spec.params:
         raise FieldError("params.reorder", "Chaos Mesh reorders within a delay: give one")
     if spec.kind == "tbf":
         bandwidth(spec.params)
+    else:
+        netem(spec.params)
 
 
-def peers(window: Window) -> dict:
-    """Which traffic of the selected pods a window shapes, in NetworkChaos's words. A window names no
-    direction or peer today, so this is Chaos Mesh's default: everything the pods send (`direction:
-    to`, no `target`, no `externalTargets`)."""
-    return {"direction": "to"}
+def peers(params: dict) -> dict:
+    """Which traffic of the selected pods a window shapes, in NetworkChaos's words. Chaos Mesh shapes a
+    pod's packets on their way out, picks its pods by --selector and its peers by address: `egress`
+    (the default) is `direction: to`, and `match.dst` its `externalTargets`. What it cannot say is
+    refused: packets on their way in (it would shape the peers' pods, which a schedule does not name),
+    a source other than the pods themselves, ports."""
+    direction, match = params.get("direction") or "egress", params.get("match") or {}
+    if direction != "egress":
+        raise FieldError(
+            "direction",
+            f"{direction}: Chaos Mesh shapes packets on their way out of the --selector pods; "
+            "shape the peers' egress instead (a window of their own)",
+        )
+    for key in ("src", "sport", "dport"):
+        if key in match:
+            raise FieldError(f"match.{key}", "NetworkChaos names peers by address (match.dst), not by port or source")
+    out: dict = {"direction": "to"}
+    if "dst" in match:
+        dst = match["dst"]
+        out["externalTargets"] = [str(d) for d in (dst if isinstance(dst, list) else [dst])]
+    return out
 
 
 def piece(step: Step, cluster: Cluster) -> Piece:
@@ -41,7 +60,7 @@ def piece(step: Step, cluster: Cluster) -> Piece:
         "mode": "all",
         "selector": cluster.server_pods(w.kind),
         "device": w.target["interface"],
-        **peers(w),
+        **peers(w.params),
         "duration": go_duration(w.end - w.start),
         **action,
     }
@@ -67,6 +86,8 @@ def _pct(params: dict, key: str) -> str:
 
 def netem(params: dict) -> dict:
     """NetworkChaos's action and fields for the netem params (checked by the netem injector)."""
+    if params.get("distribution", "uniform") != "uniform":
+        raise FieldError("params.distribution", "Chaos Mesh's delay is uniform within the jitter: it loads no tables")
     out: dict = {}
     if "delay" in params:
         delay: dict = {"latency": _time(params, "delay")}
@@ -77,9 +98,13 @@ def netem(params: dict) -> dict:
         out["delay"] = delay
         if "reorder" in params:  # gap 1: what tc and pyroute2 take when none is given
             delay["reorder"] = {"reorder": _pct(params, "reorder"), "gap": 1}
+            if "reorder_correlation" in params:
+                delay["reorder"]["correlation"] = _pct(params, "reorder_correlation")
     for key in ("loss", "duplicate"):
         if key in params:
             out[key] = {key: _pct(params, key)}
+            if f"{key}_correlation" in params:
+                out[key]["correlation"] = _pct(params, f"{key}_correlation")
     if "rate" in params:
         out["rate"] = {"rate": params["rate"]}
     actions = [a for a in NETEM_ACTIONS if a in out]

@@ -56,7 +56,8 @@ def check(plan: Schedule, path: str, cluster: Cluster) -> None:
         try:
             KINDS[spec.kind].check(spec, cluster)
         except FieldError as e:
-            line = spec.target_line if e.field.startswith("target") else spec.params_line
+            root = e.field.split(".")[0]
+            line = spec.target_line if root == "target" else spec.lines.get(root, spec.params_line)
             raise UsageError(f"{spec.name}: {e}", file=path, line=line, field=f"{where}.{e.field}") from None
 
 

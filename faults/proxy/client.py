@@ -13,8 +13,8 @@ import httptools
 from faults.proxy.exchange import Exchange, Shape
 from faults.proxy.upstream import Stale, UpstreamError
 from faults.proxy.wire import CONTROL, MAX_BODY, MAX_HEAD, HeadTooLarge, Request, grown, is_admin, path, response
+from llmchaos.headers import LANG_HEADER
 from llmchaos.net import is_loopback
-from llmchaos.wire import LANG_HEADER
 
 if TYPE_CHECKING:
     from faults.proxy.server import Proxy

@@ -1,7 +1,8 @@
 """Run results: the contract between the load tests, A/B comparison, the regression gate and the
 dashboards. Every reader and writer of a results directory goes through this package."""
 
-from llmchaos.run.model import (
+from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter, itl
+from llmchaos.run.schema import (
     SCHEMA_VERSION,
     FaultWindow,
     Fidelity,
@@ -22,7 +23,6 @@ from llmchaos.run.model import (
     outcome_rows,
     summarize,
 )
-from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter
 from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, write
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "Validity",
     "host_info",
     "iso",
+    "itl",
     "load",
     "new_run_id",
     "outcome_rows",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import orjson
 from pydantic import TypeAdapter, ValidationError
@@ -28,9 +28,20 @@ class ReplayFields:
     identical: bool | None = None  # mirrored: both outputs the same text
 
 
-@dataclass(slots=True)
+Tokens = TypeVar("Tokens", int, float)
+
+
+def itl(gaps: Sequence[float], event_tokens: Sequence[Tokens]) -> tuple[list[float], list[Tokens]]:
+    """The ITL samples of a request: each gap between content events spread over the tokens of the
+    event it delivered, and that count (each value stands for that many samples)."""
+    per = list(event_tokens[1:])
+    return [gap / k for gap, k in zip(gaps, per, strict=True)], per
+
+
+@dataclass(slots=True, kw_only=True)
 class RequestLine:
-    """One request as the harness measured it; times are unix seconds, latencies seconds."""
+    """One request as the harness measured it; times are unix seconds, latencies seconds. Built by
+    keyword: the fields are many, and only ever added."""
 
     request_id: str  # sent as x-request-id, to match the target's own logs
     lang: str
@@ -56,13 +67,28 @@ class RequestLine:
     tokens_disagree: bool = False  # usage and our count differ by more than 10 % and 2 tokens
     tokens_from: str | None = None  # usage | tokenizer: the count output_tokens and the ITL samples follow
     at_stop: bool = False  # cancelled because the test stopped: apart from the requests issued
-    replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay.py)
+    replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay/locustfile.py)
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
+    tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each
 
     def encode(self) -> bytes:
         """The line, without its newline (orjson writes dataclasses natively and fast)."""
         return orjson.dumps(self)
+
+    def event_tokens(self) -> list[float]:
+        """Tokens each content event delivered, as the run's ITL histograms counted them:
+        `tokens_per_event`, else one each (the harness leaves the field out when the output has no
+        more tokens than events); a line written before the field existed, with more tokens than
+        events, gets them spread evenly (its ITL then only near the histograms')."""
+        if self.tokens_per_event is not None:
+            return list(map(float, self.tokens_per_event))
+        n = len(self.gaps) + 1
+        return [max(1.0, self.output_tokens / n)] * n
+
+    def itl(self) -> tuple[list[float], list[float]]:
+        """This request's ITL samples and how many each stands for, as its run's histograms hold them."""
+        return itl(self.gaps, self.event_tokens())
 
 
 _VALIDATE = TypeAdapter(RequestLine).validate_json

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from llmchaos.errors import UsageError
 from llmchaos.histogram import Histogram, HistogramSet, Key
 from llmchaos.run import requests
-from llmchaos.run.model import SCHEMA_VERSION, Run, Summary
+from llmchaos.run.schema import SCHEMA_VERSION, Run, Summary
 
 RUN_JSON, HISTOGRAMS, INDEX = "run.json", "histograms", "index.json"
 

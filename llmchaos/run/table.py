@@ -4,7 +4,7 @@ prints it for any results directory."""
 from __future__ import annotations
 
 from llmchaos.histogram import Histogram, HistogramSet
-from llmchaos.run.model import Run
+from llmchaos.run.schema import Run
 
 HEADER = (
     f"{'lang':5} {'reqs':>6} {'stop':>5} {'ok%':>6} {'ttft p50':>9} {'ttft p99':>9} {'itl p50':>8} {'itl p99':>8} "

@@ -19,8 +19,8 @@ from time import perf_counter
 from gevent import monkey
 
 from llmchaos.net import SO_TIMESTAMPNS
-from loadtests.dataplane.exchange import Exchange
 from loadtests.dataplane.loop import EPOLLIN, EPOLLOUT, EPOLLRDHUP, Plane
+from loadtests.dataplane.request import Exchange
 
 _socket = monkey.get_original("socket", "socket")
 RX_CMSG = socket.CMSG_SPACE(16)
@@ -55,7 +55,7 @@ class Connection:
         self._pending = b""  # bytes still to send
         self.exchange: Exchange | None = None
         self.opened = 0  # connections opened so far
-        self._step: Callable[[], None] = self._on_readable  # what the socket being ready means now
+        self._step: Callable[[], object] = self._on_readable  # what the socket being ready means now
 
     def ready(self, events: int) -> None:
         self._step()
@@ -91,7 +91,7 @@ class Connection:
             self.sock, self.tls, self._pending = None, None, b""
         self.exchange = None
 
-    def _wait(self, mask: int, step: Callable[[], None]) -> None:
+    def _wait(self, mask: int, step: Callable[[], object]) -> None:
         self._step = step
         self.plane.watch(self.fd, mask, self)
 
@@ -173,41 +173,52 @@ class Connection:
             self._wait(EPOLLIN, self._on_readable)
 
     # -- bytes in ------------------------------------------------------------------------------
-    def _on_readable(self) -> None:
+    def read_pending(self) -> None:
+        """Read what the kernel already holds for the exchange, before one of its limits is judged:
+        a plane woken late (a busy machine) must not call silent a stream whose bytes reached the
+        host in time (each read keeps its kernel stamp)."""
+        ex = self.exchange
+        while ex is not None and self.exchange is ex and not ex.done and self._step == self._on_readable:
+            if not self._on_readable():
+                return
+
+    def _on_readable(self) -> bool:
+        """One read, handed on; False when there was nothing to read."""
         sock = self.sock
         if sock is None:
-            return
+            return False
         try:
             n, ancillary, _, _ = sock.recvmsg_into((_view,), RX_CMSG)
         except BlockingIOError:
-            return
+            return False
         except OSError as e:
             self._lost(e)
-            return
+            return True
         now = stamp(ancillary)
         data = bytes(_view[:n])
         ex = self.exchange
         if ex is None:  # idle: the peer closed it (or sent what nobody asked for)
             self.close()
-            return
+            return True
         if self.tls is not None:
             try:
                 data, eof = self._decrypt(data)
             except ssl.SSLError as e:
                 self._lost(e)
-                return
+                return True
             if self._handshaking:
                 self._handshake()
-                return
+                return True
             if data:
                 ex.received(data, now)
             if eof and self.exchange is ex:
                 self._lost(None)
-            return
+            return True
         if data:
             ex.received(data, now)
         else:
             self._lost(None)
+        return True
 
     def _decrypt(self, raw: bytes) -> tuple[bytes, bool]:
         """The plaintext `raw` completes, and whether the TLS stream has ended."""

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from loadtests.logs import token_csv
-from loadtests.logs.lines import Row
+from loadtests.logs.lines import Parsed
 
 NAME = "azure"
 COLUMNS = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
@@ -18,5 +18,5 @@ def sniff(header: list[str], cols: dict[str, str]) -> bool:
     return token_csv.sniff(header, {**COLUMNS, **cols})
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
     return token_csv.rows(fh, path, {**COLUMNS, **cols})

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from loadtests.logs import token_csv
-from loadtests.logs.lines import Row
+from loadtests.logs.lines import Parsed
 
 NAME = "burstgpt"
 COLUMNS = {"ts": "Timestamp", "model": "Model", "input_tokens": "Request tokens", "output_tokens": "Response tokens"}
@@ -17,5 +17,5 @@ def sniff(header: list[str], cols: dict[str, str]) -> bool:
     return token_csv.sniff(header, {**COLUMNS, **cols})
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
     return token_csv.rows(fh, path, {**COLUMNS, **cols})

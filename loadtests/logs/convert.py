@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from loadtests.logs.record import LogRecord
+from loadtests.logs.log_record import LogRecord
 
 
 def line(rec: LogRecord) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from loadtests.logs import timestamps
-from loadtests.logs.columns import MISSING, lookup
+from loadtests.logs.column_map import MISSING, lookup
 from loadtests.logs.problems import LogProblem
 
 

@@ -17,9 +17,9 @@ from llmchaos import languages
 from llmchaos.errors import UsageError
 from loadtests.adapters import ADAPTERS
 from loadtests.logs import azure, burstgpt, gemini_log, jsonl, mooncake, openai_log
-from loadtests.logs.lines import Row
+from loadtests.logs.lines import Parsed
+from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import LogProblem, Problems
-from loadtests.logs.record import LogRecord
 
 JSON_FORMATS: tuple[ModuleType, ...] = (jsonl, mooncake, openai_log, gemini_log)  # sniffed in this order
 CSV_FORMATS: tuple[ModuleType, ...] = (azure, burstgpt)
@@ -79,7 +79,7 @@ def detect(head: bytes, cols: dict[str, str], path: str) -> ModuleType:
     )
 
 
-def checked(rows: Iterator[Row], problems: Problems) -> Iterator[LogRecord]:
+def checked(rows: Iterator[Parsed], problems: Problems) -> Iterator[LogRecord]:
     """The records of `rows` whose language and API are known and whose timestamp does not go back,
     each with its offset from the first; every other line counted (or, strict, the first raised)."""
     known_langs, first, last = languages.registry(), None, -float("inf")

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Row, json_lines
-from loadtests.logs.record import LogRecord
+from loadtests.logs.lines import Parsed, json_lines
+from loadtests.logs.log_record import LogRecord
 
 COLUMNS = {
     "ts": "timestamp",
@@ -25,7 +25,7 @@ Api = Callable[[dict[str, Any]], str]  # the API of a body (a LogProblem when it
 
 def rows(
     fh: IO[bytes], cols: dict[str, str], api: Api, body_user: str | None, body_lang: tuple[str, ...]
-) -> Iterator[Row]:
+) -> Iterator[Parsed]:
     """Records of a gateway log; a user absent from the line is the body's `body_user` field, else
     the request is its own user; a language absent from the line is the body's at `body_lang`."""
     c = {**COLUMNS, **cols}

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from loadtests.logs import gateway
-from loadtests.logs.lines import Row
+from loadtests.logs.lines import Parsed
 from loadtests.logs.problems import LogProblem
 
 NAME = "gemini-log"
@@ -23,5 +23,5 @@ def sniff(obj: dict[str, Any], cols: dict[str, str]) -> bool:
     return gateway.has_body(obj, cols, ("contents",))
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
     return gateway.rows(fh, cols, api, body_user=None, body_lang=("labels.lang",))

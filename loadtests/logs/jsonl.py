@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Row, json_lines
+from loadtests.logs.lines import Parsed, json_lines
+from loadtests.logs.log_record import LogRecord, Recorded
 from loadtests.logs.problems import LogProblem
-from loadtests.logs.record import LogRecord, Recorded
 
 NAME = "llmchaos"
 COLUMNS = {
@@ -32,7 +32,7 @@ def sniff(obj: dict[str, Any], cols: dict[str, str]) -> bool:
     return "ts" in obj and "user_id" in obj
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
     c = {**COLUMNS, **cols}
 
     def parse(obj: dict[str, Any], line: int) -> LogRecord:

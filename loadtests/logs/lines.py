@@ -10,13 +10,13 @@ from typing import IO, Any
 
 from llmchaos.errors import UsageError
 from loadtests.logs.fields import json_object
+from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import LogProblem
-from loadtests.logs.record import LogRecord
 
-Row = tuple[int, LogRecord | LogProblem]
+Parsed = tuple[int, LogRecord | LogProblem]
 
 
-def json_lines(f: IO[bytes], parse: Callable[[dict[str, Any], int], LogRecord]) -> Iterator[Row]:
+def json_lines(f: IO[bytes], parse: Callable[[dict[str, Any], int], LogRecord]) -> Iterator[Parsed]:
     """Each non-blank line as an object, parsed by `parse(obj, line)`."""
     for n, raw in enumerate(f, start=1):
         if not raw.strip():
@@ -29,7 +29,7 @@ def json_lines(f: IO[bytes], parse: Callable[[dict[str, Any], int], LogRecord]) 
 
 def csv_rows(
     f: IO[bytes], path: str, need: tuple[str, ...], parse: Callable[[dict[str, str], int], LogRecord]
-) -> Iterator[Row]:
+) -> Iterator[Parsed]:
     """Each row after the header as {header: value}, parsed by `parse(row, line)`. A header without
     every column in `need` is a UsageError (nothing of the file can be read)."""
     text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="replace", newline="")

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Row, json_lines
-from loadtests.logs.record import LogRecord
+from loadtests.logs.lines import Parsed, json_lines
+from loadtests.logs.log_record import LogRecord
 
 NAME = "mooncake"
 BLOCK_TOKENS = 512
@@ -29,7 +29,7 @@ def sniff(obj: dict[str, Any], cols: dict[str, str]) -> bool:
     return c["input_tokens"] in obj and c["ts"] in obj and "request" not in obj
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
     c = {**COLUMNS, **cols}
 
     def parse(obj: dict[str, Any], line: int) -> LogRecord:

@@ -13,8 +13,8 @@ from typing import Any
 
 from llmchaos import tokenizer
 from llmchaos.histogram import Histogram
+from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import Problems
-from loadtests.logs.record import LogRecord
 from loadtests.logs.split import LangMix
 
 KMV = 1024  # smallest hashes kept to estimate a distinct count

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadtests.logs import prompts
+from loadtests.logs import sized_prompts
 from loadtests.logs.split import LangMix
 from loadtests.logs.timestamps import iso
 
@@ -99,9 +99,9 @@ def _turn(spec: Spec, rng: random.Random, conv: _Conversation, t: float, n: int)
     if spec.tokens_only:
         line |= {"input_tokens": conv.tokens + new, "output_tokens": out}
     else:
-        ask = prompts.block(conv.lang, f"synth{spec.seed}:{n}:u", new)
+        ask = sized_prompts.block(conv.lang, f"synth{spec.seed}:{n}:u", new)
         line |= {"api": spec.api, "model": "synth", "request": _body(spec.api, [*conv.history, ("user", ask)], out)}
-        conv.history += [("user", ask), ("assistant", prompts.block(conv.lang, f"synth{spec.seed}:{n}:a", out))]
+        conv.history += [("user", ask), ("assistant", sized_prompts.block(conv.lang, f"synth{spec.seed}:{n}:a", out))]
     conv.tokens += new + out
     conv.sent += 1
     line["response"] = {"status": 200, "output_tokens": out}

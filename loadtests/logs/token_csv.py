@@ -7,15 +7,15 @@ from collections.abc import Iterator
 from typing import IO
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Row, csv_rows
-from loadtests.logs.record import LogRecord
+from loadtests.logs.lines import Parsed, csv_rows
+from loadtests.logs.log_record import LogRecord
 
 
 def sniff(header: list[str], cols: dict[str, str]) -> bool:
     return cols["input_tokens"] in header and cols["output_tokens"] in header
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Row]:
+def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
     """`cols` names ts, input_tokens and output_tokens, and model where the trace has one."""
     ts, inp, out, model = cols["ts"], cols["input_tokens"], cols["output_tokens"], cols.get("model")
 

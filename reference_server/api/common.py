@@ -16,7 +16,7 @@ from starlette.requests import Request
 from tokenizers import Encoding
 
 from llmchaos import languages, tokenizer
-from llmchaos.wire import LANG_HEADER
+from llmchaos.headers import LANG_HEADER
 from reference_server.engine import Engine, QueueFull, Unavailable
 from reference_server.sequence import SamplingParams, Sequence
 

@@ -11,7 +11,7 @@ from llmchaos import run
 from llmchaos.histogram import HistogramSet
 from tests.integration.loadtest_helpers import distributed, locust
 
-REPLAY = "loadtests/replay.py"
+REPLAY = "loadtests/replay/locustfile.py"
 
 
 class Side(NamedTuple):
@@ -22,7 +22,7 @@ class Side(NamedTuple):
 
 
 def replay(*args: str, workers: int = 0, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    """`locust -f loadtests/replay.py ARGS`, in one process or a master with `workers` workers."""
+    """`locust -f loadtests/replay/locustfile.py ARGS`, in one process or a master with `workers` workers."""
     if workers:
         return distributed(*args, workers=workers, timeout=timeout, file=REPLAY)
     return locust(*args, timeout=timeout, file=REPLAY)

@@ -18,14 +18,12 @@ import pytest
 import trustme
 
 from loadtests.adapters import ADAPTERS, Call, Event, OpenAIChat
-from loadtests.client import StreamClient, tls_context
-from loadtests.dataplane.exchange import Limits
 from loadtests.dataplane.loop import plane
+from loadtests.dataplane.request import Limits
 from loadtests.record import RequestRecord
+from loadtests.stream_client import StreamClient, tls_context
 from tests.servers import raw_upstream, scripted
 from tests.servers.accepting import Accepting
-
-pytestmark = pytest.mark.integration
 
 LIMITS = Limits(connect=2.0, ttft=5.0, stall=5.0, request=10.0)
 GAP_S = 0.03
@@ -86,6 +84,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[TlsServer, Path]]:
     server.close()
 
 
+@pytest.mark.timing
 def test_an_https_stream_is_read_and_timed_through_the_kernel_stamps(tls_server, monkeypatch):
     server, ca_file = tls_server
     monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # how a user trusts a private CA
@@ -156,6 +155,7 @@ def slow() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.timing
 def test_a_request_killed_mid_stream_is_cancelled_and_its_connection_dropped(slow):
     client = StreamClient(slow, LIMITS)
     adapter = ADAPTERS["openai-chat"]
@@ -177,6 +177,30 @@ def test_a_request_killed_mid_stream_is_cancelled_and_its_connection_dropped(slo
     finally:
         client.close()
     assert client.connections == 2
+
+
+@pytest.mark.timing
+def test_a_plane_woken_late_reads_what_came_in_time_before_judging_a_stall(slow):
+    """Events every 0.3 s against a 0.4 s stall limit; right after one is read, the plane's thread is
+    held up for 0.45 s (as on a busy machine). The next event reaches the host in time, stamped so by
+    the kernel, but the plane only looks again after the limit: it must read it before it judges."""
+    client = StreamClient(slow, Limits(connect=2.0, ttft=5.0, stall=0.4, request=10.0))
+    adapter = ADAPTERS["openai-chat"]
+    body = json.loads(adapter.call("m", "x", "en", 5, True, False, None).body)
+    body["x_script"] = {"ttft_ms": [5, 5], "itl_ms": [300, 300]}
+    call = Call("/v1/chat/completions", {"content-type": "application/json"}, json.dumps(body).encode())
+    rec = RequestRecord("en", adapter.name, slow)
+    try:
+        g = gevent.spawn(client.run, adapter, call, True, rec, time.perf_counter())
+        while len(rec.chunks) < 2:
+            gevent.sleep(0.001)
+        plane().call(lambda: time.sleep(0.45))
+        g.join()
+    finally:
+        client.close()
+    assert (rec.outcome, rec.error) == ("ok", None)
+    assert len(rec.chunks) == 5
+    assert max(rec.gaps) < 0.4
 
 
 def test_a_refused_connection_is_a_connect_error():
@@ -207,6 +231,7 @@ class Item:
         self.deadline = None
 
 
+@pytest.mark.timing
 def test_the_plane_expires_each_deadline_once_and_never_early():
     out: queue.Queue[tuple[str, float, float | None]] = queue.Queue()
     t = time.perf_counter()

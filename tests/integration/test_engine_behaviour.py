@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import re
 import statistics
 import time
@@ -24,10 +25,10 @@ import pytest
 from llmchaos import languages, tokenizer
 from llmchaos.sse_codec import Decoder
 from reference_server import profile
+from reference_server.executors.sim import CATCH_UP_S
 from tests.integration.conftest import engine_args, math_bound, sim_only
+from tests.noise import WakeNoise
 from tests.procs import Server, serve
-
-pytestmark = pytest.mark.integration
 
 MODEL = "llmchaos-sim-8b"
 TOKEN = "T"
@@ -260,6 +261,7 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.02) -> float:
 
 
 # -- 1. cancellation ----------------------------------------------------------------------------------
+@pytest.mark.timing
 def test_cancelled_stream_frees_its_blocks_at_once(real_time: Server) -> None:
     s = real_time
     aborts = "vllm:request_success_total"
@@ -333,6 +335,7 @@ def test_preemption_under_kv_pressure_keeps_every_output(tiny_kv: Server) -> Non
         assert got.text == want.text, "recompute after preemption changed a request's output"
 
 
+@pytest.mark.timing
 def test_abandoned_non_streaming_request_is_cancelled(tiny_kv: Server) -> None:
     """A client that gives up on a non-streaming request must free its slot too (README: any client)."""
     s = tiny_kv
@@ -372,21 +375,25 @@ def _ttft_twice(s: Server, prompt: str) -> tuple[Stream, Stream, float, float]:
     return run(go())
 
 
+@pytest.mark.timing
 def test_prefix_cache_hit_lowers_ttft(real_time: Server, no_cache: Server) -> None:
+    """A wake-up delay (tests/noise.py) may land on either request: the comparisons allow it once."""
     prompt = text_prompt("en", 1500)
     n = tokenizer.count(prompt)
     assert 1500 <= n <= 1510
 
-    first, second, cold_hits, warm_hits = _ttft_twice(real_time, prompt)
+    with WakeNoise() as noise:
+        first, second, cold_hits, warm_hits = _ttft_twice(real_time, prompt)
     assert first.usage["prompt_tokens"] == n == second.usage["prompt_tokens"]
     assert cold_hits == 0, "the first request must start cold"
     assert warm_hits >= 1400
     assert warm_hits == (n - 1) // 16 * 16  # every full block but the last token's
-    assert second.ttft < 0.5 * first.ttft, (first.ttft, second.ttft)
+    assert second.ttft - noise.worst < 0.5 * first.ttft, (first.ttft, second.ttft, noise.worst)
 
-    first, second, cold_hits, warm_hits = _ttft_twice(no_cache, prompt)
+    with WakeNoise() as noise:
+        first, second, cold_hits, warm_hits = _ttft_twice(no_cache, prompt)
     assert cold_hits == warm_hits == 0
-    assert second.ttft / first.ttft > 0.8, (first.ttft, second.ttft)
+    assert second.ttft > 0.8 * (first.ttft - noise.worst), (first.ttft, second.ttft, noise.worst)
 
 
 # -- 4. weighted fair queuing ---------------------------------------------------------------------------
@@ -439,6 +446,7 @@ def _admission_order(s: Server) -> tuple[list[str], dict[tuple[str, str], float]
     return run(go())
 
 
+@pytest.mark.timing
 def test_wfq_caps_a_backlogged_language_at_its_share(wfq: Server, fcfs: Server) -> None:
     order, backlog = _admission_order(wfq)
     # The per-language queue gauge saw the backlog exactly.
@@ -487,14 +495,21 @@ def _ttft(s: Server, tokens: int, key: int, tries: int = 3) -> float:
     return run(go())
 
 
+@pytest.mark.timing
 def test_locked_clock_slows_the_steps_math(real_time: Server, no_cache: Server, engine: str) -> None:
-    """On sim only a step's math follows the clock: a 2,000-token prefill (math-bound) slows by about
-    max/locked, a one-sequence decode step (bound by the weights' reads) hardly at all. On torch's CPU
-    the simulated clock stretches whole steps."""
-    s, url = real_time, real_time.url + "/admin/device/clocks"
-    # torch's steps are real compute on a shared CPU: their time wanders by a fifth between two
-    # measurements a second apart (its unit test alternates steps to check the proportion closely).
-    slack, repeat = (0.0, 1) if engine == "sim" else (0.2, 5)
+    """The locked phase is held against the full-clock phases before and after it, measured in the test.
+
+    sim (the default profile's roofline): only a step's math follows the clock. Locked to a quarter, a
+    2,000-token prefill (math-bound) takes at least its locked model time, since a step never ends before
+    its model time and a busy machine only adds to it; a one-sequence decode step (bound by the weights'
+    reads) is no slower than at full clock; once reset, the prefill takes what it took before the lock,
+    give or take the frontend's random draw and the machine's worst delays measured beside it.
+    torch: the simulated clock stretches whole steps, real compute on a shared CPU whose time wanders by
+    a fifth between two measurements a second apart, and more on a busy machine, so its locked steps lie
+    between twice the faster and twice the slower of the two (its unit test alternates steps to check the
+    proportion closely)."""
+    s, url, sim = real_time, real_time.url + "/admin/device/clocks", engine == "sim"
+    mhz, slack, repeat = (495.0, 0.0, 3) if sim else (990.0, 0.2, 5)
     state = httpx.get(url, headers=ADMIN).json()
     assert state == {
         "graphics_mhz": 1980.0,
@@ -504,37 +519,46 @@ def test_locked_clock_slows_the_steps_math(real_time: Server, no_cache: Server, 
         "slowdown": 1.0,
     }
 
-    base = _gap(s, repeat=repeat)
-    base_ttft = _ttft(s, 2000, 1) if engine == "sim" else 0.0
-    r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 990})
-    try:
+    with WakeNoise() as noise:
+        base = _gap(s, repeat=repeat)
+        base_ttft = _ttft(s, 2000, 1) if sim else 0.0
+        r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": mhz})
+        try:
+            assert r.status_code == 200
+            assert r.json() == {
+                "graphics_mhz": mhz,
+                "min_graphics_mhz": 210.0,
+                "max_graphics_mhz": 1980.0,
+                "locked": True,
+                "slowdown": 1980.0 / mhz,
+            }
+            assert httpx.get(url, headers=ADMIN).json()["locked"] is True
+            slow = _gap(s, repeat=repeat)
+            slow_ttft = _ttft(s, 2000, 2) if sim else 0.0
+        finally:
+            r = httpx.delete(url, headers=ADMIN)
         assert r.status_code == 200
-        assert r.json() == {
-            "graphics_mhz": 990.0,
-            "min_graphics_mhz": 210.0,
-            "max_graphics_mhz": 1980.0,
-            "locked": True,
-            "slowdown": 2.0,
-        }
-        assert httpx.get(url, headers=ADMIN).json()["locked"] is True
-        slow = _gap(s, repeat=repeat)
-        slow_ttft = _ttft(s, 2000, 2) if engine == "sim" else 0.0
-    finally:
-        r = httpx.delete(url, headers=ADMIN)
-    if engine == "sim":
-        step = profile.load(profile.DEFAULT).step  # what the server runs: its frontend time does not slow
-        prefill = step.time(2000, 0, 2000, 2.0) - step.time(2000, 0, 2000)
-        assert slow_ttft - base_ttft >= 0.8 * prefill, (base_ttft, slow_ttft, prefill)
-        assert slow / base < 1.2, (base, slow)
-        assert slow_ttft / base_ttft > slow / base + 0.3
+        assert r.json()["locked"] is False
+        assert r.json()["slowdown"] == 1.0
+        assert httpx.get(url, headers=ADMIN).json()["locked"] is False
+        restored = _gap(s, repeat=repeat)
+        restored_ttft = _ttft(s, 2000, 3) if sim else 0.0
+    figures = {"gaps": (base, slow, restored), "ttfts": (base_ttft, slow_ttft, restored_ttft), "worst": noise.worst}
+    if sim:
+        step = profile.load(profile.DEFAULT).step  # what the server runs, less its jitter (--sim-jitter 0)
+        # The frontend time is a log-normal draw (sigma 8.5 %): 4 sigmas either way.
+        low, high = math.exp(-4 * step.frontend_sigma), math.exp(4 * step.frontend_sigma)
+        assert slow_ttft >= low * step.frontend + step.time(2000, 0, 2000, 1980.0 / mhz), figures
+        assert slow <= 1.15 * max(base, restored) + noise.p95, figures  # decode: the weights' reads
+        # Full speed again: what the prefill took before the lock, plus what a busy machine adds (the
+        # request's wakes: its frontend, its step, its first token) and the frontend's draws apart.
+        assert restored_ttft <= base_ttft + (high - low) * step.frontend + 3 * noise.worst, figures
     else:
-        assert 1.7 - 2 * slack <= slow / base <= 2.3 + 2 * slack, (base, slow)
-    assert r.status_code == 200
-    assert r.json()["locked"] is False
-    assert r.json()["slowdown"] == 1.0
-    assert httpx.get(url, headers=ADMIN).json()["locked"] is False
-    restored = _gap(s, repeat=repeat)
-    assert 0.85 - slack <= restored / base <= 1.15 + slack, (base, restored)
+        # torch's locked step lasts twice its size's moving average at full clock: a hiccup while that
+        # average was taken lengthens it, by up to a fifth (its weight) of the worst wake-up delay, twice.
+        full, hiccup = (base, restored), 0.4 * noise.worst
+        assert (1.7 - 2 * slack) * min(full) <= slow <= (2.3 + 2 * slack) * max(full) + hiccup, figures
+        assert restored < slow / 1.5, figures  # full speed again
 
     # Auth and validation.
     assert httpx.put(url, headers={"authorization": "Bearer wrong"}, json={"graphics_mhz": 990}).status_code == 401
@@ -570,6 +594,7 @@ def test_clocks_outside_the_device_range_are_400_and_nothing_sticks(real_time: S
     assert _gap(s, 5) > 0  # a request still runs to the end
 
 
+@pytest.mark.timing
 def test_reset_wakes_a_step_scheduled_at_the_lowest_clock(slow_clock: Server) -> None:
     """A step that started at 210 MHz finishes at full speed once the clock is reset."""
     s, url = slow_clock, slow_clock.url + "/admin/device/clocks"
@@ -595,20 +620,25 @@ def test_reset_wakes_a_step_scheduled_at_the_lowest_clock(slow_clock: Server) ->
 
 
 # -- 6. output pacer ----------------------------------------------------------------------------------
-def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server) -> None:
+@pytest.mark.timing
+def test_pacer_spaces_tokens_at_its_rate(paced: Server, tiny_kv: Server, engine: str) -> None:
+    sim_only(engine, "the paced server is sim's: the control must run on the same simulated clock")
+
     async def gaps(s: Server) -> tuple[Stream, float]:
         async with client() as c:
             st = await stream(c, s, body("Pace me", 30))
         assert st.usage["completion_tokens"] == 30
         return st, statistics.median(st.gaps())
 
-    st, with_pacer = run(gaps(paced))
+    with WakeNoise() as noise:
+        st, with_pacer = run(gaps(paced))
     assert len(st.content) == 30, "the pacer releases one token per frame"
-    assert 0.015 <= with_pacer <= 0.030, with_pacer
+    assert 0.015 <= with_pacer <= 0.030 + noise.worst, (with_pacer, noise.worst)
     _, without = run(gaps(tiny_kv))  # same sim clock (0.1), no pacer
     assert without < with_pacer / 4, (without, with_pacer)
 
 
+@pytest.mark.timing
 def test_pacer_heartbeats_while_the_engine_is_slow(paced_slow: Server) -> None:
     url = paced_slow.url + "/admin/device/clocks"
     r = httpx.put(url, headers=ADMIN, json={"graphics_mhz": 210})  # the lowest clock: each step ~130 ms
@@ -816,12 +846,13 @@ def test_metrics_have_vllms_families_labels_and_zero_series() -> None:
 
 # -- 8. the profile's step model -----------------------------------------------------------------------
 @pytest.mark.timing
-def test_a_lone_request_takes_the_profiles_step_times(real_time: Server, engine: str) -> None:
-    """At low load a request's TTFT is the profile's frontend time plus its prefill step, and each token
-    after it a one-sequence decode step: the server runs the step model it was given. The clock of a
-    busy machine only ever makes a step late, never early, so the bounds lean that way."""
+def test_a_lone_request_takes_no_less_than_the_profiles_step_times(real_time: Server, engine: str) -> None:
+    """At low load a request's TTFT is at least the profile's frontend time plus its prefill step, and
+    its 49 tokens after the first at least as many one-sequence decode steps: a step never ends before
+    its model time, and a busy machine only adds. How close the server comes to its model is
+    benchmarks/standin_accuracy's to measure (make bench), not a test's on a shared machine."""
     sim_only(engine, "torch's steps are its forward passes")
-    s, step = real_time, profile.load(profile.DEFAULT).step
+    s, step = real_time, profile.load(profile.DEFAULT).step  # what the server runs (--sim-jitter 0)
     names = (
         "vllm:time_to_first_token_seconds_sum",
         "vllm:time_to_first_token_seconds_count",
@@ -829,8 +860,7 @@ def test_a_lone_request_takes_the_profiles_step_times(real_time: Server, engine:
         "vllm:inter_token_latency_seconds_count",
         "vllm:prefix_cache_hits_total",
     )
-    ttfts, itls = [], []
-    for key in range(3):  # the least TTFT of three: a busy machine only ever adds
+    for key in range(3):
         prompt = text_prompt("fr", 1000, skip_chars=5000 + 6000 * key)  # shares no prefix with other requests
         before = counters(s, *names)
 
@@ -845,19 +875,18 @@ def test_a_lone_request_takes_the_profiles_step_times(real_time: Server, engine:
         assert d["vllm:prefix_cache_hits_total"] == 0
         assert d["vllm:time_to_first_token_seconds_count"] == 1
         assert d["vllm:inter_token_latency_seconds_count"] == 49
-        ttfts.append(d["vllm:time_to_first_token_seconds_sum"])
-        itls.append(d["vllm:inter_token_latency_seconds_sum"] / 49)
-    ttft, itl = min(ttfts), statistics.median(itls)
-    expected_ttft = step.frontend + step.time(n, 0, n)
-    # The frontend time is a log-normal draw (sigma 8 %): a third of the way to 3 sigmas below is room.
-    assert (1 - 0.25 * step.frontend / expected_ttft) * expected_ttft <= ttft <= 1.5 * expected_ttft, ttft
-    expected_itl = statistics.mean(step.time(0, 1, n + k) for k in range(1, 50))
-    # A late first token (a loop woken late) shortens the mean gap after it by its lateness over 49.
-    assert 0.95 * expected_itl <= itl <= 1.3 * expected_itl, (itl, expected_itl)
+        # The frontend time is a log-normal draw (sigma 8.5 %): 4 sigmas below is its floor.
+        floor = math.exp(-4 * step.frontend_sigma) * step.frontend + step.time(n, 0, n)
+        assert d["vllm:time_to_first_token_seconds_sum"] >= floor, (d, floor)
+        # A first token sent late lets the steps after it begin up to CATCH_UP_S before the engine runs
+        # them (so a busy machine's lateness does not add up), never before the step ahead was due.
+        decode = sum(step.time(0, 1, n + k) for k in range(1, 50))
+        assert d["vllm:inter_token_latency_seconds_sum"] >= decode - CATCH_UP_S, (d, decode)
     assert "llmchaos_sim_late_seconds_total" in {k.split("{")[0] for k in s.metrics()}  # how far it fell behind
 
 
 # -- 10. a huge prompt and everyone else --------------------------------------------------------------
+@pytest.mark.timing
 def test_streams_keep_flowing_while_a_huge_prompt_is_tokenized(real_time: Server, engine: str) -> None:
     """A prompt just under the body limit takes seconds to tokenize; the streams already running
     must not notice. The same streams run twice in this test, without and then with the huge
@@ -889,6 +918,7 @@ def test_streams_keep_flowing_while_a_huge_prompt_is_tokenized(real_time: Server
 
 
 # -- 9. health ----------------------------------------------------------------------------------------
+@pytest.mark.timing
 def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
     url = real_time.url + "/healthz"
     first = httpx.get(url).json()

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from tests.integration.test_sse_proxy import FAULT, proxy
+from tests.noise import WakeNoise
 from tests.procs import ROOT, serve, stop
 
 TOKEN = "admin-secret"
@@ -54,6 +55,22 @@ def state(server: str, p: str) -> tuple[bool, bool]:
     return httpx.get(p + FAULT).json()["active"], clocks["locked"]
 
 
+def apply_cost(server: str, p: str) -> float:
+    """What applying both windows costs on this machine now: the proxy's fault set and cleared, the
+    clock locked, read back and reset, from here; the slowest of three rounds (seconds)."""
+    admin = {"authorization": f"Bearer {TOKEN}"}
+    took = []
+    for _ in range(3):
+        t = time.monotonic()
+        httpx.put(p + FAULT, json={"name": "probe", "drop_ratio": 0.0}).raise_for_status()
+        httpx.delete(p + FAULT).raise_for_status()
+        httpx.put(server + "/admin/device/clocks", headers=admin, json={"graphics_mhz": 990}).raise_for_status()
+        httpx.get(server + "/admin/device/clocks", headers=admin).raise_for_status()
+        httpx.delete(server + "/admin/device/clocks", headers=admin).raise_for_status()
+        took.append(time.monotonic() - t)
+    return max(took)
+
+
 def start(schedule: str, journal, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "llmchaos.cli", "faults", "run", schedule, "--journal", str(journal), *extra],
@@ -73,32 +90,43 @@ def wait_active(server: str, p: str, proc: subprocess.Popen, timeout: float = 5.
         time.sleep(0.02)
 
 
+@pytest.mark.timing
 def test_windows_apply_on_time_and_revert(tmp_path, targets):
     server, p = targets
     journal, timeline = tmp_path / "j.json", tmp_path / "timeline.json"
-    proc = start(write_schedule(tmp_path, server, p), journal, "--timeline", str(timeline))
-    wait_active(server, p, proc)
-    assert len(json.loads(journal.read_text())) == 2  # written before applying
-    _out, err = proc.communicate(timeout=20)
+    with WakeNoise() as noise:
+        cost = apply_cost(server, p)
+        proc = start(write_schedule(tmp_path, server, p), journal, "--timeline", str(timeline))
+        wait_active(server, p, proc)
+        assert len(json.loads(journal.read_text())) == 2  # written before applying
+        _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert state(server, p) == (False, False)
     assert json.loads(journal.read_text()) == []
     windows = json.loads(timeline.read_text())
     assert {w["name"] for w in windows} == {"drop", "slow-gpu"}
+    # 50 ms on a quiet machine; on a busy one, plus the runner's timer waking late and its calls
+    # taking what they took from here in the same test
+    late = 0.05 + noise.worst + cost
     for w in windows:
-        assert abs(w["actual_start"] - w["planned_start"]) < 0.05
-        assert abs(w["actual_end"] - w["planned_end"]) < 0.05
+        assert abs(w["actual_start"] - w["planned_start"]) < late, (w, noise.worst, cost)
+        assert abs(w["actual_end"] - w["planned_end"]) < late, (w, noise.worst, cost)
 
 
+@pytest.mark.timing
 def test_sigterm_reverts_within_a_second(tmp_path, targets):
     server, p = targets
     proc = start(write_schedule(tmp_path, server, p, length="60s"), tmp_path / "j.json")
     wait_active(server, p, proc)
-    t = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    while state(server, p) != (False, False):
-        assert time.monotonic() - t < 1.0, "not reverted within 1 s of SIGTERM"
-        time.sleep(0.01)
+    with WakeNoise() as noise:
+        cost = apply_cost(server, p)
+        t = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        while state(server, p) != (False, False):
+            time.sleep(0.01)
+        took = time.monotonic() - t
+    # within 1 s on a quiet machine; on a busy one plus a late wake and the calls' cost here and now
+    assert took < 1.0 + noise.worst + cost, ("not reverted within 1 s of SIGTERM", took, noise.worst, cost)
     proc.wait(10)
 
 
@@ -247,6 +275,7 @@ s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H); print(s.server_address
 """
 
 
+@pytest.mark.timing
 def test_sigterm_during_a_hung_apply_ends_the_run_within_its_deadline_and_says_what_is_left(tmp_path):
     hung = subprocess.Popen([sys.executable, "-c", HUNG_PROXY], stdout=subprocess.PIPE, text=True)
     try:
@@ -258,11 +287,13 @@ def test_sigterm_during_a_hung_apply_ends_the_run_within_its_deadline_and_says_w
         )
         proc = start(str(path), journal)
         assert hung.stdout.readline().strip() == "put"  # the apply is in flight and will not be answered
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        took = time.monotonic() - sent
-        assert took < 3.0, took  # the proxy injector's HTTP timeout is 5 s: it took 6 s
+        with WakeNoise() as noise:
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+            took = time.monotonic() - sent
+        # the proxy injector's HTTP timeout is 5 s: it took 6 s
+        assert took < min(5.0, 3.0 + 2 * noise.worst), (took, noise.worst)
         assert proc.returncode == 1, err
         assert "left in the journal" in err
         assert [e["name"] for e in json.loads(journal.read_text())] == ["drop"]

@@ -29,8 +29,6 @@ from tests.integration.conftest import (
 )
 from tests.procs import Server
 
-pytestmark = pytest.mark.integration
-
 MODEL = "llmchaos-sim-8b"
 KEY = "goog-test-key"
 BASE = f"/v1beta/models/{MODEL}"

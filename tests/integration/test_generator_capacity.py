@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from benchmarks import _truth_server, _yardstick, generator_capacity
+from benchmarks import _yardstick, generator_capacity
 from benchmarks._common import process
+from tests.servers.truth import EVENTS, TTFT_NS
 
 
 @pytest.fixture(params=["python", "c"])
@@ -26,6 +27,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[list[str]]:
         yield generator_capacity.server_command(build)
 
 
+@pytest.mark.timing
 def test_truth_server_logs_every_send_and_never_sends_early(server: list[str]) -> None:
     with process(server, cpu=None, health="/healthz") as (url, _):
         measured = _yardstick.run(url, 3, ["en", "zh"], 1.2)
@@ -33,10 +35,10 @@ def test_truth_server_logs_every_send_and_never_sends_early(server: list[str]) -
     assert len(measured) >= 3  # three streams, at least one whole request each
     for rid, m in measured.items():
         entry = truth["requests"][rid]
-        assert len(entry["sent_ns"]) == len(m.gaps) + 1 == _truth_server.EVENTS
+        assert len(entry["sent_ns"]) == len(m.gaps) + 1 == EVENTS
         assert entry["lang"] in ("en", "zh")
         assert entry["sent_ns"] == sorted(entry["sent_ns"])
-        assert entry["sent_ns"][0] >= _truth_server.TTFT_NS[0]  # the first event never before its time
+        assert entry["sent_ns"][0] >= TTFT_NS[0]  # the first event never before its time
     sends = sum(len(e["sent_ns"]) for e in truth["requests"].values())
     assert len(truth["lateness_us"]) == sends  # a lateness for every send
     assert min(truth["lateness_us"]) >= 0  # stamped after the send returned: never early

@@ -10,15 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmchaos.wire import REQUEST_ID_HEADER
+from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
-from loadtests.client import StreamClient
-from loadtests.dataplane.exchange import Limits
+from loadtests.dataplane.request import Limits
 from loadtests.record import RequestRecord
+from loadtests.stream_client import StreamClient
 from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.servers import raw_upstream, scripted
-
-pytestmark = pytest.mark.integration
 
 HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n"
 
@@ -57,6 +55,7 @@ def test_two_events_in_one_write_are_one_coalesced_read(upstream):
     assert rec.gaps[0] == 0.0  # the cost: one stamp for both
 
 
+@pytest.mark.timing
 def test_events_written_far_apart_are_no_coalesced_read(upstream):
     rec = read(upstream.url, [event("a"), event("b"), event("c"), event("d"), "data: [DONE]\n\n"])
     assert rec.chunks == ["a", "b", "c", "d"]

@@ -61,6 +61,7 @@ def k8s_wait(config: Path, tmp_path: Path, until: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.timing
 def test_wait_follows_a_step_through_the_api(tmp_path):
     _, (workflow, _) = rendered(tmp_path, GPU % (2, 500))
     t0 = int(time.time()) + 1
@@ -174,12 +175,22 @@ faults:
 """
 
 
+@pytest.mark.timing
 @pytest.mark.integration
 def test_a_load_test_labels_its_requests_by_the_steps_the_cluster_ran(tmp_path, monkeypatch):
     _, (workflow, *_) = rendered(tmp_path, SCHEDULE)
-    t0 = int(time.time()) + 3
-    workflow |= {"status": {"startTime": iso(t0)}}
-    api = KubeAPI(workflow, lambda now: nodes(workflow, t0, until=now) if now >= t0 else [])
+    started: list[int] = []
+
+    class Starting(KubeAPI):
+        """The Workflow starts 3 s after Locust first reads it (however long Locust took to start)."""
+
+        def answer(self, path: str) -> tuple[int, dict]:
+            if not started:
+                started.append(int(time.time()) + 3)
+                workflow["status"] = {"startTime": iso(started[0])}
+            return super().answer(path)
+
+    api = Starting(workflow, lambda now: nodes(workflow, started[0], until=now) if now >= started[0] else [])
     with serve("--sim-time-scale", "0.2") as server, running(api, tmp_path) as config:
         monkeypatch.setenv("KUBECONFIG", str(config))
         proc = locust(
@@ -189,6 +200,7 @@ def test_a_load_test_labels_its_requests_by_the_steps_the_cluster_ran(tmp_path, 
         assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, requests = only_run(tmp_path / "results")
     assert run["config"]["k8s_workflow"] == "staging/drills"
+    (t0,) = started
     windows = {w["name"]: w for w in run["faults"]}
     assert (windows["jitter"]["actual_start"], windows["jitter"]["actual_end"]) == (t0 + 4, t0 + 7)
     assert (windows["frozen"]["actual_start"], windows["frozen"]["actual_end"]) == (t0 + 6, t0 + 9)

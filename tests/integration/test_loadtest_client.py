@@ -18,15 +18,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmchaos.wire import REQUEST_ID_HEADER
+from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
-from loadtests.client import StreamClient
-from loadtests.dataplane.exchange import Limits
+from loadtests.dataplane.request import Limits
 from loadtests.record import RequestRecord
+from loadtests.stream_client import StreamClient
 from tests.servers import scripted
 from tests.servers.accepting import Accepting
-
-pytestmark = pytest.mark.integration
 
 FAST = {"ttft_ms": [5, 5], "itl_ms": [5, 5]}
 LIMITS = Limits(connect=2.0, ttft=10.0, stall=10.0, request=20.0)

@@ -11,11 +11,13 @@ import pytest
 from tests.integration.conftest import math_bound
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
 from tests.integration.test_sse_proxy import FAULT, proxy
+from tests.noise import WakeNoise
 from tests.procs import serve
 
 TOKEN = "admin-secret"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
 def test_fault_windows_in_the_results(tmp_path, monkeypatch, mode):
     profile = math_bound(tmp_path)  # steps all math: the lock slows ITL 3x (the default's decode hardly)
@@ -60,7 +62,8 @@ faults:
             "--fault-journal",
             str(tmp_path / "journal.json"),
         )
-        proc = locust(*args) if mode == "one process" else distributed(*args)
+        with WakeNoise() as noise:
+            proc = locust(*args) if mode == "one process" else distributed(*args)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert httpx.get(p + FAULT).json()["active"] is False  # reverted at the end
         assert json.loads((tmp_path / "journal.json").read_text()) == []
@@ -68,7 +71,9 @@ faults:
     windows = {w["name"]: w for w in run["faults"]}
     assert set(windows) == {"first-token-delay", "gpu-at-660mhz"}
     for w in windows.values():
-        assert abs(w["actual_start"] - w["planned_start"]) < 0.05
+        # 50 ms on a quiet machine; plus two of the worst delays a busy one imposed (the runner's
+        # timer, the apply's round trip)
+        assert abs(w["actual_start"] - w["planned_start"]) < 0.05 + 2 * noise.worst, (w, noise.worst)
         assert w["actual_end"] is not None
     for lang in ("en", "de"):
         base = summary(run, lang, "ttft", "baseline")

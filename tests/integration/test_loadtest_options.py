@@ -12,8 +12,6 @@ from tests.integration.loadtest_helpers import locust
 from tests.procs import ROOT
 from tests.servers import scripted
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def url():

@@ -15,8 +15,6 @@ from tests.integration.loadtest_helpers import LOCUST, distributed, locust, only
 from tests.procs import ROOT, serve
 from tests.servers import scripted
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
 def test_requests_cut_by_the_end_of_the_test_are_counted_apart(tmp_path, mode):
@@ -82,6 +80,7 @@ def test_a_single_process_writes_every_request_it_counted(tmp_path, attempt):
 TOKEN = "admin-secret"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_the_run_with_its_results_written_and_its_fault_reverted(tmp_path, monkeypatch, sig):
     """SIGTERM mid-run, a GPU clock lock on: the run ends as on Ctrl-C (it died with 143, nothing

@@ -7,6 +7,7 @@ import pytest
 
 from llmchaos.histogram import nearest_rank
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
+from tests.noise import WakeNoise
 from tests.servers import scripted
 
 LANGS = ("en", "de", "zh", "ja")
@@ -83,17 +84,31 @@ def merged_exactly(run: dict, requests: list[dict]) -> list[str]:
     return problems
 
 
+# A machine with fewer other runnable tasks than this per core during the run (tests/noise.py) left
+# the generator a core whenever it wanted one: its run must be valid.
+QUIET_CONTENTION = 0.75
+
+
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
 def test_percentiles_match_the_servers_truth(tmp_path, mode):
+    """The harness's promise: a run it calls valid is within tolerance of the truth. On a machine too
+    busy for that (make test-stressed: the server's own ITL p99 near a second) it calls the run invalid
+    and says why; on a quiet one it must be valid."""
     # The target has CPU 0 to itself; one process measures on CPU 1, a master and two workers
     # share both cores with the target.
-    with scripted.running(7, "--itl-ms", "40", "60", cpu=0) as url:
+    with scripted.running(7, "--itl-ms", "40", "60", cpu=0) as url, WakeNoise() as noise:
         args = ("--host", url, "--results-dir", str(tmp_path), *ARGS)
         proc = locust(*args, cpu=1) if mode == "one process" else distributed(*args)
         assert proc.returncode == 0, proc.stderr[-3000:]
         run, _, requests = only_run(tmp_path)
-        assert run["validity"]["valid"], run["generator"]
         assert sum(1 for r in requests if r["outcome"] == "ok") > 600
         assert merged_exactly(run, requests) == []
         problems = check(run, url, requests)
+    validity = run["validity"]
+    print(f"validity {validity}; other runnable tasks per core {noise.contention:.2f}")
+    if validity["valid"]:
         assert problems == [], "\n".join(problems)
+    else:
+        assert validity["reasons"], validity
+        assert noise.contention > QUIET_CONTENTION, (validity, noise.contention)

@@ -31,8 +31,6 @@ from tests.integration.conftest import (
 )
 from tests.procs import Server, serve
 
-pytestmark = pytest.mark.integration
-
 MODEL = "llmchaos-sim-8b"
 KEY = "sk-test-key"
 MSGS = [{"role": "user", "content": "Tell me something interesting."}]

@@ -173,6 +173,7 @@ def test_a_broken_upstream_answer_is_a_502(proxied, pieces):
     assert r.json()["error"].startswith("upstream")
 
 
+@pytest.mark.timing
 def test_a_client_that_leaves_before_the_first_byte_cancels_the_upstream_request():
     body = {
         "model": "llmchaos-sim-8b",

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.procs import ROOT
 from tests.services import pushgateway
@@ -64,6 +65,7 @@ def nights(top: Path) -> list[Path]:
     return sorted(p for p in top.iterdir() if p.name[:1].isdigit())
 
 
+@pytest.mark.timing
 def test_nightly_sets_a_baseline_is_green_unchanged_and_red_on_a_slower_build(tmp_path):
     top, rules = tmp_path / "nightly", tmp_path / "rules.yaml"
     # the medians only: another process crowding this host doubled an unchanged build's ITL p95

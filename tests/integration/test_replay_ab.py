@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from llmchaos import run
 from llmchaos.cli import main
 from tests.integration.replay_helpers import replay
@@ -18,6 +20,7 @@ from tests.procs import ROOT, serve
 ENGINE = ("--sim-time-scale", "1", "--max-num-seqs", "2")
 
 
+@pytest.mark.timing
 def test_wfq_keeps_minority_languages_fast_under_an_english_flood(tmp_path):
     log = tmp_path / "flood.jsonl"
     flood = ["--duration", "12s", "--rate", "14", "--lang-mix", "en=80,zh=10,ja=10", "--sessions", "0"]

@@ -5,6 +5,7 @@ pushed to a Pushgateway carry each side's requests under its own `target` label.
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from llmchaos.cli import main
 from tests.integration.replay_helpers import replay, sides
@@ -13,6 +14,7 @@ from tests.procs import serve
 from tests.services import pushgateway
 
 
+@pytest.mark.timing
 def test_faults_warmup_slo_and_metrics_per_target(tmp_path):
     log = tmp_path / "synth.jsonl"
     synth = ["--duration", "12s", "--rate", "8", "--sessions", "0", "--output-median", "6", "--lang-mix", "en=1,de=1"]

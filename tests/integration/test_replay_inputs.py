@@ -103,6 +103,7 @@ def sessions(tmp_path, server, order):
     return turns, side.run["replay"]["fidelity"]
 
 
+@pytest.mark.timing
 def test_strict_sessions_send_a_turn_once_the_turn_before_has_ended(tmp_path, server):
     turns, fidelity = sessions(tmp_path, server, "strict")
     for first, second in turns:
@@ -132,6 +133,7 @@ def test_a_window_of_the_log_looped(tmp_path, server):
     assert starts == pytest.approx([0.0, 0.5, 1.0], abs=1e-6)  # each pass 500 ms after the one before
 
 
+@pytest.mark.timing
 def test_max_concurrency_caps_the_requests_in_flight(tmp_path, server):
     """Twelve requests due at once, each streaming 30 tokens (~0.4 s): three at a time, the rest late."""
     log = write(tmp_path / "burst.jsonl", [line(0, f"u{i}", output_tokens=30) for i in range(12)])

@@ -2,7 +2,8 @@
 cut off at `--header-timeout`, while ordinary requests on other connections keep being served.
 
 Scaled down from the report (300 connections, one header byte a second, a 10 s timeout) to 50
-connections, a byte every 0.1 s and a 1 s timeout.
+connections, a byte every 0.1 s and a 1 s timeout. A connection must close after the timeout and
+before the timeout's margin plus the machine's worst wake-up delay in that test (tests/noise.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.noise import WakeNoise
 from tests.procs import Server, serve
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.timing
 
 TIMEOUT_S = 1.0
 HEADER_BYTES = 8192
@@ -47,6 +49,8 @@ async def trickle(url: str, head: bytes, every_s: float, give_up_s: float) -> tu
             except TimeoutError:
                 writer.write(b"x")
                 continue
+            except ConnectionResetError:  # closed while a byte of ours was unread: a reset, not a FIN
+                chunk = b""
             if not chunk:
                 return time.monotonic() - t0, got
             got += chunk
@@ -74,9 +78,10 @@ def test_trickling_heads_are_closed_and_others_are_served(server: Server) -> Non
         stop.set()
         return slow, await served
 
-    slow, statuses = asyncio.run(go())
+    with WakeNoise() as noise:
+        slow, statuses = asyncio.run(go())
     took = sorted(t for t, _ in slow)
-    assert took[-1] < 3 * TIMEOUT_S, f"trickling connections still open: {took[-5:]}"
+    assert took[-1] < 3 * TIMEOUT_S + noise.worst, f"trickling connections still open: {took[-5:]}"
     assert took[0] >= TIMEOUT_S * 0.9, took[:5]
     assert all(got.startswith(b"HTTP/1.1 408 ") for _, got in slow), {got[:40] for _, got in slow}
     assert len(statuses) >= 5, statuses
@@ -84,8 +89,9 @@ def test_trickling_heads_are_closed_and_others_are_served(server: Server) -> Non
 
 
 def test_a_connection_that_sends_nothing_is_closed(server: Server) -> None:
-    took, got = asyncio.run(trickle(server.url, b"", 10 * TIMEOUT_S, 6 * TIMEOUT_S))  # never a byte
-    assert TIMEOUT_S * 0.9 <= took < 3 * TIMEOUT_S, took
+    with WakeNoise() as noise:
+        took, got = asyncio.run(trickle(server.url, b"", 10 * TIMEOUT_S, 6 * TIMEOUT_S))  # never a byte
+    assert TIMEOUT_S * 0.9 <= took < 3 * TIMEOUT_S + noise.worst, took
     assert got == b"", got  # closed like an idle keep-alive connection: no response to no request
 
 
@@ -94,9 +100,10 @@ def test_an_oversized_head_is_431(server: Server) -> None:
         head = b"GET /healthz HTTP/1.1\r\nhost: test\r\nx-big: " + b"a" * (2 * HEADER_BYTES)
         return await trickle(server.url, head, 0.1, 6 * TIMEOUT_S)
 
-    took, got = asyncio.run(go())
+    with WakeNoise() as noise:
+        took, got = asyncio.run(go())
     assert got.startswith(b"HTTP/1.1 431 "), got
-    assert took < TIMEOUT_S, took  # refused by its size, not by the timeout
+    assert took < TIMEOUT_S + noise.worst, took  # refused by its size, not by the timeout
     assert httpx.get(server.url + "/healthz").status_code == 200
 
 
@@ -123,7 +130,8 @@ def test_a_slow_head_within_the_timeout_is_served_and_the_next_one_is_timed_too(
         finally:
             writer.close()
 
-    first, took, rest = asyncio.run(go())
+    with WakeNoise() as noise:
+        first, took, rest = asyncio.run(go())
     assert first.startswith(b"HTTP/1.1 200 "), first
     assert rest.startswith(b"HTTP/1.1 408 "), rest
-    assert TIMEOUT_S * 0.9 <= took < 3 * TIMEOUT_S, took
+    assert TIMEOUT_S * 0.9 <= took < 3 * TIMEOUT_S + noise.worst, took

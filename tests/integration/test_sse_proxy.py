@@ -114,6 +114,7 @@ def test_no_fault_forwards_every_event_unchanged(urls):
     assert b["done"]
 
 
+@pytest.mark.timing
 def test_drop_delay_cut_reset_and_errors(urls):
     direct, p = urls
     full = stream(direct)["texts"]
@@ -201,6 +202,7 @@ def running(server: str) -> float:
     )
 
 
+@pytest.mark.timing
 def test_plain_json_keep_alive_and_a_client_that_leaves(urls):
     direct, p = urls
     httpx.delete(p + FAULT)

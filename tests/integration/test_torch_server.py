@@ -1,7 +1,11 @@
-"""`llmchaos serve --engine torch --model DIR`: a local model directory (safetensors and its own
-tokenizer.json), served as it is: its tokenizer counts and spells, no random-model note."""
+"""`llmchaos serve --engine torch`: a local model directory (safetensors and its own tokenizer.json),
+served as it is: its tokenizer counts and spells, no random-model note; an engine it cannot build is
+one line and exit 2."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -11,8 +15,6 @@ from reference_server.executors.torch import attention
 from reference_server.executors.torch.model import load
 from tests.procs import serve
 from tests.unit.llmchaos.test_tokenizer import lowercasing_copy
-
-pytestmark = pytest.mark.integration
 
 
 def test_a_model_directory_is_served_with_its_own_tokenizer(tmp_path):
@@ -34,3 +36,27 @@ def test_a_model_directory_is_served_with_its_own_tokenizer(tmp_path):
             return r.json()["usage"]["prompt_tokens"]
 
         assert prompt_tokens("HELLO WORLD, HOW ARE YOU") == prompt_tokens("hello world, how are you")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["--device", "cuda"],
+            "llmchaos: error: --device: no CUDA device here (torch ",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device"),
+        ),
+        (["--model", "/nonexistent"], "llmchaos: error: --model: not tiny, small or a model directory: /nonexistent"),
+        (["--num-blocks", "100000000"], "llmchaos: error: --num-blocks: the KV pool needs "),
+    ],
+)
+def test_a_torch_engine_it_cannot_build_is_one_line_and_exit_2(args, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "serve", "--engine", "torch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(message), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr

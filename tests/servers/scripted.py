@@ -73,6 +73,7 @@ MODES = {
     "bom": "a normal stream after a UTF-8 byte order mark",
     "huge": "a normal stream whose content event K+1 carries `size` (20,000,000) bytes of text",
     "eos_first": "the role chunk, then a finish chunk with no text (finish_reason stop, usage 1 token) and [DONE]",
+    "multi": "a normal stream whose content event i carries 1 + i % 4 words; usage counts them all",
 }
 MODE_ARG = {"status": "status", "huge": "size"}  # what `--modes lang=mode:ARG` sets; else `seconds`
 UNSTALLED = ("/control", "/truth")
@@ -164,6 +165,11 @@ def _word(lang: str, i: int) -> str:
     return " " + words[i % len(words)]
 
 
+def _words_in(mode: str, i: int) -> int:
+    """The words content event i carries."""
+    return 1 + i % 4 if mode == "multi" else 1
+
+
 def _usage(body: dict, n: int) -> dict[str, int]:
     p = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
     return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
@@ -207,16 +213,21 @@ class Stream:
 
     async def token(self, i: int, final: bool, huge: bool = False) -> None:
         t, ns = time.monotonic(), time.time_ns()
-        text = " lorem" * (int(self.script.get("size", 20_000_000)) // 6) if huge else _word(self.rec.lang, i)
+        if huge:
+            text = " lorem" * (int(self.script.get("size", 20_000_000)) // 6)
+        else:
+            text = "".join(_word(self.rec.lang, i + j) for j in range(_words_in(self.rec.mode, i)))
         data = self.chunk({"content": text}, "length" if final else None, x_sent_ns=ns)
         self.rec.writes.append(t - self.t0)
         await self.write(PING + data if self.rec.mode == "ping" else data)
 
     def usage(self, n: int) -> bytes:
-        """The usage chunk when the request asked for it (`stream_options.include_usage`)."""
+        """The usage chunk when the request asked for it (`stream_options.include_usage`): the words
+        of `n` content events."""
         if not (self.body.get("stream_options") or {}).get("include_usage"):
             return b""
-        return b"data: " + _dumps({**self.head, "choices": [], "usage": _usage(self.body, n)}) + b"\n\n"
+        words = sum(_words_in(self.rec.mode, i) for i in range(n))
+        return b"data: " + _dumps({**self.head, "choices": [], "usage": _usage(self.body, words)}) + b"\n\n"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def gone() -> None:
@@ -419,7 +430,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @contextlib.contextmanager
-def running(seed: int | None = None, *args: str, cpu: int | None = None, timeout: float = 20.0) -> Iterator[str]:
+def running(seed: int | None = None, *args: str, cpu: int | None = None, timeout: float = 120.0) -> Iterator[str]:
     """This server on a free loopback port (pinned to `cpu` if given): yields its URL once /healthz
     is 200, stops it by PID."""
     port = free_port()

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 
 from llmchaos.net import SO_TIMESTAMPNS
+from tests.servers import frames
 
 EVENTS = (
     b'data: {"choices":[{"index":0,"delta":{"content":"Hello,"}}]}\n\n'
@@ -61,25 +62,18 @@ class Stamped:
                             sec, nsec = struct.unpack("qq", payload[:16])
                             stamp = sec + nsec * 1e-9
                 buf += data
-                while (end := buf.find(b"\r\n\r\n")) >= 0:
-                    head = buf[:end].decode("latin-1").split("\r\n")
-                    fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
-                    size = int(fields.get("content-length", 0))
-                    if len(buf) < end + 4 + size:
-                        break
-                    buf = buf[end + 4 + size :]
-                    conn.sendall(self._answer(head[0], fields, stamp))
+                while (got := frames.request(buf)) is not None:
+                    line, headers, _, buf = got
+                    conn.sendall(self._answer(line, headers, stamp))
 
-    def _answer(self, line: str, fields: dict[str, str], stamp: float) -> bytes:
-        if line.startswith("GET /truth"):
-            body, ctype = json.dumps(self.stamps).encode(), "application/json"
-        else:
-            rid = fields.get("x-request-id", "")
-            self.stamps[rid] = stamp
-            time.sleep(self.hold)
-            self.answered[rid] = time.time()
-            body, ctype = EVENTS, "text/event-stream"
-        return f"HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body
+    def _answer(self, line: bytes, headers: dict[bytes, bytes], stamp: float) -> bytes:
+        if line.startswith(b"GET /truth"):
+            return frames.answer(json.dumps(self.stamps).encode())
+        rid = headers.get(b"x-request-id", b"").decode()
+        self.stamps[rid] = stamp
+        time.sleep(self.hold)
+        self.answered[rid] = time.time()
+        return frames.answer(EVENTS, b"text/event-stream")
 
     def close(self) -> None:
         self._stop.set()

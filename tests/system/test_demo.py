@@ -10,16 +10,18 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 from pyroute2 import netns
 
 from llmchaos import run as results
 from tests.procs import ROOT
 
 
+@pytest.mark.timing
 def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     before = set(netns.listnetns())
     r = subprocess.run(
-        [sys.executable, "-m", "loadtests.stack.demo", "--seconds", "30", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "compose.demo", "--seconds", "30", "--dir", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -4,7 +4,6 @@ then `llmchaos faults recover`). Each container counts its own progress into a f
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ import docker
 import pytest
 
 from faults.injectors.docker import Docker
+from tests.noise import WakeNoise
 from tests.procs import ROOT
 from tests.system.dockerd import ALLOW, sleeper, sock
 
@@ -28,23 +28,28 @@ TICKER = "while :; do n=0; while [ $n -lt 1000 ]; do n=$((n+1)); done; echo x >>
 
 
 class Ticks:
-    """Samples a container's tick file every 20 ms: how much work it did in any interval."""
+    """Samples a container's tick file every 20 ms: how much work it did in any interval. Each sample
+    is the file's size and the times just before and after reading it, so a sampler woken late (a
+    busy machine) never dates a size before it was read."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.samples = path, [(time.time(), 0)]
+        self.path, self.samples = path, [(time.time(), time.time(), 0)]
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         while not self.stop.wait(0.02):
-            self.samples.append((time.time(), self.path.stat().st_size // 2 if self.path.exists() else 0))
-
-    def at(self, t: float) -> int:
-        return self.samples[max(0, bisect.bisect_right([s[0] for s in self.samples], t) - 1)][1]
+            before = time.time()
+            size = self.path.stat().st_size // 2 if self.path.exists() else 0
+            self.samples.append((before, time.time(), size))
 
     def rate(self, a: float, b: float) -> float:
-        return (self.at(b) - self.at(a)) / (b - a)
+        """Ticks a second between the first and the last size read wholly within [a, b]."""
+        inside = [s for s in self.samples if a <= s[0] and s[1] <= b]
+        assert len(inside) >= 2, f"no two samples within [{a}, {b}]"
+        (_, first_t, first), (last_t, _, last) = inside[0], inside[-1]
+        return (last - first) / (last_t - first_t)
 
     def close(self) -> None:
         self.stop.set()
@@ -99,11 +104,31 @@ def faults(*args: str) -> subprocess.Popen:
     )
 
 
+def change_cost(client) -> float:
+    """What a docker window's change costs on this machine now: a spare container inspected, paused
+    and unpaused, throttled and freed; the slowest of three rounds (seconds)."""
+    spare = sleeper(client, "llmc-spare")
+    try:
+        took = []
+        for _ in range(3):
+            t = time.monotonic()
+            spare.reload()
+            spare.pause()
+            spare.unpause()
+            spare.update(cpu_period=100_000, cpu_quota=25_000)
+            spare.update(cpu_quota=-1)
+            took.append(time.monotonic() - t)
+        return max(took)
+    finally:
+        spare.remove(force=True)
+
+
 def status(c) -> str:
     c.reload()
     return c.status
 
 
+@pytest.mark.timing
 def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_path):
     client, _ = daemon
     c, ticks = ticker
@@ -117,8 +142,10 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
         "throttle|2s|1.5s|{action: cpu, cpus: 0.1}",
         "crash|4s|1s|{action: kill}",
     )
-    proc = faults("run", path, "--journal", str(journal), "--timeline", str(timeline))
-    _, err = proc.communicate(timeout=60)
+    with WakeNoise() as noise:
+        cost = change_cost(client)
+        proc = faults("run", path, "--journal", str(journal), "--timeline", str(timeline))
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     time.sleep(0.5)
     windows = {w["name"]: w for w in json.loads(timeline.read_text())}
@@ -126,15 +153,17 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
     baseline = ticks.rate(t0 - 1.0, t0)
     assert baseline > 20, baseline
     # dockerd answers each call in ~20 ms here (a window is an inspect and a change), its kill waits
-    # for the exit (~70 ms) and its start takes ~300 ms; actual times are when the change took effect
+    # for the exit (~70 ms) and its start takes ~300 ms; actual times are when the change took effect.
+    # A busy machine adds the runner's timer waking late and the change taking what it took from here.
+    busy = noise.worst + cost
     for w, start_s, end_s in (
         (windows["freeze"], 0.1, 0.1),
         (windows["throttle"], 0.1, 0.1),
         (windows["crash"], 0.2, 0.6),
     ):
         assert w["error"] is None, w
-        assert abs(w["actual_start"] - w["planned_start"]) < start_s, w
-        assert abs(w["actual_end"] - w["planned_end"]) < end_s, w
+        assert abs(w["actual_start"] - w["planned_start"]) < start_s + busy, (w, noise.worst, cost)
+        assert abs(w["actual_end"] - w["planned_end"]) < end_s + busy, (w, noise.worst, cost)
     freeze, throttle, crash = windows["freeze"], windows["throttle"], windows["crash"]
     assert ticks.rate(freeze["actual_start"] + 0.05, freeze["actual_end"] - 0.05) == 0
     throttled = ticks.rate(throttle["actual_start"] + 0.2, throttle["actual_end"] - 0.05)
@@ -155,6 +184,7 @@ def wait_status(c, want: str, timeout: float = 10.0) -> float:
     return time.monotonic()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_path, sig):
     client, _ = daemon
@@ -177,11 +207,14 @@ def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_
             other.reload()
         saved = {e["name"]: e["saved"] for e in json.loads(journal.read_text())}
         assert saved["throttle"]["containers"][0]["cpu_quota"] == 0  # read before the throttle
-        sent = time.monotonic()
-        proc.send_signal(sig)
-        proc.communicate(timeout=30)
-        if sig == signal.SIGTERM:
-            assert wait_status(c, "running") - sent < 1.0
+        with WakeNoise() as noise:
+            sent = time.monotonic()
+            proc.send_signal(sig)
+            proc.communicate(timeout=30)
+            running = wait_status(c, "running") if sig == signal.SIGTERM else None
+        if running is not None:
+            # 1 s on a quiet machine, as much longer as the machine was busy (CPU work) plus a late wake
+            assert running - sent < 1.0 * noise.slowdown + noise.worst, (running - sent, noise.slowdown, noise.worst)
         else:
             assert status(c) == "paused"  # nothing ran to undo it ...
             rec = faults("recover", "--journal", str(journal))

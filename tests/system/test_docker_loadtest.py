@@ -11,8 +11,10 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.integration.loadtest_helpers import locust, only_run, summary
+from tests.noise import WakeNoise
 from tests.procs import ROOT, free_port
 from tests.system.dockerd import ALLOW, sock
 
@@ -25,6 +27,7 @@ def python_mounts() -> dict[str, dict[str, str]]:
     return {p: {"bind": p, "mode": "ro"} for p in paths if os.path.exists(p)}
 
 
+@pytest.mark.timing
 def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path):
     client, image = daemon
     port = free_port()
@@ -61,26 +64,27 @@ def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path)
     duration: {PAUSE_S}s
     params: {{action: pause}}
 """)
-        proc = locust(
-            "--host",
-            url,
-            "--results-dir",
-            str(tmp_path / "results"),
-            "--rate",
-            "6",
-            "-u",
-            "40",
-            "-t",
-            "9s",
-            "--langs",
-            "en",
-            "--max-tokens",
-            "16",
-            "--schedule",
-            str(schedule),
-            "--fault-journal",
-            str(tmp_path / "journal.json"),
-        )
+        with WakeNoise() as noise:
+            proc = locust(
+                "--host",
+                url,
+                "--results-dir",
+                str(tmp_path / "results"),
+                "--rate",
+                "6",
+                "-u",
+                "40",
+                "-t",
+                "9s",
+                "--langs",
+                "en",
+                "--max-tokens",
+                "16",
+                "--schedule",
+                str(schedule),
+                "--fault-journal",
+                str(tmp_path / "journal.json"),
+            )
         assert proc.returncode == 0, proc.stderr[-3000:]
         server.reload()
         assert server.status == "running"
@@ -91,7 +95,7 @@ def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path)
     (window,) = run["faults"]
     assert window["name"] == "backend-frozen"
     assert window["error"] is None
-    assert abs(window["actual_start"] - window["planned_start"]) < 0.05
+    assert abs(window["actual_start"] - window["planned_start"]) < 0.05 + 2 * noise.worst, (window, noise.worst)
     frozen, base = summary(run, "en", "ttft", "backend-frozen"), summary(run, "en", "ttft", "baseline")
     # a request that starts u seconds into the pause waits PAUSE_S - u: half a pause at the median
     assert frozen["count"] >= 5, (frozen, base)

@@ -10,7 +10,7 @@ import time
 import httpx
 from pyroute2 import IPRoute, netns
 
-from loadtests.stack.netns import enter, namespace_with_link
+from compose.netns import enter, namespace_with_link
 from tests.integration.test_stack import assert_all_gone, services, short_run, stack
 
 

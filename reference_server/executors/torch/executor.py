@@ -24,8 +24,8 @@ from reference_server.executors.sim import SimDevice
 from reference_server.executors.torch import attention
 from reference_server.executors.torch.kv_cache import PagedKVCache
 from reference_server.executors.torch.model import LoadedModel, load
-from reference_server.executors.torch.runner import ModelRunner, Work, snapshot
-from reference_server.executors.torch.sampler import GREEDY_BELOW, Row, Sampler, language_vocabularies
+from reference_server.executors.torch.model_runner import ModelRunner, Work, snapshot
+from reference_server.executors.torch.sampler import GREEDY_BELOW, Draw, Sampler, language_vocabularies
 from reference_server.profile import H100_CLOCKS
 from reference_server.sequence import Sequence
 
@@ -60,15 +60,15 @@ class TorchExecutor:
         self._deadline = self._returned = float("-inf")  # when the last step was due to end, and returned
         self._typical: dict[tuple[int, int], float] = {}  # a step size's time at full clock (moving average)
 
-    def rows(self, batch: Batch) -> list[Row]:
+    def rows(self, batch: Batch) -> list[Draw]:
         return [self._row(seq) for seq in batch.sampling]
 
-    def _row(self, seq: Sequence) -> Row:
+    def _row(self, seq: Sequence) -> Draw:
         p, n = seq.params, len(seq.output_token_ids)
         draw = 0.0 if p.temperature < GREEDY_BELOW else (seq.rng or self.rng).random()
-        return Row(p, seq.lang, not p.ignore_eos and n >= max(1, p.min_tokens), draw)
+        return Draw(p, seq.lang, not p.ignore_eos and n >= max(1, p.min_tokens), draw)
 
-    def step(self, work: list[Work], rows: list[Row]) -> list[Sampled]:
+    def step(self, work: list[Work], rows: list[Draw]) -> list[Sampled]:
         """The forward pass and the sampling (in the step thread)."""
         with torch.inference_mode():
             logits = self.runner.forward(work)
@@ -79,7 +79,7 @@ class TorchExecutor:
             except Exception:  # noqa: BLE001 - find the rows that fail, each alone: they fail only their request
                 return [self._sample_one(logits[i : i + 1], row) for i, row in enumerate(rows)]
 
-    def _sample_one(self, logits: torch.Tensor, row: Row) -> Sampled:
+    def _sample_one(self, logits: torch.Tensor, row: Draw) -> Sampled:
         try:
             return self.sampler.sample(logits, [row])[0]
         except Exception as e:  # noqa: BLE001 - the engine fails this request alone and logs why

@@ -21,7 +21,7 @@ GREEDY_BELOW = 1e-5  # a temperature under this is greedy (vLLM's _SAMPLING_EPS)
 
 
 @dataclass(frozen=True)
-class Row:
+class Draw:
     params: SamplingParams
     lang: str
     allow_eos: bool
@@ -45,7 +45,7 @@ class Sampler:
         self.eos_logit_offset = None if eos_probability is None else math.log(eos_probability / (1 - eos_probability))
         self._all = torch.ones(vocab_size, dtype=torch.bool, device=device)
 
-    def sample(self, logits: torch.Tensor, rows: Seq[Row]) -> list[int]:
+    def sample(self, logits: torch.Tensor, rows: Seq[Draw]) -> list[int]:
         """One token per row of `logits` ([rows, vocab], float32)."""
         d = self.device
         allowed = torch.stack([self.vocabularies.get(r.lang, self._all) for r in rows])

@@ -185,7 +185,7 @@ def test_a_mirrored_replay_shows_its_output_drift_in_the_html_report(tmp_path):
     for side, seed in (("a", 11), ("b", 12)):
         write(replay / side, 2000, seed=seed, drift=0.0)
     doc = json.loads((replay / "a" / "run.json").read_text())
-    doc["replay"] = {  # what a mirrored replay's side a records (llmchaos.run.model.Replay)
+    doc["replay"] = {  # what a mirrored replay's side a records (llmchaos.run.schema.Replay)
         "side": "a",
         "mode": "mirror",
         "log": "prod.jsonl",

@@ -35,3 +35,45 @@ def test_dry_run_prints_the_plan(tmp_path):
     assert lines[0].startswith("seed 7; 3 windows")
     assert "slow-gpu" in lines[1]
     assert "drop" in lines[2]
+
+
+def test_a_bad_direction_is_one_line_naming_it_with_exit_2(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(
+        "faults:\n  - {name: jitter, kind: netem, target: {interface: veth0}, at: 0s, duration: 1s,\n"
+        "     params: {delay: 100ms}, direction: upstream}\n"
+    )
+    journal = tmp_path / "journal.json"
+    for command in (["run", str(p), "--journal", str(journal)], ["run", str(p), "--dry-run"], ["probe", str(p)]):
+        r = subprocess.run(
+            [sys.executable, "-m", "llmchaos.cli", "faults", *command], cwd=ROOT, capture_output=True, text=True
+        )
+        assert r.returncode == 2, (command, r.stdout, r.stderr)
+        assert r.stderr.strip() == (
+            f"llmchaos: error: {p}:3: faults[0].direction: expected one of egress, ingress, both, got 'upstream'"
+        )
+    assert not journal.exists()
+
+
+def test_dry_run_shows_the_direction_and_the_match(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text(
+        "faults:\n  - {name: jitter, kind: netem, target: {netns: lt, interface: veth0}, at: 0s, duration: 1s,\n"
+        "     params: {delay: 100ms, jitter: 30ms, distribution: uniform}, direction: ingress,\n"
+        "     match: {dst: 10.0.0.0/24, dport: 8000}}\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "faults", "run", str(p), "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (
+        r.stdout.strip()
+        .splitlines()[1]
+        .endswith(
+            '{"delay": "100ms", "jitter": "30ms", "distribution": "uniform", "direction": "ingress", '
+            '"match": {"dst": "10.0.0.0/24", "dport": 8000}}'
+        )
+    )

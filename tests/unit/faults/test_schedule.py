@@ -95,6 +95,71 @@ def test_bad_values_name_file_line_and_field(tmp_path, text, message):
     assert_rejected(tmp_path, text, message)
 
 
+def aimed(kind: str = "tbf", params: str = "{rate: 8mbit}", aim: str = "direction: both") -> str:
+    """A one-fault schedule with `aim` (direction, match) beside its params, on line 8."""
+    return tbf().replace("kind: tbf", f"kind: {kind}").replace("{rate: 8mbit}", params) + f"    {aim}\n"
+
+
+def netem(params: str) -> str:
+    return aimed("netem", params, "direction: egress")
+
+
+def test_direction_and_match_are_kept_as_written_and_given_to_the_injector(tmp_path):
+    text = aimed("netem", "{delay: 100ms, jitter: 30ms, distribution: normal}", "direction: ingress") + (
+        "    match: {dst: 10.0.0.0/24, dport: [8000, 8001]}\n"
+    )
+    (spec,) = load(tmp_path, text).faults
+    assert (spec.direction, spec.match) == ("ingress", {"dst": "10.0.0.0/24", "dport": [8000, 8001]})
+    assert spec.params == {"delay": "100ms", "jitter": "30ms", "distribution": "normal"}
+    assert (spec.lines["direction"], spec.lines["match"]) == (9, 10)
+    (window, *_) = load(tmp_path, text).windows(horizon=1)
+    assert window.params == {**spec.params, "direction": "ingress", "match": spec.match}
+    (plain,) = load(tmp_path, tbf()).faults
+    assert (plain.direction, plain.match, plain.applied_params) == (None, None, {"rate": "8mbit"})
+
+
+AIMS = [
+    (aimed(aim="direction: sideways"), ":9: faults[0].direction: expected one of egress, ingress, both"),
+    (aimed(aim="direction: [egress]"), ":9: faults[0].direction: expected one of egress, ingress, both"),
+    (aimed(aim="match: {dport: 70000}"), ":9: faults[0].match.dport: expected a port 1 to 65535"),
+    (aimed(aim="match: {sport: [80, true]}"), ":9: faults[0].match.sport: expected a port 1 to 65535, got True"),
+    (aimed(aim="match: {dst: 10.0.0.1/24}"), ":9: faults[0].match.dst: expected an address or a CIDR"),
+    (aimed(aim="match: {src: 8000}"), ":9: faults[0].match.src: expected an address or a CIDR"),
+    (aimed(aim="match: {colour: red}"), ":9: faults[0].match.colour: unknown field (one of dst, src, dport"),
+    (aimed(aim="match: {dport: []}"), ":9: faults[0].match.dport: an empty list matches nothing"),
+    (aimed(aim="match: {}"), ":9: faults[0].match: expected a mapping"),
+    (aimed(aim="match: 8000"), ":9: faults[0].match: expected a mapping"),
+    (aimed(aim="match: {dst: 10.0.0.0/8, src: 'fd00::/64'}"), ":9: faults[0].match: dst and src are of different"),
+    (aimed(aim=f"match: {{dport: {list(range(1, 40))}}}"), ":9: faults[0].match: 78 combinations"),
+    (
+        aimed("sse", "{drop_ratio: 0.1}", "direction: ingress").replace("{netns: lt, interface: veth0}", "{proxy: x}"),
+        ":9: faults[0].direction: only netem and tbf take a direction, not sse",
+    ),
+    (
+        aimed("gpu_clock", "{graphics_mhz: 660}", "match: {dport: 80}").replace(
+            "{netns: lt, interface: veth0}", "{gpu: 0}"
+        ),
+        ":9: faults[0].match: only netem and tbf take a match, not gpu_clock",
+    ),
+    (
+        tbf().replace("{rate: 8mbit}", "{rate: 8mbit, direction: ingress}"),
+        ":8: faults[0].params.direction: goes beside",
+    ),
+    (netem("{delay: 10ms, jitter: 3ms, distribution: gauss}"), ":8: faults[0].params.distribution: expected one of"),
+    (netem("{delay: 10ms, distribution: normal}"), ":8: faults[0].params.distribution: needs a jitter"),
+    (netem("{delay: 10ms, loss_correlation: 25%}"), ":8: faults[0].params.loss_correlation: needs a loss"),
+    (netem("{duplicate_correlation: 25%}"), ":8: faults[0].params.duplicate_correlation: needs a duplicate"),
+    (netem("{reorder: 25%}"), ":8: faults[0].params.reorder: needs a delay"),
+    (netem("{delay: 10ms, reorder: 5%, reorder_correlation: 101%}"), ":8: faults[0].params.reorder_correlation: a"),
+    (netem("{delay: 10ms, correlation: 25%}"), ":8: faults[0].params.correlation: needs a jitter"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), AIMS)
+def test_bad_direction_match_and_netem_params_name_their_field(tmp_path, text, message):
+    assert_rejected(tmp_path, text, message)
+
+
 def test_repeating_windows_that_meet_on_day_eleven_are_refused(tmp_path):
     two = tbf("a", at="0s", duration="1ms", every="1000s") + tbf(
         "b", at="1s", duration="1ms", every="1001s"
@@ -149,7 +214,11 @@ PARAMS = {
     "tbf": {"rate": "8mbit", "burst": 16384, "latency": "50ms"},
     "docker": {"action": "cpu", "cpus": 0.5},
 }
-KEYS = sorted({k for t in TARGETS.values() for k in t} | {k for p in PARAMS.values() for k in p} | {"signal", "action"})
+KEYS = sorted(
+    {k for t in TARGETS.values() for k in t}
+    | {k for p in PARAMS.values() for k in p}
+    | {"signal", "action", "distribution", "dst", "src", "dport", "sport"}
+)
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | TEXT | st.sampled_from(["1s", "10ms", "2m", "1h"])
 VALUES = st.recursive(
@@ -222,8 +291,12 @@ def fault(kind: str) -> dict:
 @pytest.mark.fuzz
 @given(
     st.sampled_from(sorted(TARGETS)),
-    st.sampled_from(["seed", "faults", "fault", "name", "kind", "target", "at", "duration", "every", "params"])
-    | st.sampled_from(["target.", "params.", "new."]).flatmap(lambda p: (TEXT | st.sampled_from(KEYS)).map(p.__add__)),
+    st.sampled_from(
+        ["seed", "faults", "fault", "name", "kind", "target", "at", "duration", "every", "params", "direction", "match"]
+    )
+    | st.sampled_from(["target.", "params.", "match.", "new."]).flatmap(
+        lambda p: (TEXT | st.sampled_from(KEYS)).map(p.__add__)
+    ),
     VALUES,
 )
 @example("tbf", "target.interface", 12345)
@@ -233,6 +306,8 @@ def fault(kind: str) -> dict:
 @example("docker", "params.signal", [[1] * 3] * 3)
 @example("tbf", "params.burst", float("inf"))
 @example("docker", "params.action", [])  # found: an unhashable action was a TypeError
+@example("netem", "match.dst", "10.0.0.0/33")
+@example("tbf", "direction", {"egress": 1})
 def test_fuzz_any_value_in_any_field(fuzz_file, kind, where, value):
     doc: dict = {"seed": 1, "faults": [fault(kind), {**fault(kind), "name": "other", "at": "5s"}]}
     first = doc["faults"][0]

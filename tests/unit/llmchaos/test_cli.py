@@ -28,12 +28,12 @@ def test_every_component_owns_its_subcommands():
         "faults": "faults.cli",
         "push-delete": "loadtests.cli",
         "loadtest-help": "loadtests.cli",
-        "logs": "loadtests.cli",
-        "report": "dashboards.cli",
-        "compare": "dashboards.cli",
-        "regress": "dashboards.cli",
+        "logs": "loadtests.logs.cli",
+        "report": "dashboards.report",
+        "compare": "dashboards.compare",
+        "regress": "dashboards.regress",
         "dashboards": "dashboards.grafana.cli",
-        "stack": "loadtests.stack.cli",
+        "stack": "compose.stack",
         "k8s": "faults.k8s.cli",
     }
 

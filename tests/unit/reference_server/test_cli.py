@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 
 @pytest.mark.parametrize("port", ["99999", "65536", "0", "-1"])
@@ -31,30 +30,6 @@ def test_a_number_that_is_not_finite_is_one_line_and_exit_2(flag, value):
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"llmchaos: error: {flag}: must be a finite number, got {value}\n"
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        pytest.param(
-            ["--device", "cuda"],
-            "llmchaos: error: --device: no CUDA device here (torch ",
-            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device"),
-        ),
-        (["--model", "/nonexistent"], "llmchaos: error: --model: not tiny, small or a model directory: /nonexistent"),
-        (["--num-blocks", "100000000"], "llmchaos: error: --num-blocks: the KV pool needs "),
-    ],
-)
-def test_a_torch_engine_it_cannot_build_is_one_line_and_exit_2(args, message):
-    proc = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "serve", "--engine", "torch", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith(message), proc.stderr
-    assert proc.stderr.count("\n") == 1, proc.stderr
 
 
 # -- --profile -------------------------------------------------------------------------------------

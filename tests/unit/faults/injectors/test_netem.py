@@ -1,24 +1,86 @@
+import array
+
 import pytest
 
+from faults.injectors import netem
 from faults.injectors.base import FieldError
-from faults.injectors.netem import Netem
+from faults.injectors.netem import Netem, table
+from faults.injectors.tbf import Tbf
 
 
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"delay": "100ms", "jitter": "30ms", "loss": "0.5%"}, None),
         ({"jitter": "30ms"}, "params.jitter: needs a delay"),
         ({"loss": "150%"}, "params.loss: a percentage, at most 100"),
         ({"delay": "fast"}, "params.delay: expected a number in ms"),
         ({"delay": "10ms", "rate": "fast"}, "params.rate: expected e.g. 8mbit"),
         ({"delay": "10ms", "limit": 5}, "params.limit: unknown field"),
+        ({"delay": "10ms", "jitter": "1ms", "distribution": "gaussian"}, "params.distribution: expected one of"),
+        ({"delay": "10ms", "distribution": "normal"}, "params.distribution: needs a jitter"),
+        ({"loss": "1%", "duplicate_correlation": "5%"}, "params.duplicate_correlation: needs a duplicate"),
     ],
 )
-def test_netem_params(params, message):
-    if message is None:
-        assert Netem.options(params) == {"delay": 100_000, "jitter": 30_000, "loss": 0.5}
-        return
+def test_bad_netem_params(params, message):
     with pytest.raises(FieldError) as e:
         Netem.options(params)
     assert f"{e.value.field}: {e.value}".startswith(message)
+
+
+def test_netem_params_become_pyroute2_arguments():
+    params = {
+        "delay": "100ms",
+        "jitter": "30ms",
+        "distribution": "pareto",
+        "correlation": "25%",
+        "loss": "0.5%",
+        "loss_correlation": "50",
+        "duplicate": 1,
+        "duplicate_correlation": "10%",
+        "reorder": "25%",
+        "reorder_correlation": "5%",
+        "rate": "8mbit",
+    }
+    assert Netem.options(params) == {
+        "delay": 100_000,
+        "jitter": 30_000,
+        "delay_corr": 25.0,
+        "loss": 0.5,
+        "loss_corr": 50.0,
+        "duplicate": 1.0,
+        "dup_corr": 10.0,
+        "prob_reorder": 25.0,
+        "corr_reorder": 5.0,
+        "rate": "8mbit",
+    }
+
+
+@pytest.mark.parametrize("injector", [Netem, Tbf])
+def test_qdisc_kinds_check_their_aim_with_their_params(injector):
+    params = {"delay": "10ms"} if injector is Netem else {"rate": "8mbit"}
+    target = {"netns": "lt", "interface": "veth0"}
+    injector.check(target, {**params, "direction": "both", "match": {"dst": "10.0.0.0/24", "dport": 8000}})
+    with pytest.raises(FieldError) as e:
+        injector.check(target, {**params, "direction": "from"})
+    assert e.value.field == "direction"
+
+
+def test_a_distribution_table_is_read_the_way_tc_reads_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TC_LIB_DIR", str(tmp_path))
+    table.cache_clear()
+    assert netem.table_dirs()[0] == tmp_path
+    (tmp_path / "normal.dist").write_text("# a comment\n1 -2 0x10\n\n-32768 32767\n")
+    assert array.array("h", table("normal")).tolist() == [1, -2, 16, -32768, 32767]
+    Netem.check_host({"delay": "10ms", "jitter": "1ms", "distribution": "normal"})
+    (tmp_path / "pareto.dist").write_text("1 40000\n")
+    with pytest.raises(FieldError, match=r"pareto\.dist: not a netem table"):
+        table("pareto")
+    monkeypatch.setattr(netem, "table_dirs", lambda: [tmp_path])  # (the host's iproute2 has them all)
+    with pytest.raises(FieldError) as e:
+        Netem.check_host({"delay": "10ms", "jitter": "1ms", "distribution": "paretonormal"})
+    assert (e.value.field, str(e.value)) == (
+        "params.distribution",
+        f"no paretonormal.dist in {tmp_path} (iproute2 installs it; or set TC_LIB_DIR)",
+    )
+    Netem.check_host({"delay": "10ms", "jitter": "1ms"})  # uniform: the kernel's own, no table
+    table.cache_clear()

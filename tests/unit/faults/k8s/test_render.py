@@ -1,6 +1,6 @@
 """`llmchaos k8s render`: every example schedule in the repository renders to objects an API server
 would take (the CRDs' and Kubernetes' schemas), a broken object is caught by the same check, the
-seeds' three drills render to their golden files (shown in the README), and a window a cluster
+seeds' three drills render to their golden files (shown in docs/kubernetes.md), and a window a cluster
 cannot express is one line and exit 2."""
 
 import copy
@@ -87,7 +87,7 @@ def test_the_drills_render_to_their_golden_files(drill):
 
 @pytest.mark.parametrize("drill", sorted(DRILLS))
 def test_the_readme_shows_each_drill_as_rendered(drill):
-    readme = (Path(ROOT) / "README.md").read_text(encoding="utf-8")
+    readme = (Path(ROOT) / "docs" / "kubernetes.md").read_text(encoding="utf-8")
     command = f"llmchaos k8s render compose/schedules/{drill}.yaml {' '.join(DRILLS[drill])}"
     assert command in readme
     block = readme[readme.index(command) :].split("```yaml\n", 1)[1].split("```", 1)[0]
@@ -202,6 +202,21 @@ BAD = [
         ["--selector", "a=b"],
         "--duration",
     ),
+    (
+        (NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}")).replace("60s,", "60s, direction: ingress,"),
+        ["--selector", "a=b"],
+        "faults[0].direction",
+    ),
+    (
+        (NETEM % ("j", "tbf", "{interface: eth0}", "0s", "{rate: 1mbit}")).replace("60s,", "60s, match: {dport: 80},"),
+        ["--selector", "a=b"],
+        "faults[0].match.dport",
+    ),
+    (
+        NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 100ms, jitter: 30ms, distribution: normal}"),
+        ["--selector", "a=b"],
+        "faults[0].params.distribution",
+    ),
 ]
 
 
@@ -244,6 +259,20 @@ def test_netem_params_become_one_action_or_netem():
     assert chaos["duplicate"] == {"duplicate": "2"}
     reorder = _piece("netem", {"interface": "eth0"}, {"delay": "10ms", "reorder": "5%"})["networkChaos"]["delay"]
     assert reorder["reorder"] == {"reorder": "5", "gap": 1}  # gap 1, as tc and pyroute2 apply it
+
+
+def test_a_window_aimed_at_peers_shapes_what_the_pods_send_them():
+    """`egress` (the default) is NetworkChaos's `to`; `match.dst` names the peers (externalTargets);
+    netem's correlations go with their own action; a uniform distribution is Chaos Mesh's own."""
+    params = {"delay": "100ms", "jitter": "30ms", "distribution": "uniform", "loss": "1%", "loss_correlation": "25%"}
+    aimed = {**params, "direction": "egress", "match": {"dst": ["10.0.0.0/24", "10.1.0.7"]}}
+    chaos = _piece("netem", {"interface": "eth0"}, aimed)["networkChaos"]
+    assert (chaos["direction"], chaos["externalTargets"]) == ("to", ["10.0.0.0/24", "10.1.0.7"])
+    assert chaos["loss"] == {"loss": "1", "correlation": "25"}
+    assert chaos["delay"] == {"latency": "100ms", "jitter": "30ms"}
+    plain = _piece("tbf", {"interface": "eth0"}, {"rate": "8mbit", "match": {"dst": "10.0.0.9"}})["networkChaos"]
+    assert (plain["direction"], plain["externalTargets"]) == ("to", ["10.0.0.9"])
+    assert "externalTargets" not in _piece("tbf", {"interface": "eth0"}, {"rate": "8mbit"})["networkChaos"]
 
 
 def test_tbf_becomes_bandwidth_with_the_queue_tc_makes_of_its_latency():

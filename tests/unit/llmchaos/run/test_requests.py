@@ -50,3 +50,12 @@ def test_a_missing_file_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError) as e:
         list(read(tmp_path / "nope.jsonl"))
     assert str(e.value) == f"{tmp_path / 'nope.jsonl'}: No such file or directory"
+
+
+def test_itl_follows_each_events_tokens_and_an_old_line_spreads_them_evenly():
+    kept = line(gaps=[0.02, 0.03], output_tokens=6, tokens_per_event=[1, 2, 3])
+    assert kept.itl() == ([0.01, 0.01], [2.0, 3.0])
+    one_each = line(gaps=[0.02, 0.03], output_tokens=3)
+    assert one_each.itl() == ([0.02, 0.03], [1.0, 1.0])
+    before_the_field = line(gaps=[0.02, 0.03], output_tokens=6)  # written before tokens_per_event existed
+    assert before_the_field.itl() == ([0.01, 0.015], [2.0, 2.0])

@@ -65,8 +65,11 @@ def write_run(path, n: int = 50, rate: float = 10.0, sample: float = 1.0) -> lis
         t += rng.expovariate(rate)
         ttft, tokens = 0.03 + 0.02 * rng.random(), rng.choice([16, 32, 64])
         lines.append(
-            RequestLine(f"r{i}", "en", "openai-chat", "t", "baseline", True, t, t, 0.0, "ok",
-                        ttft=ttft, e2e=ttft + 0.01 * (tokens - 1), output_tokens=tokens)
+            RequestLine(
+                request_id=f"r{i}", lang="en", api="openai-chat", target="t", phase="baseline", open_loop=True,
+                intended=t, sent=t, schedule_lag=0.0, outcome="ok",
+                ttft=ttft, e2e=ttft + 0.01 * (tokens - 1), output_tokens=tokens,
+            )
         )  # fmt: skip
     path.mkdir()
     writer = RequestsWriter(path / "requests.jsonl")

@@ -53,6 +53,7 @@ def test_a_step_at_a_locked_clock_ends_soon_after_the_reset():
     executor.device.lock(210.0)
     locked_step = executor.step_time(_step(executor))
     assert locked_step == pytest.approx(work * 1980 / 210)
+    executor.model("en")  # built once, not inside the timed step
 
     async def go() -> tuple[float, float]:
         t0 = time.monotonic()
@@ -74,11 +75,12 @@ def test_a_step_slows_when_the_clock_is_locked_in_the_middle_of_it():
     before 2 x free_step - (done before the lock). A step that ignored the lock would end at free_step.
     The lock must land with at least a quarter of the work left, or the two are too close to tell:
     on a machine too busy for that the step is tried again."""
-    cost = math_of(0.1)
-    free_step = SimExecutor(cost).step_time(_step(SimExecutor(cost)))
+    executor = SimExecutor(math_of(0.1))
+    free_step = executor.step_time(_step(executor))
+    executor.model("en")  # built once, not inside a timed step
 
     async def go() -> tuple[float, float]:
-        executor = SimExecutor(cost)  # a fresh one: a step right after another would start at its deadline
+        executor.device.reset()  # a step counts from its batch's arrival, made after the last step ended
         t0 = time.monotonic()
         step = asyncio.create_task(executor.execute(_step(executor)))
         await asyncio.sleep(free_step / 4)

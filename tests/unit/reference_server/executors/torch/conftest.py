@@ -16,7 +16,7 @@ from reference_server.executors.torch import attention
 from reference_server.executors.torch.executor import TorchExecutor
 from reference_server.executors.torch.kv_cache import PagedKVCache
 from reference_server.executors.torch.model import LoadedModel, load
-from reference_server.executors.torch.sampler import Row
+from reference_server.executors.torch.sampler import Draw
 from reference_server.sequence import Sequence
 
 CPU = torch.device("cpu")
@@ -48,7 +48,7 @@ def reference(executor: TorchExecutor, seq: Sequence) -> list[int]:
     with torch.inference_mode():
         for n, got in enumerate(seq.output_token_ids):
             logits = executor.runner.plain_logits(ids)
-            row = Row(seq.params, seq.lang, not seq.params.ignore_eos and n >= max(1, seq.params.min_tokens), 0.0)
+            row = Draw(seq.params, seq.lang, not seq.params.ignore_eos and n >= max(1, seq.params.min_tokens), 0.0)
             out.append(executor.sampler.sample(logits[None], [row])[0])
             ids.append(got)
     return out

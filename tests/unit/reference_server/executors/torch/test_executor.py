@@ -213,6 +213,7 @@ def test_a_locked_simulated_clock_stretches_cpu_steps_in_proportion(tiny, mhz):
     assert 0.7 * slowdown < ratio < 1.4 * slowdown, (free, locked)
 
 
+@pytest.mark.timing
 def test_a_step_runs_off_the_event_loop(tiny):
     """A long prefill step computes in the executor's thread: the event loop goes on meanwhile."""
     executor = make_executor(tiny, num_blocks=600)

@@ -6,7 +6,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from llmchaos import tokenizer
-from reference_server.executors.torch.sampler import Row, Sampler, language_vocabularies
+from reference_server.executors.torch.sampler import Draw, Sampler, language_vocabularies
 from reference_server.sequence import SamplingParams
 
 CPU = torch.device("cpu")
@@ -17,8 +17,8 @@ SAMPLER = Sampler(V, EOS, VOCABS, CPU)
 LOGITS = torch.randn(V, generator=torch.Generator().manual_seed(1)) * 3
 
 
-def _row(lang: str = "en", allow_eos: bool = False, u: float = 0.5, **params) -> Row:
-    return Row(SamplingParams(**params), lang, allow_eos, u)
+def _row(lang: str = "en", allow_eos: bool = False, u: float = 0.5, **params) -> Draw:
+    return Draw(SamplingParams(**params), lang, allow_eos, u)
 
 
 def test_each_language_samples_its_own_corpus_text_tokens():

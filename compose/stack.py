@@ -1,0 +1,197 @@
+"""`llmchaos stack up|down|status`: start the whole loop from local processes, stop exactly what was
+started, say what runs where. `up --worker-host HOST:PORT` starts only workers that join a master
+over the network (on another host, or in another network namespace)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from pathlib import Path
+
+import httpx
+
+from compose import links, services
+from compose.state import Service, Stack, wait_ready
+from llmchaos.cli import Subparsers, positive
+from llmchaos.errors import UsageError
+
+READY_S = 90.0  # a Locust master with many workers on a busy machine takes a while
+
+
+def default_state_dir() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "llmchaos", "stack")
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser("stack", help="the whole loop from local processes: up, down, status")
+    verbs = p.add_subparsers(dest="stack_command", required=True, metavar="VERB")
+    up = verbs.add_parser("up", help="start the stack (or only workers, with --worker-host)")
+    down = verbs.add_parser("down", help="stop exactly what `up` started")
+    status = verbs.add_parser("status", help="what runs where")
+    for v in (up, down, status):
+        v.add_argument("--state-dir", default=default_state_dir(), help="ports, PIDs and logs (default: %(default)s)")
+    up.add_argument("--bind", default="127.0.0.1", help="the address every service listens on")
+    up.add_argument("--servers", type=positive(int), default=1, help="reference servers (the proxy fronts the first)")
+    up.add_argument("--workers", type=int, default=2, help="Locust workers")
+    up.add_argument("--langs", default="en,de,fr,es,it,pt,zh,ja", help="languages of the Locust users")
+    up.add_argument("--scrape-interval", type=positive(int), default=5, help="Prometheus' scrape interval (s)")
+    up.add_argument("--admin-token", default="", help="the reference servers' admin token (clock faults)")
+    up.add_argument("--locust-args", default="", help="more options for the Locust master, e.g. '--schedule F'")
+    up.add_argument("--server-port", type=int, default=0, help="the first server's port (default: a free one)")
+    up.add_argument("--proxy-port", type=int, default=0, help="the proxy's port (default: a free one)")
+    up.add_argument("--no-grafana", action="store_true", help="do not start Grafana even when installed")
+    up.add_argument("--worker-host", default="", help="HOST:PORT of a master to join: start only --workers workers")
+    up.set_defaults(func=run_up)
+    down.set_defaults(func=run_down)
+    status.set_defaults(func=run_status)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    if args.workers < 0:
+        raise UsageError(f"must be >= 0, got {args.workers}", field="--workers")
+    for flag, port in (("--server-port", args.server_port), ("--proxy-port", args.proxy_port)):
+        if not 0 <= port <= 65535:
+            raise UsageError(f"not a port: {port}", field=flag)
+    state = Path(args.state_dir)
+    if Stack.load(state).running():
+        raise UsageError(f"a stack already runs from {state}: `llmchaos stack down` first", field="--state-dir")
+    stack = Stack(state)
+    try:
+        problem = join(stack, args) if args.worker_host else full(stack, args)
+    except KeyboardInterrupt:
+        problem = "interrupted"
+    if problem:
+        stack.stop()
+        print(f"llmchaos stack up: {problem}\nstopped what had started")
+        return 1
+    print(table(stack))
+    return 0
+
+
+def _answers(service: Service) -> bool:
+    """Its ready URL answers 200 (a worker has none: running is ready)."""
+    if not service.ready:
+        return True
+    try:
+        return httpx.get(service.ready, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _check(stack: Stack, service: Service) -> str | None:
+    """Start `service` and wait until it answers; why not, if it does not."""
+    stack.start(service, services.ROOT)
+    return wait_ready(service, READY_S, _answers)
+
+
+def join(stack: Stack, args: argparse.Namespace) -> str | None:
+    host, sep, port = args.worker_host.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UsageError(f"not HOST:PORT: {args.worker_host!r}", field="--worker-host")
+    for i in range(args.workers):
+        if problem := _check(stack, services.worker(i + 1, host.strip("[]"), int(port))):
+            return problem
+    return None
+
+
+def full(stack: Stack, args: argparse.Namespace) -> str | None:
+    """Every service in order; the first that fails to come up ends it (the caller stops the rest)."""
+    gateway_bin = services.binary("prometheus-pushgateway", "pushgateway")
+    prometheus_bin = services.binary("prometheus")
+    if not gateway_bin or not prometheus_bin:
+        raise UsageError("prometheus and prometheus-pushgateway must be on PATH (Debian packages of those names)")
+    plan = services.Plan(
+        args.bind,
+        args.servers,
+        args.workers,
+        args.langs,
+        args.scrape_interval,
+        ("--admin-token", args.admin_token) if args.admin_token else (),
+        _split(args.locust_args),
+        args.server_port,
+        args.proxy_port,
+    )
+    started = services.servers(plan)
+    for s in started:
+        if problem := _check(stack, s):
+            return problem
+    proxy = services.proxy(plan, started[0].url)
+    gateway = services.pushgateway(plan, gateway_bin)
+    for s in (proxy, gateway):
+        if problem := _check(stack, s):
+            return problem
+    master, bus, exporter = services.master(plan, proxy.url, gateway.url, stack.root)
+    if problem := _check(stack, master):
+        return problem
+    scrape = {
+        "server": [_hostport(s) for s in started],
+        "pushgateway": [_hostport(gateway)],
+        "llmchaos": [f"{args.bind}:{exporter}"],  # the master's live export (0.0.0.0)
+    }
+    prom = services.prometheus(plan, prometheus_bin, stack.root, scrape)
+    if problem := _check(stack, prom):
+        return problem
+    stack.notes.append(f"workers on other hosts join with: llmchaos stack up --worker-host {args.bind}:{bus}")
+    for i in range(args.workers):
+        stack.start(services.worker(i + 1, args.bind, bus), services.ROOT)
+    if problem := wait_ready(master, READY_S, lambda m: _workers(m) >= args.workers):
+        return problem
+    return dashboards(stack, plan, prom.url, args.no_grafana)
+
+
+def _split(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as e:
+        raise UsageError(str(e), field="--locust-args") from None
+
+
+def _hostport(service: Service) -> str:
+    return service.url.split("//", 1)[1]
+
+
+def _workers(master: Service) -> int:
+    try:
+        return int(httpx.get(master.url + "/stats/requests", timeout=2).json()["worker_count"])
+    except (httpx.HTTPError, ValueError, KeyError):
+        return -1
+
+
+def dashboards(stack: Stack, plan: services.Plan, prometheus_url: str, no_grafana: bool) -> str | None:
+    """Grafana with the provisioned dashboards, or else a note and a link per panel to Prometheus."""
+    grafana_bin = None if no_grafana else services.binary("grafana", "grafana-server")
+    if grafana_bin:
+        return _check(stack, services.grafana(plan, grafana_bin, stack.root, prometheus_url))
+    out = stack.root / "panels.md"
+    n = links.write(out, services.DASHBOARDS, prometheus_url, f"{4 * plan.scrape_interval_s}s")
+    why = "--no-grafana" if no_grafana else "no grafana or grafana-server on PATH"
+    stack.notes.append(f"Grafana not started ({why}): {n} panel queries as Prometheus links in {out}")
+    stack.save()
+    return None
+
+
+def table(stack: Stack) -> str:
+    rows = [("service", "pid", "state", "url", "log")]
+    for s in stack.services:
+        rows.append((s.name, str(s.pid), "running" if s.process() else "exited", s.url or "-", s.log))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4] for r in rows]
+    return "\n".join([f"stack in {stack.root}", *lines, *stack.notes])
+
+
+def run_status(args: argparse.Namespace) -> int:
+    stack = Stack.load(Path(args.state_dir))
+    if not stack.services:
+        print(f"no stack in {args.state_dir}")
+        return 0
+    print(table(stack))
+    return 0 if len(stack.running()) == len(stack.services) else 1
+
+
+def run_down(args: argparse.Namespace) -> int:
+    stack = Stack.load(Path(args.state_dir))
+    stopped = stack.stop()
+    print(f"stopped: {', '.join(stopped)}" if stopped else f"nothing runs from {args.state_dir}")
+    return 0

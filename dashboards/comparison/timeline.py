@@ -1,0 +1,65 @@
+"""What the reports plot: each metric over a run's time (per language, percentiles per time bucket),
+the fault windows as spans of that time, and a histogram's CDF."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dashboards.comparison.columns import Columns
+from dashboards.comparison.sample import by_cell
+from llmchaos.histogram import Histogram
+from llmchaos.run import Run
+
+BUCKETS = 60
+CDF_POINTS = 300
+
+
+def over_time(
+    cols: Columns, metric: str, pct: float, buckets: int = BUCKETS
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Bucket mid-times (seconds from the run's start) and, per language, the metric's `pct`
+    percentile in each bucket (NaN where a bucket has none), every phase together."""
+    width = max(cols.end - cols.start, 1e-9) / buckets
+    mids = (np.arange(buckets) + 0.5) * width
+    col = cols.requests if metric == "error_rate" else cols.metrics[metric]
+    t, v, w, c = col.arrays()
+    out: dict[str, np.ndarray] = {}
+    if not len(t):
+        return mids, out
+    langs = sorted({lang for lang, _ in cols.cells})
+    lang_index = np.array([langs.index(lang) for lang, _ in cols.cells], dtype=np.int32)[c]
+    bucket = np.clip(((t - cols.start) / width).astype(np.int64), 0, buckets - 1)
+    for li, (b, vi, wi) in by_cell(lang_index, bucket, v, w):
+        series = np.full(buckets, np.nan)
+        for bi, (vals, weights) in by_cell(b.astype(np.int32), vi, wi):
+            if metric == "error_rate":
+                series[bi] = float(vals.mean())
+            else:
+                order = np.argsort(vals)
+                cum = np.cumsum(weights[order])
+                series[bi] = float(vals[order][min(np.searchsorted(cum, cum[-1] * pct / 100), len(vals) - 1)])
+        out[langs[li]] = series
+    return mids, out
+
+
+def fault_spans(run: Run, start: float) -> list[tuple[float, float, str]]:
+    """Each fault window as it ran, in seconds from `start` (one never applied is left out)."""
+    end = start + run.duration_s
+    return [
+        (w.actual_start - start, (w.actual_end if w.actual_end is not None else end) - start, f"{w.name} ({w.kind})")
+        for w in run.faults
+        if w.actual_start is not None
+    ]
+
+
+def cdf(h: Histogram | None) -> tuple[list[float], list[float]]:
+    """A histogram's CDF as at most `CDF_POINTS` (value, cumulative share) points."""
+    if h is None or not h.count:
+        return [], []
+    hdr = h.hdr
+    counts = np.frombuffer(hdr.counts, dtype=np.int64, count=hdr.counts_len)
+    idx = np.flatnonzero(counts)
+    shares = np.cumsum(counts[idx]) / h.count
+    keep = np.unique(np.linspace(0, len(idx) - 1, min(len(idx), CDF_POINTS)).astype(np.int64))
+    values = [hdr.get_highest_equivalent_value(hdr.get_value_from_index(int(i))) / h.scale for i in idx[keep]]
+    return values, [float(x) for x in shares[keep]]

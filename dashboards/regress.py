@@ -1,0 +1,38 @@
+"""`llmchaos regress --baseline RUN... --current RUN...`: the current runs gated against a baseline by
+per-language rules (`--rules`, default the registry's SLOs), with the change points of a history of
+nightly runs (`--history`); exit 0 no regression, 1 a regression beyond the rules, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+
+from dashboards.compare import add_arguments
+from llmchaos.cli import Subparsers
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser("regress", help="gate current runs against a baseline by per-language rules")
+    p.add_argument("--baseline", nargs="+", required=True, metavar="RUN", help="baseline runs (or folders of runs)")
+    p.add_argument("--current", nargs="+", required=True, metavar="RUN", help="current runs (or folders of runs)")
+    p.add_argument("--rules", metavar="FILE", help="YAML rules per language and metric (default: the registry's SLOs)")
+    p.add_argument("--history", metavar="DIR", help="one results directory per nightly run: change points over time")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dashboards.comparison import flags, history, rules, runs
+    from dashboards.comparison.verdicts import Gate, compare
+    from dashboards.formats.emit import emit
+    from dashboards.formats.html import Context
+
+    settings, sel = flags.settings(args), flags.Selection.of(args)
+    gates = rules.load(args.rules, settings)
+    a, b = runs.side(args.baseline), runs.side(args.current)
+    gate: Gate = gates.gate
+    result = compare([sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, gate)
+    past = history.load(Path(args.history), gates) if args.history else None
+    lines = past.lines() if past is not None else []
+    return emit(result, args, Context(a, b, history=past), "llmchaos regress", lines)

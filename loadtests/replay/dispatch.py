@@ -1,0 +1,221 @@
+"""The replay's open loop: the log's own schedule, computed alike by every process from the log.
+
+The master sends each worker a plan at test start (the schedule's start, the worker's index, the
+options it needs: the plan can arrive before Locust's spawn message). Each worker streams the log,
+keeps the window, the sampled users and its own sessions (every turn of a session on one worker),
+and queues each request at its recorded offset, sped up; a user takes the next one and sends it.
+With `--session-order strict` a session's turn is held until the turn before it has ended.
+"""
+
+from __future__ import annotations
+
+import time
+from argparse import Namespace
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any, cast
+
+import gevent
+from gevent import monkey
+from gevent.event import AsyncResult
+
+from llmchaos import languages
+from llmchaos.run import ReplayFields
+from loadtests.logs import sized_prompts, split
+from loadtests.logs.log_record import LogRecord
+from loadtests.logs.problems import Problems
+from loadtests.replay.calls import CallOptions, build
+from loadtests.replay.fidelity import ReplayStats
+from loadtests.replay.settings import ReplaySettings
+from loadtests.sources import Due
+
+# libev waits on epoll in whole milliseconds, rounded up: a sleep ends up to 1 ms late. The schedule
+# sleeps until EARLY before a request is due, then in short blocking naps, letting the greenlets
+# that are ready run between them (a spin would burn the core the generator measures itself by).
+EARLY, NAP = 0.0015, 0.0002
+block = monkey.get_original("time", "sleep")  # Locust patched time.sleep into gevent's
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What the master sends a worker at test start (a single process makes its own)."""
+
+    t0: float  # unix time of the window's start
+    worker: int
+    workers: int
+    options: dict[str, Any]  # ReplaySettings' carried options
+
+    def message(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> ReplayPlan:
+        return cls(**data)
+
+
+@dataclass(slots=True, kw_only=True)
+class LogDue(Due):
+    """A request of the log, due at `intended` (unix time), ready to send to its side(s)."""
+
+    rec: LogRecord
+    requested: int | None  # output tokens asked for
+    session: str | None  # the session whose turns keep their order (None: no order)
+
+
+def timeline(
+    s: ReplaySettings, worker: int = 0, workers: int = 1, problems: Problems | None = None
+) -> Iterator[tuple[int, float, LogRecord, str]]:
+    """This worker's share of the replay: (pass, seconds from the start, record, language) in time
+    order. The window's records, sped up; each pass after the first starts where the one before
+    ended (its span: --end - --start, else to the last record plus the mean gap between records).
+    Only the first pass counts the log's skipped lines, into `problems`."""
+    origin = 0.0
+    for loop in range(s.loop):
+        first = last = None
+        n = 0
+        for rec in s.source.read(problems if loop == 0 and problems is not None else Problems(s.source.path)):
+            if rec.offset < s.start:
+                continue
+            if s.end is not None and rec.offset >= s.end:
+                break
+            first = rec.offset if first is None else first
+            last, n = rec.offset, n + 1
+            if not split.sampled(rec.user, s.sample, s.seed) or split.shard(rec.session or rec.user, workers) != worker:
+                continue
+            lang = rec.lang or s.mix.pick(rec.user, s.seed)
+            if s.langs and lang not in s.langs:
+                continue
+            yield loop, origin + (rec.offset - s.start) / s.speed, rec, lang
+        if first is None or last is None:
+            return
+        span = s.end - s.start if s.end is not None else last - s.start + ((last - first) / (n - 1) if n > 1 else 1.0)
+        origin += span / s.speed
+
+
+def sleep_until(t: float) -> None:
+    """Return at unix time `t` (within a tenth of a millisecond on an idle core); the other greenlets
+    run meanwhile, those ready when it is called before it blocks at all."""
+    gevent.sleep(max(0.0, t - time.time() - EARLY))
+    while (rest := t - time.time()) > 0:
+        block(min(rest, NAP))  # this whole process: its streams are timed by the kernel's stamps
+        gevent.sleep(0)
+
+
+class ReplaySchedule:
+    """This process's share of the replay, queued as it falls due; `on_finished` is called once every
+    request of it has been sent and has ended."""
+
+    def __init__(self, stats: ReplayStats, on_finished: Callable[[], None]) -> None:
+        self.stats, self.on_finished = stats, on_finished
+        self._queue: deque[LogDue] = deque()  # due, waiting for a user
+        self._idle: list[AsyncResult] = []  # users waiting for a request, the last to come on top
+        self._busy: dict[str, deque[LogDue]] = {}  # sessions with a turn in flight -> their held turns
+        self._greenlet: gevent.Greenlet | None = None
+        self._in_flight = 0
+        self._exhausted = self._reported = False
+
+    def start(self, plan: ReplayPlan) -> ReplaySettings:
+        """Start dispatching `plan`; the settings it carries."""
+        self.stop()
+        settings = ReplaySettings.read(Namespace(**plan.options))
+        self.stats.t0 = plan.t0
+        self._exhausted = self._reported = False
+        self._greenlet = gevent.spawn(self._dispatch, settings, plan)
+        return settings
+
+    def _dispatch(self, s: ReplaySettings, plan: ReplayPlan) -> None:
+        opts, api = CallOptions.of(s.options), s.options["api"]
+        sized_prompts.warm(languages.tags())  # before the first request is due (the plan comes a second ahead)
+        counted = self.stats.problems if plan.worker == 0 else None
+        for loop, at, rec, lang in timeline(s, plan.worker, plan.workers, counted):
+            rec_api = rec.api or api
+            sides = s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),)
+            call, requested = build(rec, lang, rec_api, loop, opts)
+            due = LogDue(
+                lang=lang,
+                api=rec_api,
+                call=call,
+                intended=plan.t0 + at,
+                sides=sides,
+                replay=ReplayFields(rec.line, rec.user, rec.session, loop, requested),
+                rec=rec,
+                requested=requested,
+                session=rec.session if s.session_order == "strict" else None,
+            )
+            sleep_until(plan.t0 + at)
+            self.stats.due(sides, plan.t0 + at)
+            self._release(due)
+            gevent.sleep(0)  # the user handed it sends it now, before the next one is built
+        self._exhausted = True
+        self._check_finished()
+
+    def _release(self, due: LogDue) -> None:
+        if due.session is not None:
+            held = self._busy.get(due.session)
+            if held is not None:
+                held.append(due)
+                self.stats.held += 1
+                return
+            self._busy[due.session] = deque()
+        self._hand(due)
+
+    def _hand(self, due: LogDue) -> None:
+        """To the user that became idle last (its connection the warmest: a user idle longer than a
+        server's keep-alive would find its connection closed), else into the queue."""
+        if self._idle:
+            self._idle.pop().set(due)
+        else:
+            self._queue.append(due)
+
+    def next(self) -> LogDue:
+        """Wait for the next request due; `done` must follow once it has ended."""
+        if self._queue:
+            due = self._queue.popleft()
+        else:
+            waiter: AsyncResult = AsyncResult()
+            self._idle.append(waiter)
+            try:
+                due = cast(LogDue, waiter.get())  # only _hand sets it
+            except BaseException:  # this user was stopped: what it was handed goes to another
+                if waiter in self._idle:
+                    self._idle.remove(waiter)
+                elif waiter.successful():
+                    self._queue.appendleft(cast(LogDue, waiter.value))
+                raise
+        self._in_flight += 1
+        return due
+
+    def done(self, due: LogDue) -> None:
+        """`due` has ended: its session's next turn may go (not before its own time)."""
+        self._in_flight -= 1
+        if due.session is not None:
+            held = self._busy.get(due.session)
+            if held:
+                turn = held.popleft()
+                turn.intended = max(turn.intended or 0.0, time.time())
+                self._hand(turn)
+            else:
+                self._busy.pop(due.session, None)
+        self._check_finished()
+
+    @property
+    def finished(self) -> bool:
+        return self._exhausted and not self._in_flight and not self._queue and not self._busy
+
+    def _check_finished(self) -> None:
+        if self.finished and not self._reported:
+            self._reported = True
+            self.on_finished()
+
+    def stop(self) -> list[LogDue]:
+        """Stop dispatching; the requests that fell due and were never sent (queued or held)."""
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+        unsent: list[LogDue] = list(self._queue)
+        self._queue.clear()
+        for held in self._busy.values():
+            unsent.extend(held)
+        self._busy.clear()
+        return unsent

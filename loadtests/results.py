@@ -1,0 +1,111 @@
+"""A run's results on the master (or a single process), from test start to the summary: the merged
+totals, the live export, and at the end run.json through the core's run model, the summary table
+and the exit code for `--check-slo`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from llmchaos import run as results
+from llmchaos import slo
+from llmchaos.run.table import table
+from loadtests.collector import Collector
+from loadtests.exporters import Exporter, FaultState
+from loadtests.merge import Merged
+from loadtests.options import Settings
+from loadtests.protocol import Shipment
+from loadtests.record import SIDE
+from loadtests.selfwatch import verdict
+
+SECRET_OPTIONS = {"api_key"}
+
+
+class Report:
+    """One run: its id and results directory from test start, requests.jsonl written as records
+    arrive, the totals merged (a single process shares its own collector's) and exported live."""
+
+    def __init__(
+        self, settings: Settings, exporter: Exporter, local: Collector | None, faults: FaultState | None
+    ) -> None:
+        self.settings, self.exporter = settings, exporter
+        self.run_id, self.started = results.new_run_id(), time.time()
+        self.run_dir = Path(settings.options.results_dir) / self.run_id if settings.options.results_dir else None
+        self.requests = self.open_requests(self.run_dir) if self.run_dir is not None else {}
+        self.merged = Merged(self.requests, local)
+        self.guard_trips: list[results.GuardTrip] = []  # the live guard's, at the end
+        exporter.start(self.merged, faults, self.run_id)
+
+    def open_requests(self, run_dir: Path) -> dict[str, results.RequestsWriter]:
+        """requests.jsonl per side (one here), written as records arrive."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return {SIDE: results.RequestsWriter(run_dir / "requests.jsonl")}
+
+    def written(self, side: str = SIDE) -> int:
+        """Lines written to a side's requests.jsonl."""
+        writer = self.requests.get(side)
+        return writer.written if writer is not None else 0
+
+    def absorb(self, process: str, shipment: Shipment) -> None:
+        """A process's shipment: its collector's data and its self-watch samples."""
+        self.merged.merge(shipment.collector)
+        self.merged.watch(process, shipment.watch)
+
+    def close_requests(self) -> None:
+        for writer in self.requests.values():
+            writer.close()
+
+    def run(
+        self, target: str, faults: list[results.FaultWindow], ended: float, merged: Merged | None = None
+    ) -> results.Run:
+        """run.json's content, from the merged totals (or a part of them: one target's)."""
+        settings, merged = self.settings, self.merged if merged is None else merged
+        o, prof = settings.options, settings.profile
+        gen = verdict(merged.generator)
+        options = {
+            k: v
+            for k, v in vars(o).items()
+            if isinstance(v, (str, int, float, bool, list, type(None))) and k not in SECRET_OPTIONS
+        }
+        return results.Run(
+            run_id=self.run_id,
+            start=results.iso(self.started),
+            end=results.iso(ended),
+            duration_s=round(ended - self.started, 3),
+            command=sys.argv,
+            config=options,
+            targets=[target],
+            api=o.api,
+            load_profile={
+                "mode": "open" if settings.open_loop else "closed",
+                "rate": o.rate,
+                "arrival": o.arrival,
+                "burstiness": o.burstiness,
+                "users": o.num_users,
+                "spawn_rate": o.spawn_rate,
+                "stages": [vars(s) for s in prof.stages] if prof else None,
+            },
+            seeds={"seed": o.seed},
+            host=results.host_info(),
+            generator=gen["processes"],
+            validity=results.Validity(valid=not gen["flags"], flags=tuple(gen["flags"]), reasons=tuple(gen["reasons"])),
+            reads=results.Reads(**gen["reads"]),
+            faults=faults,
+            outcomes=results.outcome_rows(merged.outcomes),
+            slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
+            requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
+            summaries=results.summarize(merged.hist),
+            guard=[t for t in self.guard_trips if t.target == target],
+        )
+
+    def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
+        """Push the totals a last time, write the results, print the summary; 1 when `--check-slo`
+        and an SLO failed, else 0."""
+        run = self.run(target, faults, time.time())
+        self.exporter.finish(self.run_id)
+        self.close_requests()
+        if self.run_dir is not None:
+            results.write(self.run_dir, run, self.merged.hist)
+        print(table(run, self.merged.hist, str(self.run_dir) if self.run_dir else None), file=sys.stderr)
+        return 1 if self.settings.options.check_slo and not all(r.passed for r in run.slo) else 0

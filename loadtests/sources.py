@@ -1,0 +1,129 @@
+"""Where a test's requests come from. A source says which request a user sends next, when it was
+due and to which side(s); the harness sends, measures and records it the same way whatever the
+source. The load test's is here: the closed loop (each user's next prompt, now) or, with a rate,
+the open loop (the next arrival of the user's language on the master's seeded schedule); the
+replay's log is `loadtests/replay/source.py`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llmchaos.run import ReplayFields
+from loadtests.adapters import Call
+from loadtests.arrivals import ArrivalPlan, Arrivals
+from loadtests.collector import Collector
+from loadtests.exporters import Exporter, FaultState
+from loadtests.options import Settings
+from loadtests.prompts import LongContextSource, PromptSource
+from loadtests.record import SIDE
+from loadtests.results import Report
+
+if TYPE_CHECKING:
+    from loadtests.record import RequestRecord
+
+
+@dataclass(slots=True)
+class Due:
+    """A request ready to send: its language and API, its call (None for one that was never built:
+    the test stopped first), when it was due (unix time; None: now, closed loop), the side(s) it goes
+    to, and for a replayed one, what its records keep of the log."""
+
+    lang: str
+    api: str
+    call: Call | None
+    intended: float | None
+    sides: tuple[str, ...] = (SIDE,)
+    replay: ReplayFields | None = None
+
+
+class Source:
+    """What every source answers: its sides (side -> base URL), a worker's share of its plan, the
+    next request, what follows a request's end, what was due but never sent at stop, what a worker
+    ships besides its measurements, the run's report. `on_share_done` is called once this process
+    has sent, and seen end, all of its share (a source that never runs out never calls it)."""
+
+    def __init__(self, settings: Settings, host: str) -> None:
+        self.settings = settings
+        self.sides = {SIDE: host}
+
+    def configure(self, settings: Settings, host: str, is_worker: bool) -> None:
+        """The run's settings and target (a worker's come with the master's spawn message)."""
+        self.settings, self.sides = settings, {SIDE: host}
+
+    def plan(self, t0: float, worker: int, workers: int) -> dict[str, Any] | None:
+        """Worker `worker` of `workers`'s share from unix time `t0` (the whole of it in a single
+        process), as a plan message carries it; None: nothing to plan."""
+        return None
+
+    def start(self, plan: dict[str, Any], on_share_done: Callable[[], None]) -> None:
+        """Start this process's share of the plan."""
+
+    def next(self, lang: str) -> Due:
+        """The next request a user of `lang` sends (waits until it is due)."""
+        raise NotImplementedError
+
+    def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:
+        """`due` has ended on each side (counted, not yet added): what the source keeps of it."""
+
+    def stop(self) -> list[Due]:
+        """Stop issuing; the requests that fell due and were never sent."""
+        return []
+
+    def shipment(self) -> dict[str, Any]:
+        """What a worker ships to the master besides its measurements (merged by the run's report)."""
+        return {}
+
+    def report(
+        self, settings: Settings, exporter: Exporter, local: Collector | None, faults: FaultState | None
+    ) -> Report:
+        """The run's report on the master or a single process (which shares its collector with it)."""
+        return Report(settings, exporter, local, faults)
+
+
+class Loop(Source):
+    """The load test's: each user's next prompt of its language, sent now (closed loop) or, with a
+    rate, at its arrival on the master's seeded schedule, arrival k to worker k mod n (open loop)."""
+
+    def __init__(self, settings: Settings, host: str) -> None:
+        super().__init__(settings, host)
+        self.arrivals = Arrivals()
+        self._prompts: dict[str, PromptSource | LongContextSource] = {}
+
+    def configure(self, settings: Settings, host: str, is_worker: bool) -> None:
+        super().configure(settings, host, is_worker)
+        self._prompts = {}
+
+    def plan(self, t0: float, worker: int, workers: int) -> dict[str, Any] | None:
+        if not self.settings.open_loop:
+            return None
+        return ArrivalPlan.for_run(self.settings, t0, worker, workers).message()
+
+    def start(self, plan: dict[str, Any], on_share_done: Callable[[], None]) -> None:
+        self.arrivals.start(ArrivalPlan.from_message(plan))
+
+    def next(self, lang: str) -> Due:
+        """A prompt of `lang`'s, due now or at the language's next arrival."""
+        s, o = self.settings, self.settings.options
+        intended = self.arrivals.next(lang) if self.settings.open_loop else None
+        prompt = self._prompt_source(lang).next()
+        call = s.adapter.call(o.model, prompt, lang, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key)
+        return Due(lang, s.adapter.name, call, intended)
+
+    def _prompt_source(self, lang: str) -> PromptSource | LongContextSource:
+        """A language's seeded prompt draws (generated prompts of a length with --long-context-tokens)."""
+        if (source := self._prompts.get(lang)) is None:
+            o, rng = self.settings.options, random.Random(f"{self.settings.options.seed}:{lang}")
+            if o.long_context_tokens > 0:
+                source = LongContextSource(lang, o.long_context_tokens, rng)
+            else:
+                source = PromptSource(lang, rng, self.settings.prompt_sizes or None)
+            self._prompts[lang] = source
+        return source
+
+    def stop(self) -> list[Due]:
+        api = self.settings.adapter.name
+        return [Due(lang, api, None, due) for lang, due in self.arrivals.stop()]

@@ -1,0 +1,59 @@
+import configargparse
+import pytest
+
+from llmchaos.errors import UsageError
+from loadtests.replay.settings import ReplaySettings, add_replay_arguments, concurrency
+
+
+def options(*argv: str):
+    """The options as Locust's parser reads them, its own --host and -u among them."""
+    parser = configargparse.ArgumentParser()
+    parser.add_argument("--host", default="")
+    add_replay_arguments(parser)
+    return parser.parse_args(["--log", "x.jsonl", *argv])
+
+
+def test_one_target_two_split_or_mirrored():
+    single = ReplaySettings.read(options("--host", "http://a:1/"))
+    assert (single.mode, single.targets) == ("single", {"a": "http://a:1"})
+    split = ReplaySettings.read(options("--target-a", "http://a", "--target-b", "http://b", "--split", "25"))
+    assert (split.mode, split.split, split.sides) == ("split", 25.0, ("a", "b"))
+    mirror = ReplaySettings.read(options("--target-a", "http://a", "--target-b", "http://b", "--mirror"))
+    assert mirror.mode == "mirror"
+    assert concurrency(options()) == 100
+    s = ReplaySettings.read(options("--host", "h", "--start", "1m", "--end", "90s", "--lang-mix", "en=1"))
+    assert (s.start, s.end, s.mix.tags) == (60.0, 90.0, ("en",))
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        ((), "--target-a: give version A's base URL"),
+        (("--host", "h", "--target-b", "h"), "--target-b: B must be another URL"),
+        (("--host", "h", "--target-b", "g"), "--split: with two targets, give --split N"),
+        (("--host", "h", "--split", "10"), "--split: needs --target-b"),
+        (("--host", "h", "--target-b", "g", "--split", "101"), "--split: must be a finite number from 0 to 100"),
+        (("--host", "h", "--target-b", "g", "--split", "5", "--mirror"), "--mirror: give --split or --mirror"),
+        (("--host", "h", "--speed", "0"), "--speed: must be a finite number > 0"),
+        (("--host", "h", "--sample", "0"), "--sample: must be a finite number from 0 to 1"),
+        (("--host", "h", "--loop", "0"), "--loop: must be a finite number >= 1"),
+        (("--host", "h", "--max-concurrency", "0"), "--max-concurrency: must be a finite number >= 1"),
+        (("--host", "h", "--start", "2m", "--end", "1m"), "--end: must be after --start"),
+        (("--host", "h", "--rate", "5"), "--rate: not used by a replay"),
+        (("--host", "h", "--shape", "step"), "--shape: not used by a replay"),
+        (("--host", "h", "--columns", "when=t"), "--columns: unknown field 'when'"),
+        (("--host", "h", "--lang-mix", "xx=1"), "--lang-mix: unknown language 'xx'"),
+    ],
+)
+def test_bad_options_name_the_flag(argv, error):
+    with pytest.raises(UsageError) as e:
+        ReplaySettings.read(options(*argv))
+    assert str(e.value).startswith(error)
+
+
+def test_the_log_is_required():
+    parser = configargparse.ArgumentParser()
+    parser.add_argument("--host", default="h")
+    add_replay_arguments(parser)
+    with pytest.raises(UsageError, match="--log: give the log"):
+        ReplaySettings.read(parser.parse_args([]))
