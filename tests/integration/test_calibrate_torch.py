@@ -26,7 +26,7 @@ from tests.integration.conftest import TORCH
 from tests.integration.replay_helpers import replay
 from tests.procs import ROOT, Server, serve
 
-pytestmark = [pytest.mark.integration, pytest.mark.timing]
+pytestmark = pytest.mark.timing
 
 FITTED, HELD_OUT = (4.0, 24.0), 12.0  # requests/s
 SECONDS, PROMPT, OUTPUT = 10.0, 120, 32

@@ -17,8 +17,6 @@ from llmchaos.sse_codec import Decoder
 from tests.integration.conftest import FAST
 from tests.procs import Server, serve
 
-pytestmark = pytest.mark.integration
-
 MODEL = "llmchaos-sim-8b"
 MSGS = [{"role": "user", "content": "Why is the sky blue?"}]
 CONTENTS = [{"role": "user", "parts": [{"text": "Why is the sky blue?"}]}]
