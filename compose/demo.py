@@ -144,7 +144,8 @@ def verdicts(run: dict) -> str:
     for r in run["slo"]:
         phases = sorted(over.get(r["lang"], ()))
         why = f"over it in {', '.join(phases)}" if phases else "within it in every phase"
-        lines.append(f"{r['lang']:4}  SLO {'pass' if r['pass'] else 'FAIL'}: P99 {why}")
+        verdict = "no data" if r["pass"] is None else "pass" if r["pass"] else "FAIL"
+        lines.append(f"{r['lang']:4}  SLO {verdict}: P99 {why}")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import socket
 from pathlib import Path
 
 import httpx
@@ -57,6 +58,9 @@ def run_up(args: argparse.Namespace) -> int:
     state = Path(args.state_dir)
     if Stack.load(state).running():
         raise UsageError(f"a stack already runs from {state}: `llmchaos stack down` first", field="--state-dir")
+    for flag, port in (("--server-port", args.server_port), ("--proxy-port", args.proxy_port)):
+        if port and (why := taken(args.bind, port)):
+            raise UsageError(f"port {port} on {args.bind} is taken ({why}): nothing started", field=flag)
     stack = Stack(state)
     try:
         problem = join(stack, args) if args.worker_host else full(stack, args)
@@ -70,12 +74,23 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def taken(host: str, port: int) -> str | None:
+    """Why `port` on `host` cannot be ours (another program listens there), or None when it is free."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is free
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
+
+
 def _answers(service: Service) -> bool:
-    """Its ready URL answers 200 (a worker has none: running is ready)."""
+    """Its ready URL answers 200, from its own process (a worker has none: running is ready)."""
     if not service.ready:
         return True
     try:
-        return httpx.get(service.ready, timeout=2).status_code == 200
+        return httpx.get(service.ready, timeout=2).status_code == 200 and service.listens()
     except httpx.HTTPError:
         return False
 

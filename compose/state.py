@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 
@@ -39,6 +40,22 @@ class Service:
             return p if abs(p.create_time() - self.started) < 0.01 and p.status() != psutil.STATUS_ZOMBIE else None
         except psutil.Error:
             return None
+
+    def listens(self) -> bool:
+        """Its own process (or one it started) listens on its URL's port: what answers there is this
+        service, not another program that held the port first."""
+        port, proc = urlsplit(self.url).port, self.process()
+        if port is None or proc is None:
+            return False
+        try:
+            family = [proc, *proc.children(recursive=True)]
+            return any(
+                c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                for p in family
+                for c in p.net_connections(kind="inet")
+            )
+        except psutil.Error:
+            return False
 
 
 @dataclass

@@ -32,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
     gates = rules.load(args.rules, settings)
     a, b = runs.side(args.baseline), runs.side(args.current)
     gate: Gate = gates.gate
-    result = compare([sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, gate)
+    result = compare(
+        [sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, gate, runs.differences(a, b)
+    )
     past = history.load(Path(args.history), gates) if args.history else None
     lines = past.lines() if past is not None else []
     return emit(result, args, Context(a, b, history=past), "llmchaos regress", lines)

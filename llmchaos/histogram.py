@@ -7,17 +7,23 @@ workers' histograms equals one histogram of all their values.
 
 from __future__ import annotations
 
+import base64
+import math
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
+from hdrh.codec import HdrHistogramEncoder
 from hdrh.histogram import HdrHistogram
 
 from llmchaos.metrics import METRICS
 
 HIGHEST = 3_600_000_000  # one hour in microseconds
 DIGITS = 3
+MAX_PAYLOAD = 2**20  # decompressed bytes of one encoded histogram: ours take at most ~0.2 MB
+SUM_SLACK = 1e-9  # relative: a sum's float rounding against its counts' bounds
 QUANTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 
 
@@ -72,7 +78,19 @@ class Histogram:
         return self.hdr.get_total_count()
 
     def quantile(self, pct: float) -> float:
-        return self.hdr.get_value_at_percentile(pct) / self.scale
+        """hdrh's get_value_at_percentile (the value at rank round(pct % of n), at least 1), from a
+        prefix sum of the counts rather than hdrh's walk of them in Python (25x faster)."""
+        h = self.hdr
+        return self.at_rank(np.cumsum(np.frombuffer(h.counts, dtype=np.uint64, count=h.counts_len)), pct)
+
+    def at_rank(self, running: np.ndarray, pct: float) -> float:
+        """The percentile `pct` of counts in this histogram's layout, given their prefix sum."""
+        total = int(running[-1]) if len(running) else 0
+        if not total:
+            return 0.0
+        rank = max(int(((min(pct, 100.0) * total) / 100) + 0.5), 1)
+        idx = int(np.searchsorted(running, rank))
+        return self.hdr.get_highest_equivalent_value(self.hdr.get_value_from_index(idx)) / self.scale
 
     def cumulative(self, bounds: Iterable[float]) -> list[int]:
         """Counts of values <= each bound (for Prometheus buckets), from a prefix sum of the counts
@@ -102,10 +120,50 @@ class Histogram:
 
     @classmethod
     def decode(cls, metric: str, data: dict) -> Histogram:
+        """One of ours from `encode`'s dict; ValueError for another layout, a payload that decompresses
+        past MAX_PAYLOAD, or a sum its counts cannot have."""
         h = cls(metric)
-        h.hdr = HdrHistogram.decode(data["hdr"].encode("ascii"))
-        h.sum = float(data["sum"])
+        h.hdr = _ours(data["hdr"])
+        total = data["sum"]
+        if isinstance(total, bool) or not isinstance(total, (int, float)):
+            raise ValueError(f"sum: not a number: {total!r}")
+        h.sum = float(total)
+        h._check_sum()
         return h
+
+    def _check_sum(self) -> None:
+        """The sum lies where the recorded values can put it: every value rounds to its bucket, so
+        it is at least the lowest bucket's floor (unless a value was below one unit) and at most the
+        highest's ceiling (unless one was clamped at HIGHEST), per value."""
+        n, total, hdr = self.count, self.sum, self.hdr
+        if not math.isfinite(total) or total < 0:
+            raise ValueError(f"sum: must be a finite number >= 0, got {total!r}")
+        if not n:
+            if total:
+                raise ValueError(f"sum: {total!r} with no value counted")
+            return
+        lo, hi = hdr.get_min_value(), hdr.get_max_value()
+        least = (hdr.get_lowest_equivalent_value(lo) - 0.5) / self.scale * n if lo > 1 else 0.0
+        most = (hdr.get_highest_equivalent_value(hi) + 0.5) / self.scale * n if hi < HIGHEST else math.inf
+        if not least * (1 - SUM_SLACK) <= total <= most * (1 + SUM_SLACK):
+            raise ValueError(f"sum: {total!r} is not the sum of its {n} values ({least:.6g} to {most:.6g})")
+
+
+def _ours(text: object) -> HdrHistogram:
+    """An HDR histogram of our layout (1 to HIGHEST, DIGITS digits) from its base64 V2 encoding, its
+    payload's size checked before it is inflated and its layout before its counts are allocated."""
+    if not isinstance(text, str):
+        raise ValueError(f"hdr: not a string: {type(text).__name__}")
+    raw = base64.b64decode(text, validate=True)
+    inflate = zlib.decompressobj()
+    if len(inflate.decompress(raw[8:], MAX_PAYLOAD)) >= MAX_PAYLOAD:
+        raise ValueError(f"hdr: a payload of more than {MAX_PAYLOAD} bytes")
+    payload = HdrHistogramEncoder.decode(text.encode("ascii"))
+    head = payload.payload
+    layout = (head.lowest_trackable_value, head.highest_trackable_value, head.significant_figures)
+    if layout != (1, HIGHEST, DIGITS):
+        raise ValueError(f"hdr: another layout (lowest, highest, digits) {layout}, ours is {(1, HIGHEST, DIGITS)}")
+    return HdrHistogram(1, HIGHEST, DIGITS, hdr_payload=payload)
 
 
 class HistogramSet:
@@ -145,9 +203,14 @@ class HistogramSet:
 
     @classmethod
     def decode(cls, items: list[dict]) -> HistogramSet:
+        """`encode`'s list read back: KeyError for a missing field, ValueError for a bad one."""
         out = cls()
         for item in items:
             key = Key(*(item[f] for f in Key._fields))
+            if not all(isinstance(part, str) for part in key):
+                raise ValueError(f"the key's fields must be strings, got {list(key)!r}")
+            if key.metric not in METRICS:
+                raise ValueError(f"unknown metric {key.metric!r}")
             out._h[key] = Histogram.decode(key.metric, item)
         return out
 

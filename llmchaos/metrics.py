@@ -64,7 +64,14 @@ def _metrics() -> dict[str, Metric]:
     return {
         m.key: m
         for m in (
-            Metric("ttft", "llmchaos_ttft_seconds", "seconds", latency, "Time to first content event."),
+            Metric("ttft", "llmchaos_ttft_seconds", "seconds", latency, "Time to the first token (thinking too)."),
+            Metric(
+                "ttfa",
+                "llmchaos_ttfa_seconds",
+                "seconds",
+                latency,
+                "Time to the first answer token (after a reasoning model's thinking).",
+            ),
             Metric("itl", "llmchaos_itl_seconds", "seconds", token, "Inter-token latency (gaps spread per token)."),
             Metric(
                 "inter_chunk",
@@ -80,7 +87,14 @@ def _metrics() -> dict[str, Metric]:
                 "llmchaos_output_tokens",
                 "tokens",
                 _edges(buckets_1_2_5(100_000)),
-                "Output tokens per request.",
+                "Output tokens per request (thinking included).",
+            ),
+            Metric(
+                "reasoning_tokens",
+                "llmchaos_reasoning_tokens",
+                "tokens",
+                _edges(buckets_1_2_5(100_000)),
+                "Thinking tokens per request that thought (within its output tokens).",
             ),
             Metric(
                 "schedule_lag",
@@ -88,6 +102,20 @@ def _metrics() -> dict[str, Metric]:
                 "seconds",
                 latency,
                 "Open loop: actual send minus intended start.",
+            ),
+            Metric(
+                "prepare",
+                "llmchaos_prepare_seconds",
+                "seconds",
+                latency,
+                "Open loop: building a request's call ahead of its time (a replayed prompt), apart from its lag.",
+            ),
+            Metric(
+                "send",
+                "llmchaos_send_seconds",
+                "seconds",
+                latency,
+                "Open loop: from a request's send to its last byte written to the socket (connecting included).",
             ),
             Metric(
                 "ttft_sent",

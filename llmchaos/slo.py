@@ -103,7 +103,18 @@ def evaluate(
                 attainment=met / issued if issued else None,
                 goodput_rps=met / duration_s if duration_s > 0 else None,
                 checks=tuple(checks),
-                passed=all(c.passed for c in checks) and issued > 0,
+                passed=all(c.passed for c in checks) if issued else None,
             )
         )
     return rows
+
+
+NO_DATA = 4  # --check-slo's exit status when no SLO failed but a language had no request issued (3: the guard stopped)
+
+
+def exit_status(rows: list[SloResult]) -> int:
+    """--check-slo's exit status: 1 when an SLO failed, NO_DATA when none failed but a language had
+    nothing issued to judge (its only requests cut by the end of the test), else 0."""
+    if any(r.passed is False for r in rows):
+        return 1
+    return NO_DATA if any(r.passed is None for r in rows) else 0

@@ -20,6 +20,8 @@ VOCAB_SIZE = 6000
 SPECIAL = ["<unk>", "<s>", "</s>"]
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 SPACE = "\u2581"
+PIECE_CHARS = 65_536  # a longer text is counted in pieces: its encoding holds ~100 bytes a character
+PIECES_AT_ONCE = 8
 
 
 def train(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
@@ -68,12 +70,39 @@ def encode(text: str) -> list[int]:
 
 
 def count(text: str) -> int:
-    return len(encode(text))
+    return count_batch([text])[0]
 
 
 def count_batch(texts: list[str]) -> list[int]:
-    """Token counts of many texts at once (in Rust, off the GIL; `len()` builds no list of ids)."""
-    return [len(e) for e in load().encode_batch(texts, add_special_tokens=False)]
+    """Token counts of many texts at once (in Rust, off the GIL; `len()` builds no list of ids), in
+    bounded memory: a text longer than PIECE_CHARS is counted in pieces, each cut before a space (a
+    word-start, where the pre-tokenizer splits anyway: the same count), else, in a text with no space
+    for that long, where it reaches PIECE_CHARS (within a token of the whole's count per cut)."""
+    pieces, owner = [], []
+    for i, text in enumerate(texts):
+        for piece in _pieces(text):
+            pieces.append(piece)
+            owner.append(i)
+    counts = [0] * len(texts)
+    tok = load()
+    for at in range(0, len(pieces), PIECES_AT_ONCE):
+        batch = tok.encode_batch_fast(pieces[at : at + PIECES_AT_ONCE], add_special_tokens=False)
+        for i, enc in zip(owner[at : at + PIECES_AT_ONCE], batch, strict=True):
+            counts[i] += len(enc)
+    return counts
+
+
+def _pieces(text: str) -> list[str]:
+    if len(text) <= PIECE_CHARS:
+        return [text]
+    out, at = [], 0
+    while len(text) - at > PIECE_CHARS:
+        cut = text.rfind(" ", at + 1, at + PIECE_CHARS)
+        cut = cut if cut > at else at + PIECE_CHARS
+        out.append(text[at:cut])
+        at = cut
+    out.append(text[at:])
+    return out
 
 
 def decode(ids: list[int]) -> str:

@@ -16,9 +16,11 @@ from llmchaos.sse_codec import DONE_DATA
 class Event:
     """What one SSE event (or a whole non-stream body) means."""
 
-    text: str = ""
+    text: str = ""  # answer tokens' text (tool-call arguments included)
+    reasoning: str = ""  # thinking tokens' text (a reasoning model's, streamed before its answer)
     done: bool = False  # the stream's terminator
-    usage_tokens: int | None = None
+    usage_tokens: int | None = None  # output tokens, thinking included
+    usage_reasoning: int | None = None  # ... of which thinking
     error: str | None = None
     error_code: int | None = None
 
@@ -84,7 +86,18 @@ class OpenAIChat:
         return Call(self.path, headers, json.dumps(body, ensure_ascii=False).encode())
 
     def _text(self, choice: dict) -> str:
-        return (choice.get("delta") or {}).get("content") or ""
+        """The answer a choice's delta carries: its content and its tool calls' name and arguments."""
+        delta = choice.get("delta") or {}
+        text = delta.get("content") or ""
+        for call in delta.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            text += (fn.get("name") or "") + (fn.get("arguments") or "")
+        return text
+
+    def _reasoning(self, choice: dict) -> str:
+        """The thinking a choice's delta carries: vLLM's `reasoning_content`, or `reasoning` (newer)."""
+        delta = choice.get("delta") or {}
+        return delta.get("reasoning_content") or delta.get("reasoning") or ""
 
     def event(self, data: str) -> Event:
         if data == DONE_DATA:
@@ -93,16 +106,27 @@ class OpenAIChat:
         if (err := _error(obj)) is not None:
             return err
         choices, usage = obj["choices"], obj.get("usage")
-        text = self._text(choices[0]) if len(choices) == 1 else "".join(self._text(c) for c in choices)
-        return Event(text=text, usage_tokens=usage["completion_tokens"] if usage else None)
+        if len(choices) == 1:
+            text, reasoning = self._text(choices[0]), self._reasoning(choices[0])
+        else:
+            text, reasoning = "".join(map(self._text, choices)), "".join(map(self._reasoning, choices))
+        if not usage:
+            return Event(text=text, reasoning=reasoning)
+        details = usage.get("completion_tokens_details") or {}
+        return Event(text, reasoning, False, usage["completion_tokens"], details.get("reasoning_tokens"))
 
     def body(self, raw: bytes) -> Event:
         obj = _loads(raw)
         if (err := _error(obj)) is not None:
             return err
         msg = obj["choices"][0]
-        text = msg["message"]["content"] if "message" in msg else msg["text"]
-        return Event(text=text or "", done=True, usage_tokens=(obj.get("usage") or {}).get("completion_tokens"))
+        message = msg.get("message")
+        text, reasoning = (
+            (message.get("content"), self._reasoning({"delta": message})) if message else (msg["text"], "")
+        )
+        usage = obj.get("usage") or {}
+        details = usage.get("completion_tokens_details") or {}
+        return Event(text or "", reasoning, True, usage.get("completion_tokens"), details.get("reasoning_tokens"))
 
 
 class OpenAICompletions(OpenAIChat):
@@ -114,6 +138,9 @@ class OpenAICompletions(OpenAIChat):
 
     def _text(self, choice: dict) -> str:
         return choice.get("text") or ""
+
+    def _reasoning(self, choice: dict) -> str:
+        return ""
 
 
 class Gemini:
@@ -140,10 +167,20 @@ class Gemini:
         if (err := _error(obj)) is not None:
             return err
         cand = obj["candidates"][0]
-        text = "".join(p.get("text", "") for p in (cand.get("content") or {}).get("parts", []))
+        text = reasoning = ""
+        for part in (cand.get("content") or {}).get("parts", []):
+            if part.get("thought"):
+                reasoning += part.get("text", "")
+            elif "functionCall" in part:
+                text += json.dumps(part["functionCall"], ensure_ascii=False)
+            else:
+                text += part.get("text", "")
+        if "finishReason" not in cand:
+            return Event(text, reasoning)
         usage = obj.get("usageMetadata") or {}
-        done = "finishReason" in cand
-        return Event(text=text, done=done, usage_tokens=usage.get("candidatesTokenCount") if done else None)
+        answer, thoughts = usage.get("candidatesTokenCount"), usage.get("thoughtsTokenCount")
+        total = None if answer is None else answer + (thoughts or 0)  # Gemini counts thoughts apart
+        return Event(text, reasoning, True, total, thoughts)
 
     def body(self, raw: bytes) -> Event:
         ev = self.event(raw)

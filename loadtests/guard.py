@@ -5,6 +5,7 @@ stays over its threshold for K consecutive windows, act.
 window: 30s            # each window's length (default 30 s)
 windows: 3             # K: consecutive windows over the threshold (default 3)
 percentile: 95         # the percentile the SLO defaults are checked at (default 95)
+min_samples: 50        # a window with fewer samples is no window (default: 100 / (100 - p), 20 for p95)
 actions: [mark, webhook, stop]   # besides recording the trip in run.json (always)
 webhook: http://ci.example/hook  # POSTed the trip as JSON (action webhook)
 rules:                 # default: every language's SLOs (--slo or the registry) at `percentile`
@@ -15,7 +16,9 @@ rules:                 # default: every language's SLOs (--slo or the registry) 
 Windows are cut from the exact histograms on the master (or the single process): each window's
 counts are the merged totals' counts at its end less those at its start, so a window's percentile
 is exact for what the master holds then (workers report every few seconds, so a window's edge is
-that coarse). A window with no sample extends no streak and breaks none. `mark` keeps the trip's
+that coarse). A window with fewer samples than `min_samples` (by default, what its percentile
+needs to be more than the window's maximum: 100 / (100 - p), 20 for p95, so one outlier in a quiet
+window is no trip) extends no streak and breaks none, as an empty one. `mark` keeps the trip's
 span (from its first window over to the first back under, or the end) with it in run.json, for
 reports to shade; `stop` ends the test and the process exits with status 3.
 """
@@ -41,7 +44,7 @@ from llmchaos.units import duration
 
 log = logging.getLogger("llmchaos.guard")
 ACTIONS = ("record", "mark", "webhook", "stop")
-FIELDS = ("window", "windows", "percentile", "actions", "webhook", "rules")
+FIELDS = ("window", "windows", "percentile", "min_samples", "actions", "webhook", "rules")
 EXIT_STOPPED = 3
 WEBHOOK_TIMEOUT_S = 5.0
 
@@ -61,6 +64,14 @@ class Config:
     windows: int = 3
     actions: frozenset[str] = frozenset({"record"})
     webhook: str = ""
+    min_samples: int | None = None  # None: each percentile's own minimum
+
+    def needed(self, pct: float) -> int:
+        """Samples a window needs to be judged: `min_samples`, or what its `pct` percentile needs to
+        be more than its maximum."""
+        if self.min_samples is not None:
+            return self.min_samples
+        return math.ceil(100.0 / (100.0 - pct) - 1e-9) if pct < 100 else 1
 
 
 def load(path: str, slos: slo.Slos, langs: tuple[str, ...]) -> Config:
@@ -84,6 +95,9 @@ def load(path: str, slos: slo.Slos, langs: tuple[str, ...]) -> Config:
     pct, node = value("percentile", 95)
     if not isinstance(pct, (int, float)) or isinstance(pct, bool) or not 0 < pct <= 100:
         raise _fail(r, node, "percentile", f"must be a number above 0 up to 100, got {pct!r}")
+    least, node = value("min_samples", None)
+    if least is not None and (not isinstance(least, int) or isinstance(least, bool) or least < 1):
+        raise _fail(r, node, "min_samples", f"must be a whole number >= 1, got {least!r}")
     actions, node = value("actions", ["record"])
     if not isinstance(actions, list) or any(a not in ACTIONS for a in actions):
         raise _fail(r, node, "actions", f"must be a list of {', '.join(ACTIONS)}, got {actions!r}")
@@ -91,7 +105,7 @@ def load(path: str, slos: slo.Slos, langs: tuple[str, ...]) -> Config:
     if not isinstance(webhook, str) or ("webhook" in actions and not webhook.startswith(("http://", "https://"))):
         raise _fail(r, node, "webhook", f"the webhook action needs an http(s) URL, got {webhook!r}")
     checks = _rules(r, top["rules"][1], langs) if "rules" in top else _from_slos(slos, langs, float(pct))
-    return Config(checks, window_s, windows, frozenset({"record", *actions}), webhook)
+    return Config(checks, window_s, windows, frozenset({"record", *actions}), webhook, least)
 
 
 def _fail(r: yamlfile.Reader, node: yaml.Node | None, field: str, message: str) -> UsageError:
@@ -218,7 +232,7 @@ class Guard:
                 self._trip(target, check, streak[-self.config.windows :], end)
 
     def _window(self, hist: HistogramSet) -> dict[tuple[str, Check], float | None]:
-        """Each (target, check)'s percentile over the window that just ended (None: no sample)."""
+        """Each (target, check)'s percentile over the window that just ended (None: too few samples)."""
         totals: dict[tuple[str, str, str], np.ndarray] = {}
         template: dict[tuple[str, str, str], Histogram] = {}
         for key, h in hist:
@@ -232,7 +246,8 @@ class Guard:
             self._seen[k] = counts
             for check in self.config.checks:
                 if (check.lang, check.metric) == k[1:]:
-                    out[(k[0], check)] = _percentile(window, template[k], check.percentile)
+                    enough = int(window.sum()) >= self.config.needed(check.percentile)
+                    out[(k[0], check)] = _percentile(window, template[k], check.percentile) if enough else None
         return out
 
     def _trip(self, target: str, check: Check, streak: list[tuple[float, float, float]], end: float) -> None:
@@ -282,12 +297,8 @@ class Guard:
 
 
 def _percentile(counts: np.ndarray, like: Histogram, pct: float) -> float | None:
-    """A percentile of HDR counts as the histograms define it (the value at rank round(p % of n),
-    at least 1); `like` is a histogram with the same layout."""
-    total = int(counts.sum())
-    if total <= 0:
+    """A percentile of HDR counts as the histograms define it; `like` is a histogram with the same
+    layout (None: no count)."""
+    if int(counts.sum()) <= 0:
         return None
-    rank = max(1, int(pct / 100 * total + 0.5))
-    idx = int(np.searchsorted(np.cumsum(counts), rank))
-    hdr = like.hdr
-    return float(hdr.get_highest_equivalent_value(hdr.get_value_from_index(idx)) / like.scale)
+    return like.at_rank(np.cumsum(counts), pct)

@@ -233,6 +233,7 @@ class Harness:
             intended=intended,
             replay=dataclasses.replace(due.replay) if due.replay is not None else None,
             side=side,
+            prepare_s=due.prepare_s,
         )
 
     def _send(self, user: Sender, due: Due, side: str, rid: str, recs: dict[str, RequestRecord]) -> None:
@@ -337,8 +338,8 @@ class Harness:
             self._flush_local()
         if self.guard is not None:
             self.report.guard_trips = self.guard.close()
-        if self.report.finish(self.env.host or "", self.fault_timeline):
-            self.env.process_exit_code = 1
+        if status := self.report.finish(self.env.host or "", self.fault_timeline):
+            self.env.process_exit_code = status
         if self.guard is not None and self.guard.stopped:
             self.env.process_exit_code = EXIT_STOPPED
         self.report, self.guard = None, None

@@ -107,7 +107,10 @@ def check_number(value: float, low: float, high: float, low_ok: bool, flag: str)
     """`value` if it is finite and in range, else a UsageError naming `flag`."""
     if math.isfinite(value) and (low < value or (low_ok and value == low)) and value <= high:
         return value
-    rule = f"{'>=' if low_ok else '>'} {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+    if high == math.inf:
+        rule = f"{'>=' if low_ok else '>'} {low:g}"
+    else:
+        rule = f"from {low:g} to {high:g}" if low_ok else f"above {low:g} up to {high:g}"
     raise UsageError(f"must be a finite number {rule}, got {value!r}", field=flag)
 
 

@@ -69,18 +69,25 @@ class RequestRecord:
     status: int | None = None
     error: str | None = None
     retry_after: str | None = None
-    ttft: float | None = None  # from the intended start
+    ttft: float | None = None  # from the intended start: the first token of any kind (thinking too)
+    ttfa: float | None = None  # from the intended start: the first answer token
     e2e: float | None = None  # from the intended start
-    gaps: list[float] = field(default_factory=list)  # between consecutive content events
-    chunks: list[str] = field(default_factory=list)  # text of each content event
+    gaps: list[float] = field(default_factory=list)  # between consecutive content events (thinking too)
+    chunks: list[str] = field(default_factory=list)  # text of each content event, its thinking first
+    thinking: dict[int, int] = field(default_factory=dict)  # events that carried thinking: index -> its chars
     usage_tokens: int | None = None
+    usage_reasoning: int | None = None  # the server's count of the thinking tokens within usage_tokens
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several (one kernel receive stamp for all: gaps lost)
+    late_reads: int = 0  # ... of those, the ones the kernel had held LATE_S or more: the generator was late
     at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
+    own_reasoning: int | None = None  # ... of the thinking, when the server sent no count of it
     replay: ReplayFields | None = None  # a replayed request: its log line, user, what it asked for
     side: str = SIDE  # which of the test's targets: a, or b in an A/B replay
+    prepare_s: float | None = None  # open loop: its call's build, ahead of its time (a replay's prompt)
+    send_s: float | None = None  # from its send to its last byte written (connecting included)
     counted: bool = field(default=False, repr=False)  # count_tokens has run
 
     @property
@@ -91,20 +98,28 @@ class RequestRecord:
     def text(self) -> str:
         return "".join(self.chunks)
 
+    @property
+    def thought(self) -> str:
+        """The thinking text, all of it."""
+        return "".join(self.chunks[i][:chars] for i, chars in self.thinking.items())
+
     def count_tokens(self) -> None:
         """Our tokenizer's counts this request needs, once it has ended, in one batch (off the event
         loop when the text is long): the whole text's when the server sent no usage, each content
-        event's when the output has more tokens than events."""
+        event's when the output has more tokens than events, the thinking's when the server did
+        not count it."""
         if self.counted:
             return
         self.counted = True
         n, usage = len(self.chunks), self.usage_tokens
         whole, each = usage is None and n > 0, n > 1 and (usage is None or usage > n)
-        texts = ([self.text] if whole else []) + (self.chunks if each else [])
+        thinking = bool(self.thinking) and self.usage_reasoning is None
+        texts = ([self.text] if whole else []) + (self.chunks if each else []) + ([self.thought] if thinking else [])
         if texts:
             counts = count_batch(texts, off_loop=sum(map(len, texts)) > OFF_LOOP_CHARS)
             self.own_total = counts[0] if whole else None
-            self.own_each = counts[whole:] if each else None
+            self.own_each = counts[whole : whole + n] if each else None
+            self.own_reasoning = counts[-1] if thinking else None
 
     @property
     def output_tokens(self) -> int:
@@ -113,6 +128,17 @@ class RequestRecord:
             return self.usage_tokens
         self.count_tokens()
         return self.own_total or 0
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        """Thinking tokens among `output_tokens`: the server's count when it sent one, else our own
+        count of the thinking text (at most the output); None when the request showed no thinking."""
+        if self.usage_reasoning is not None:
+            return self.usage_reasoning
+        if not self.thinking:
+            return None
+        self.count_tokens()
+        return min(self.own_reasoning or 0, self.output_tokens)
 
     @property
     def tokens_from(self) -> str:
@@ -160,12 +186,19 @@ class RequestRecord:
         out: dict[str, list[float]] = {}
         if self.open_loop:
             out["schedule_lag"] = [max(0.0, self.schedule_lag)]
+            if self.prepare_s is not None:
+                out["prepare"] = [self.prepare_s]
+            if self.send_s is not None:
+                out["send"] = [self.send_s]
         if self.outcome != "ok":
             return out
         out["ttft"] = [self.ttft] if self.ttft is not None else []
+        out["ttfa"] = [self.ttfa] if self.ttfa is not None else []
         out["e2e"] = [self.e2e] if self.e2e is not None else []
         out["inter_chunk"] = list(self.gaps)
         out["output_tokens"] = [self.output_tokens]
+        if (thinking := self.reasoning_tokens) is not None:
+            out["reasoning_tokens"] = [thinking]
         if (tpot := self.tpot()) is not None:
             out["tpot"] = [tpot]
         if self.open_loop and self.ttft is not None and self.e2e is not None:
@@ -193,10 +226,12 @@ class RequestRecord:
             error=self.error,
             retry_after=self.retry_after,
             ttft=self.ttft,
+            ttfa=self.ttfa,
             e2e=self.e2e,
             gaps=self.gaps,
             usage_tokens=self.usage_tokens,
             output_tokens=self.usage_tokens if self.usage_tokens is not None else own,
+            reasoning_tokens=self.reasoning_tokens,
             own_tokens=own,
             chars=chars,
             chars_per_token=round(chars / own, 3) if own else None,
@@ -208,5 +243,6 @@ class RequestRecord:
             replay=self.replay,
             reads=self.reads,
             coalesced_reads=self.coalesced_reads,
+            late_reads=self.late_reads,
             tokens_per_event=per if any(k != 1 for k in per) else None,
         )

@@ -92,7 +92,9 @@ class Report:
             validity=results.Validity(valid=not gen["flags"], flags=tuple(gen["flags"]), reasons=tuple(gen["reasons"])),
             reads=results.Reads(**gen["reads"]),
             faults=faults,
-            outcomes=results.outcome_rows(merged.outcomes),
+            outcomes=results.outcome_rows(
+                merged.outcomes, {k[:4]: n for k, n in merged.slo_counts.items() if k[4] == "at_stop"}
+            ),
             slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),
@@ -100,12 +102,12 @@ class Report:
         )
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
-        """Push the totals a last time, write the results, print the summary; 1 when `--check-slo`
-        and an SLO failed, else 0."""
+        """Push the totals a last time, write the results, print the summary; with `--check-slo`,
+        its exit status (slo.exit_status), else 0."""
         run = self.run(target, faults, time.time())
         self.exporter.finish(self.run_id)
         self.close_requests()
         if self.run_dir is not None:
             results.write(self.run_dir, run, self.merged.hist)
         print(table(run, self.merged.hist, str(self.run_dir) if self.run_dir else None), file=sys.stderr)
-        return 1 if self.settings.options.check_slo and not all(r.passed for r in run.slo) else 0
+        return slo.exit_status(run.slo) if self.settings.options.check_slo else 0

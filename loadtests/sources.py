@@ -38,6 +38,7 @@ class Due:
     intended: float | None
     sides: tuple[str, ...] = (SIDE,)
     replay: ReplayFields | None = None
+    prepare_s: float | None = None  # seconds its call took to build, ahead of its time (None: not timed)
 
 
 class Source:

@@ -82,7 +82,7 @@ def language_rows(merged: Merged, slos: slo.Slos, elapsed_s: float, phase: str) 
                 "itl_p50_ms": itl_p50,
                 "itl_p99_ms": itl_p99,
                 "attainment_pct": None if r.attainment is None else round(r.attainment * 100.0, 1),
-                "slo": "pass" if r.passed else "FAIL " + "; ".join(failed) if failed else "no data",
+                "slo": "FAIL " + "; ".join(failed) if r.passed is False and failed else r.verdict,
                 "phase": phase,
             }
         )

@@ -26,19 +26,24 @@ PROBE = f"""
 import itertools, sys, threading, time
 done, late, running = threading.Event(), [], []
 threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-print("sampling", flush=True)
 with open("/proc/stat", "rb") as stat:
+    prev = time.perf_counter()  # the end of the last measurement: every stretch from it on is measured
+    print("sampling", flush=True)
     for i in itertools.count(1):
         if done.is_set():
+            late.append(time.perf_counter() - prev)  # bookkeeping since, unless held off the CPU meanwhile
             break
-        t = time.perf_counter()
         time.sleep({TICK_S})
-        late.append(max(0.0, time.perf_counter() - t - {TICK_S}))
+        now = time.perf_counter()
+        late.append(max(0.0, now - prev - {TICK_S}))
+        prev = now
         if i % 5 == 0:
-            t, cpu = time.perf_counter(), time.thread_time()
+            cpu = time.thread_time()
             while time.thread_time() - cpu < {WORK_S}:
                 pass
-            late.append(max(0.0, time.perf_counter() - t - (time.thread_time() - cpu)))
+            now = time.perf_counter()
+            late.append(max(0.0, now - prev - (time.thread_time() - cpu)))
+            prev = now
         if i % 10 == 0:
             stat.seek(0)
             line = next(x for x in stat.read().splitlines() if x.startswith(b"procs_running"))

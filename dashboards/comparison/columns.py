@@ -21,7 +21,7 @@ from llmchaos import slo
 from llmchaos.run import RequestLine, Run
 from llmchaos.units import duration
 
-DISTRIBUTIONS = ("ttft", "itl", "inter_chunk", "tpot", "e2e", "output_tokens")
+DISTRIBUTIONS = ("ttft", "ttfa", "itl", "inter_chunk", "tpot", "e2e", "output_tokens", "reasoning_tokens")
 MIN_VALUE = 1e-6  # a latency of 0 is recorded as the histograms' smallest unit
 
 
@@ -69,6 +69,8 @@ class _Lines:
     t: array = field(default_factory=lambda: array("d"))
     ok: array = field(default_factory=lambda: array("b"))
     ttft: array = field(default_factory=lambda: array("d"))  # NaN: none
+    ttfa: array = field(default_factory=lambda: array("d"))  # NaN: no answer token
+    thinking: array = field(default_factory=lambda: array("d"))  # reasoning tokens; NaN: no thinking seen
     e2e: array = field(default_factory=lambda: array("d"))
     tokens: array = field(default_factory=lambda: array("d"))
     n_gaps: array = field(default_factory=lambda: array("i"))
@@ -89,6 +91,8 @@ def read(run: Run, lines: Iterable[RequestLine]) -> Columns:
         raw.t.append(r.intended)
         raw.ok.append(r.outcome == "ok")
         raw.ttft.append(nan if r.ttft is None else r.ttft)
+        raw.ttfa.append(nan if r.ttfa is None else r.ttfa)
+        raw.thinking.append(nan if r.reasoning_tokens is None else r.reasoning_tokens)
         raw.e2e.append(nan if r.e2e is None else r.e2e)
         raw.tokens.append(r.output_tokens)
         raw.n_gaps.append(len(r.gaps))
@@ -122,7 +126,9 @@ def _fill(cols: Columns, raw: _Lines, limits: list[dict[str, float]]) -> None:
             lim, ok=ok[mine], ttft=ttft[mine], e2e=e2e[mine], tpot=tpot[mine], max_gap=max_gap[mine]
         )
     cols.requests = Column(t, (~ok).astype(np.float64), met.astype(np.float64), cell)
-    for metric, v in (("ttft", ttft), ("e2e", e2e), ("tpot", tpot), ("output_tokens", tokens)):
+    ttfa, thinking = np.frombuffer(raw.ttfa), np.frombuffer(raw.thinking)
+    each = (("ttft", ttft), ("ttfa", ttfa), ("e2e", e2e), ("tpot", tpot), ("output_tokens", tokens))
+    for metric, v in (*each, ("reasoning_tokens", thinking)):
         keep = ok & np.isfinite(v)
         cols.metrics[metric] = Column(t[keep], np.maximum(v[keep], MIN_VALUE), np.ones(int(keep.sum())), cell[keep])
     per_request = np.repeat(ok, n_gaps)

@@ -66,16 +66,19 @@ def load(folder: Path, rules: Rules) -> History:
             if any(v is None for v in values):
                 continue
             vs = [float(v) for v in values if v is not None]
-            unit = "ms" if metric not in ("error_rate", "slo_attainment", "goodput", "output_tokens") else ""
+            unit = (
+                "ms"
+                if metric not in ("error_rate", "slo_attainment", "goodput", "output_tokens", "reasoning_tokens")
+                else ""
+            )
             series.append(Series(f"{lang} {metric} {stat}", unit, vs, _change_points(vs)))
     return History([r.run.run_id for r in runs], series)
 
 
 def _value(results: run.RunResults, lang: str, metric: str, stat: str) -> float | None:
-    if metric == "error_rate":
-        counts = [o for o in results.run.outcomes if o.lang == lang and o.phase != "warmup"]
-        total = sum(o.count for o in counts)
-        return sum(o.count for o in counts if o.outcome != "ok") / total if total else None
+    if metric == "error_rate":  # compare's definition: the end of the test cancelled nothing issued
+        counted = results.run.issued_and_failed(lang)
+        return counted[1] / counted[0] if counted and counted[0] else None
     if stat not in PCTS:
         return None
     merged = None

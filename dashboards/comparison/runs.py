@@ -7,11 +7,12 @@ nightly baseline folder) stands for all of them, and a replay's directory for it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dashboards.comparison.columns import Columns, read
-from dashboards.comparison.sample import PCTS, CellKey, RunSample, reduce
+from dashboards.comparison.columns import DISTRIBUTIONS, Columns, read
+from dashboards.comparison.sample import PCTS, CellKey, Known, RunSample, reduce
 from llmchaos import run
 from llmchaos.errors import UsageError
 from llmchaos.run.store import RUN_JSON
@@ -37,7 +38,38 @@ def load(path: Path) -> Loaded:
         h = hist.combined(key.metric, lang=key.lang, phase=key.phase)
         return {name: h.quantile(p) for name, p in PCTS.items()} if h is not None and h.count else None
 
-    return Loaded(results, cols, reduce(str(path), cols, exact, notes(results)))
+    sample = reduce(str(path), cols, exact, notes(results))
+    known = unsampled(results, sample, exact)
+    if known:
+        langs = ", ".join(sorted({k.lang for k in known}))
+        sample.cells.update(known)
+        sample.notes += (
+            f"{path}: requests.jsonl holds no request of some cells ({langs}): their percentiles are the "
+            "histograms', their error rates run.json's counts, shown without an interval or a test; their SLO "
+            "attainment and goodput per phase could not be computed",
+        )
+    return Loaded(results, cols, sample)
+
+
+def unsampled(
+    results: run.RunResults, sample: RunSample, exact: Callable[[CellKey], dict[str, float] | None]
+) -> dict[CellKey, Known]:
+    """The cells a run holds that its requests.jsonl has no request of (sampled, or empty): from the
+    histograms and run.json's counts alone."""
+    why = "no request of it in requests.jsonl to test with (its figures: the histograms', run.json's counts)"
+    out: dict[CellKey, Known] = {}
+    for key, h in results.histograms:
+        cell = CellKey(key.lang, key.metric, key.phase)
+        if key.metric in DISTRIBUTIONS and cell not in sample.cells and cell not in out and (figures := exact(cell)):
+            out[cell] = Known(figures, float(h.count), why)
+    for row in results.run.outcomes:
+        cell = CellKey(row.lang, "error_rate", row.phase)
+        if cell in sample.cells or cell in out:
+            continue
+        counted = results.run.issued_and_failed(row.lang, row.phase)
+        if counted is not None and counted[0]:
+            out[cell] = Known({"rate": counted[1] / counted[0]}, float(counted[0]), why)
+    return out
 
 
 def notes(results: run.RunResults) -> tuple[str, ...]:
@@ -52,6 +84,25 @@ def notes(results: run.RunResults) -> tuple[str, ...]:
     if not results.run.validity.valid:
         out.append(f"{results.path}: marked invalid ({', '.join(results.run.validity.flags)})")
     return tuple(out)
+
+
+ASKED = (  # the options that shape what is asked of the target: two runs that differ here measure other loads
+    "api", "model", "max_tokens", "prompt_sizes", "long_context_tokens", "no_stream", "langs", "rate", "arrival",
+    "burstiness", "num_users", "shape", "levels", "stage_duration", "load_profile", "think_time", "run_time",
+    "warmup", "log", "speed", "force_output_length",
+)  # fmt: skip
+
+
+def differences(a: list[Loaded], b: list[Loaded]) -> list[str]:
+    """How the two sides' runs were configured differently, one line per option (what looks like a
+    change of the target may be a change of the load)."""
+    out = []
+    for key in ASKED:
+        seen_a = {repr(x.results.run.config.get(key)) for x in a}
+        seen_b = {repr(x.results.run.config.get(key)) for x in b}
+        if seen_a != seen_b:
+            out.append(f"the runs differ in {key}: A {', '.join(sorted(seen_a))}; B {', '.join(sorted(seen_b))}")
+    return out
 
 
 def expand(spec: str | Path) -> list[Path]:

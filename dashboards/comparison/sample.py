@@ -74,7 +74,18 @@ class Ratio:
         return self.num
 
 
-Cell = Binned | Ratio
+@dataclass(frozen=True)
+class Known:
+    """A cell a run holds only as exact figures, not as requests to resample (requests.jsonl sampled
+    or empty: the histograms' percentiles, run.json's counts): shown, never tested; `why` says so."""
+
+    exact: dict[str, float]  # percentiles by name, or {"rate": the rate}
+    n: float
+    why: str
+    blocks: int = 0
+
+
+Cell = Binned | Ratio | Known
 Exact = Callable[[CellKey], dict[str, float] | None]  # a cell's exact percentiles, where known
 
 

@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from dashboards.comparison import bootstrap as stats
 from dashboards.comparison.blocks import MIN_BLOCKS
-from dashboards.comparison.sample import PCTS, RATES, Binned, Cell, CellKey, Ratio, RunSample, group
+from dashboards.comparison.sample import PCTS, RATES, Binned, Cell, CellKey, Known, Ratio, RunSample, group
 from llmchaos.errors import UsageError
 
 WORSE, BETTER, NO_CHANGE, INCONCLUSIVE = "worse", "better", "no change", "inconclusive"
@@ -37,11 +37,13 @@ class MetricInfo:
 
 METRICS = {
     "ttft": MetricInfo("TTFT", "s", 1),
+    "ttfa": MetricInfo("time to first answer", "s", 1),
     "itl": MetricInfo("ITL", "s", 1),
     "inter_chunk": MetricInfo("inter-chunk gap", "s", 1),
     "tpot": MetricInfo("TPOT", "s", 1),
     "e2e": MetricInfo("E2E", "s", 1),
     "output_tokens": MetricInfo("output tokens", "tokens", -1),
+    "reasoning_tokens": MetricInfo("reasoning tokens", "tokens", 1),  # more thinking: longer to the answer
     "error_rate": MetricInfo("error rate", "ratio", 1),
     "slo_attainment": MetricInfo("SLO attainment", "ratio", -1),
     "goodput": MetricInfo("goodput", "req/s", -1),
@@ -140,9 +142,15 @@ class Comparison:
         return out
 
 
-def compare(a: Sequence[RunSample], b: Sequence[RunSample], settings: Settings, gate: Gate | None = None) -> Comparison:
+def compare(
+    a: Sequence[RunSample],
+    b: Sequence[RunSample],
+    settings: Settings,
+    gate: Gate | None = None,
+    notes: Sequence[str] = (),
+) -> Comparison:
     """Compare every cell both sides hold; `gate` says which are gated and by what rule (default:
-    every cell, by the settings)."""
+    every cell, by the settings); `notes` (how the runs differ) go with the runs' own."""
     gate = gate or settings.gate_all
     langs_a = {k.lang for s in a for k in s.cells}
     langs_b = {k.lang for s in b for k in s.cells}
@@ -162,8 +170,13 @@ def compare(a: Sequence[RunSample], b: Sequence[RunSample], settings: Settings, 
                 rows.append(_row(key, stat, side_a, side_b, gate(key, stat), settings))
     _adjust(rows, settings)
     rows.sort(key=lambda r: (ORDER[r.verdict], not r.gated, r.p_adj if r.p_adj is not None else 2.0, r.name))
-    notes = [n for s in (*a, *b) for n in s.notes]
-    return Comparison([s.name for s in a], [s.name for s in b], rows, settings, sorted(set(notes)))
+    only = [
+        f"{lang}: only in {side}, not compared"
+        for side, x, y in (("A", langs_a, langs_b), ("B", langs_b, langs_a))
+        for lang in sorted(x - y)
+    ]
+    every = [*only, *notes, *sorted({n for s in (*a, *b) for n in s.notes})]
+    return Comparison([s.name for s in a], [s.name for s in b], rows, settings, every)
 
 
 class _Side:
@@ -187,7 +200,7 @@ class _Side:
     def cells(self, key: CellKey) -> list[tuple[int, Cell]]:
         return [(i, r.cells[key]) for i, r in enumerate(self.runs) if key in r.cells]
 
-    def boot(self, i: int, key: CellKey, cell: Cell) -> np.ndarray:
+    def boot(self, i: int, key: CellKey, cell: Binned | Ratio) -> np.ndarray:
         """Resampled statistics of one run's cell: (resamples, percentiles) logs, or (resamples,) rates."""
         got = self._boot.get((i, key))
         if got is None:
@@ -208,6 +221,8 @@ def _estimate(side: _Side, key: CellKey, stat: str, pcts: Sequence[str]) -> tupl
     values, variances, n, dfs = [], [], 0.0, []
     for i, cell in side.cells(key):
         n += cell.n
+        if isinstance(cell, Known):
+            return None, n, cell.why
         if cell.blocks < MIN_BLOCKS:
             return None, n, f"{cell.blocks} time blocks in a run (needs {MIN_BLOCKS})"
         if isinstance(cell, Binned):

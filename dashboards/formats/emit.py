@@ -27,7 +27,7 @@ def emit(
     if args.json:
         print(json_format.render(result, {"history": lines}))
     elif args.md:
-        print(markdown.render(result) + "".join(f"\n- {line}" for line in lines))
+        print(markdown.render(result) + "".join(f"\n- {markdown.escape(line)}" for line in lines))
     else:
         print(terminal.render(result, terminal.use_colour(sys.stdout, args.color)) + "".join(f"\n{x}" for x in lines))
     if args.junit:

@@ -270,7 +270,7 @@ def _history(h: History) -> list[str]:
 def run_report(loaded: Loaded) -> str:
     results, cols = loaded.results, loaded.columns
     run = results.run
-    failed = [row for row in run.slo if not row.passed]
+    failed = [row for row in run.slo if row.passed is False]
     if failed:
         detail = "; ".join(
             f"{row.lang} "
@@ -306,7 +306,8 @@ def run_report(loaded: Loaded) -> str:
         )
     sections.append('</div><h2>Latency CDFs</h2><div class="charts">')
     langs = sorted({key.lang for key, _ in results.histograms})
-    for metric, label in (("ttft", "TTFT"), ("e2e", "E2E")):
+    thought = any(key.metric == "reasoning_tokens" for key, _ in results.histograms)
+    for metric, label in (("ttft", "TTFT"), *([("ttfa", "Time to first answer")] if thought else []), ("e2e", "E2E")):
         chart = svg.Chart(f"{label} CDF per language (log x)", "seconds", "share", x_log=True)
         for i, lang in enumerate(langs):
             xs, ys = timeline.cdf(_merged(results, metric, lang))
@@ -341,7 +342,7 @@ def _slo_table(results: RunResults) -> str:
     rows = [
         (
             r.lang,
-            "pass" if r.passed else "FAIL",
+            r.verdict,
             ", ".join(f"{c.slo} {c.value_ms or 0:.1f}/{c.threshold_ms:g}" for c in r.checks),
             str(r.issued),
             "-" if r.attainment is None else f"{r.attainment:.1%}",

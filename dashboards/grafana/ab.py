@@ -11,7 +11,12 @@ from llmchaos.metrics import METRICS, REQUESTS_TOTAL, SLO_ISSUED_TOTAL, SLO_MET_
 LABELS = ("run_id", "lang", "phase")
 SIDES = {"A": p.selector(LABELS, target="$target_a"), "B": p.selector(LABELS, target="$target_b")}
 RUN = p.selector(["run_id"])
-LATENCIES = (("TTFT", METRICS["ttft"].prom), ("ITL", METRICS["itl"].prom), ("E2E", METRICS["e2e"].prom))
+LATENCIES = (
+    ("TTFT", METRICS["ttft"].prom),
+    ("Time to first answer", METRICS["ttfa"].prom),
+    ("ITL", METRICS["itl"].prom),
+    ("E2E", METRICS["e2e"].prom),
+)
 
 
 def variables() -> list[g.Template]:

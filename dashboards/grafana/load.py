@@ -15,6 +15,7 @@ RUN = p.selector(["run_id"])
 def latency() -> list[g.Panel]:
     return [
         p.percentiles("TTFT by language", METRICS["ttft"].prom, SEL),
+        p.percentiles("Time to first answer by language", METRICS["ttfa"].prom, SEL),
         p.percentiles("ITL by language", METRICS["itl"].prom, SEL),
         p.percentiles("E2E by language", METRICS["e2e"].prom, SEL),
         p.percentiles("Inter-chunk gap by language", METRICS["inter_chunk"].prom, SEL),
@@ -39,6 +40,12 @@ def throughput() -> list[g.Panel]:
         ),
         p.timeseries(
             "Output tokens/s by language", [(p.rate(METRICS["output_tokens"].prom + "_sum", SEL), "{{lang}}")], "short"
+        ),
+        p.timeseries(
+            "Reasoning tokens/s by language",
+            [(p.rate(METRICS["reasoning_tokens"].prom + "_sum", SEL), "{{lang}}")],
+            "short",
+            "Thinking tokens of reasoning models, within the output tokens (empty for a model that does not think).",
         ),
         p.fault_timeline(RUN),
     ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, ClassVar, TypeVar
 
 import orjson
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from llmchaos.errors import UsageError
 
@@ -29,6 +31,7 @@ class ReplayFields:
 
 
 Tokens = TypeVar("Tokens", int, float)
+MAX_LINE_BYTES = 64 * 2**20  # a request with a million events writes ~25 MB
 
 
 def itl(gaps: Sequence[float], event_tokens: Sequence[Tokens]) -> tuple[list[float], list[Tokens]]:
@@ -56,9 +59,9 @@ class RequestLine:
     status: int | None = None
     error: str | None = None
     retry_after: str | None = None
-    ttft: float | None = None  # from the intended start
+    ttft: float | None = None  # from the intended start: the first token of any kind (thinking too)
     e2e: float | None = None  # from the intended start
-    gaps: list[float] = field(default_factory=list)  # between consecutive content events
+    gaps: list[float] = field(default_factory=list)  # between consecutive content events (thinking too)
     usage_tokens: int | None = None  # the server's figure
     output_tokens: int = 0  # the server's figure when it sent one, else own_tokens
     own_tokens: int = 0  # our tokenizer's count of the text received
@@ -70,7 +73,24 @@ class RequestLine:
     replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay/locustfile.py)
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
+    late_reads: int = 0  # ... of those, the ones the generator took late (the kernel had held them 1 ms or more)
     tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each
+    ttfa: float | None = None  # from the intended start: the first answer token (after any thinking)
+    reasoning_tokens: int | None = None  # thinking tokens among output_tokens; absent: no thinking seen
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
+
+    def problem(self) -> tuple[str, str] | None:
+        """(field, what is wrong) when the line cannot be what the harness wrote, else None."""
+        if any(g < 0 for g in self.gaps):
+            return "gaps", "a gap below zero"
+        if self.output_tokens < 0 or self.own_tokens < 0:
+            return "output_tokens", "below zero"
+        if self.reasoning_tokens is not None and not 0 <= self.reasoning_tokens <= self.output_tokens:
+            return "reasoning_tokens", "must be within 0 and output_tokens"
+        per = self.tokens_per_event
+        if per is not None and (len(per) != len(self.gaps) + 1 or min(per) < 1):
+            return "tokens_per_event", f"must be one count >= 1 per event ({len(self.gaps) + 1}), got {len(per)}"
+        return None
 
     def encode(self) -> bytes:
         """The line, without its newline (orjson writes dataclasses natively and fast)."""
@@ -112,11 +132,18 @@ class RequestsWriter:
 
 
 def read(path: Path) -> Iterator[RequestLine]:
-    """Stream a requests.jsonl line by line (never loaded whole); a bad line is a UsageError naming
-    the file, the line and the field."""
+    """Stream a requests.jsonl line by line (never loaded whole; a regular file only, each line at
+    most MAX_LINE_BYTES); a bad line is a UsageError naming the file, the line and the field."""
     try:
-        with open(path, "rb") as f:
-            for n, raw in enumerate(f, start=1):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO is refused below, not waited on
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UsageError("not a regular file", file=str(path))
+            n = 0
+            while raw := f.readline(MAX_LINE_BYTES + 1):
+                n += 1
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise UsageError(f"a line longer than {MAX_LINE_BYTES} bytes", file=str(path), line=n)
                 if raw.strip():
                     yield _line(raw, path, n)
     except OSError as e:
@@ -125,7 +152,10 @@ def read(path: Path) -> Iterator[RequestLine]:
 
 def _line(raw: bytes, path: Path, n: int) -> RequestLine:
     try:
-        return _VALIDATE(raw)
+        line = _VALIDATE(raw)
     except ValidationError as e:
         err = e.errors()[0]
         raise UsageError(err["msg"], file=str(path), line=n, field=".".join(map(str, err["loc"])) or None) from None
+    if (wrong := line.problem()) is not None:
+        raise UsageError(wrong[1], file=str(path), line=n, field=wrong[0])
+    return line

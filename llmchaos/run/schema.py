@@ -7,9 +7,10 @@ ever added within one `schema_version`; readers ignore fields they do not know.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
 from llmchaos import __version__
 from llmchaos.histogram import Histogram, HistogramSet, Key
@@ -18,10 +19,28 @@ from llmchaos.metrics import METRICS
 SCHEMA_VERSION = 1
 
 
-class Part(BaseModel):
-    """A part of run.json: immutable, unknown fields ignored, written by its JSON names."""
+def _rfc3339(text: str) -> str:
+    datetime.fromisoformat(text)  # a ValueError names the field
+    return text
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+Time = Annotated[str, AfterValidator(_rfc3339)]
+
+
+def _unique(rows: Iterator[tuple[str, ...]], what: str) -> None:
+    """ValueError at the first key seen twice (a duplicate would count its requests twice)."""
+    seen: set[tuple[str, ...]] = set()
+    for key in rows:
+        if key in seen:
+            raise ValueError(f"{what} {'/'.join(key)} twice")
+        seen.add(key)
+
+
+class Part(BaseModel):
+    """A part of run.json: immutable, unknown fields ignored, written by its JSON names; every float
+    finite (a NaN or an infinity is no figure a run measured)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, allow_inf_nan=False)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -36,7 +55,7 @@ class Summary(Part):
     phase: str
     metric: str
     unit: str
-    count: int
+    count: NonNegativeInt
     mean: float | None = None
     p50: float | None = None
     p90: float | None = None
@@ -60,7 +79,14 @@ class OutcomeCount(Part):
     api: str
     phase: str
     outcome: str
-    count: int
+    count: NonNegativeInt
+    at_stop: NonNegativeInt | None = None  # of `count`, those the end of the test cancelled (None: not written)
+
+    @model_validator(mode="after")
+    def _within(self) -> OutcomeCount:
+        if self.at_stop and (self.outcome != "cancelled" or self.at_stop > self.count):
+            raise ValueError(f"at_stop {self.at_stop} of {self.count} {self.outcome}")
+        return self
 
 
 class SloCheck(Part):
@@ -79,13 +105,23 @@ class SloResult(Part):
     target: str
     lang: str
     api: str
-    issued: int
-    cancelled_at_stop: int = 0
-    attained: int
+    issued: NonNegativeInt
+    cancelled_at_stop: NonNegativeInt = 0
+    attained: NonNegativeInt
     attainment: float | None
     goodput_rps: float | None
     checks: tuple[SloCheck, ...]
-    passed: bool = Field(alias="pass")
+    passed: bool | None = Field(alias="pass")  # None: no request issued, no verdict ("no data")
+
+    @property
+    def verdict(self) -> str:
+        return "no data" if self.passed is None else "pass" if self.passed else "FAIL"
+
+    @model_validator(mode="after")
+    def _attained_of_issued(self) -> SloResult:
+        if self.attained > self.issued:
+            raise ValueError(f"attained {self.attained} of {self.issued} issued")
+        return self
 
 
 class FaultWindow(Part):
@@ -125,27 +161,42 @@ class GuardTrip(Part):
 
 class Validity(Part):
     valid: bool
-    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_coalesced:<process>
+    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_late:<process>
     reasons: tuple[str, ...] = ()  # one line per flag: the figure measured against its limit
 
 
-class Reads(Part):
-    """The generator's socket reads of stream bodies that brought content events, and those that
-    brought several (coalesced: one kernel receive stamp for all, so the gaps between them are lost)."""
+class PhaseReads(Part):
+    """A phase's stream reads: how the network delivered its events (a burst or a proxy's hold
+    brings several at once), and how many of them the generator took late."""
 
-    reads: int = 0
-    coalesced: int = 0
+    phase: str
+    reads: NonNegativeInt = 0
+    coalesced: NonNegativeInt = 0
+    late: NonNegativeInt = 0
+
+
+class Reads(Part):
+    """The generator's socket reads of stream bodies that brought content events, those that
+    brought several (coalesced: one kernel receive stamp for all, so the gaps between them are lost)
+    and, of those, the ones it took late (the kernel had held them 1 ms or more: the generator's
+    doing, not the network's). `late` and `phases` were added within schema_version 1."""
+
+    reads: NonNegativeInt = 0
+    coalesced: NonNegativeInt = 0
+    late: NonNegativeInt = 0
+    phases: tuple[PhaseReads, ...] = ()
 
 
 class RequestsFile(Part):
     file: str = "requests.jsonl"
-    sample_rate: float = 1.0
-    written: int = 0
+    sample_rate: float = Field(1.0, ge=0.0, le=1.0)
+    written: NonNegativeInt = 0
 
 
 # -- a replay's side (locust -f loadtests/replay/locustfile.py): fields added within schema_version 1 ----------
 class Lag(Part):
-    """Schedule lag (actual send minus intended start), seconds, over the side's requests."""
+    """Percentiles of a time over the side's requests, seconds: schedule lag (actual send minus
+    intended start), or the build or send of its requests."""
 
     count: int
     p50: float | None = None
@@ -173,6 +224,8 @@ class Fidelity(Part):
     sent: int = 0
     rate_error_max: float | None = None  # largest |sent / recorded - 1| over the whole minutes
     held_by_session: int = 0  # turns that waited for their session's turn before (--session-order strict)
+    prepare: Lag | None = None  # building each request ahead of its time (its prompt): not in the lag
+    send: Lag | None = None  # from each send to its last byte written: a long prompt's, apart from the target's
 
 
 class OutputLength(Part):
@@ -222,8 +275,8 @@ class Run(Part):
     schema_version: int = SCHEMA_VERSION
     harness_version: str = __version__
     run_id: str
-    start: str  # RFC 3339
-    end: str
+    start: Time  # RFC 3339
+    end: Time
     duration_s: float
     command: list[str]
     config: dict[str, Any]
@@ -243,6 +296,29 @@ class Run(Part):
     replay: Replay | None = None  # a replay's side: one of its results directories
     guard: list[GuardTrip] = []  # the live guard's trips (--guard)
 
+    @model_validator(mode="after")
+    def _no_duplicates(self) -> Run:
+        _unique((tuple(s.key) for s in self.summaries), "summaries: a second summary of")
+        _unique(((o.target, o.lang, o.api, o.phase, o.outcome) for o in self.outcomes), "outcomes: a second count of")
+        _unique(((r.target, r.lang, r.api) for r in self.slo), "slo: a second row of")
+        return self
+
+    def issued_and_failed(self, lang: str, phase: str | None = None) -> tuple[int, int] | None:
+        """Requests of `lang` issued and failed, in `phase` (None: every phase but warmup), by the one
+        definition compare uses: a request the end of the test cancelled is not issued (nor failed).
+        None where that cannot be told: a run written before outcomes said which cancellations were
+        the end of the test, asked for one phase that has cancellations."""
+        rows = [o for o in self.outcomes if o.lang == lang and (o.phase == phase if phase else o.phase != "warmup")]
+        cancelled = [o for o in rows if o.outcome == "cancelled"]
+        if all(o.at_stop is not None for o in cancelled):
+            stop = sum(o.at_stop or 0 for o in cancelled)
+        elif phase is None:  # older run.json: its SLO rows count them over the run
+            stop = min(sum(o.count for o in cancelled), sum(r.cancelled_at_stop for r in self.slo if r.lang == lang))
+        else:
+            return None
+        total, ok = sum(o.count for o in rows), sum(o.count for o in rows if o.outcome == "ok")
+        return total - stop, total - ok - stop
+
     def summary(self, key: Key) -> Summary | None:
         return next((s for s in self.summaries if s.key == key), None)
 
@@ -256,7 +332,17 @@ def summarize(hist: HistogramSet) -> list[Summary]:
     return [Summary.of(key, h) for key, h in sorted(hist, key=lambda kv: kv[0])]
 
 
-def outcome_rows(counts: Mapping[tuple[str, ...], int]) -> list[OutcomeCount]:
-    """Counts keyed (target, lang, api, phase, outcome) as rows, in key order."""
+def outcome_rows(
+    counts: Mapping[tuple[str, ...], int], at_stop: Mapping[tuple[str, ...], int] | None = None
+) -> list[OutcomeCount]:
+    """Counts keyed (target, lang, api, phase, outcome) as rows, in key order; `at_stop` (keyed
+    (target, lang, api, phase)) says how many of each phase's cancelled ones the end of the test cut."""
     fields = ("target", "lang", "api", "phase", "outcome")
-    return [OutcomeCount(**dict(zip(fields, k, strict=True)), count=n) for k, n in sorted(counts.items())]
+    return [
+        OutcomeCount(
+            **dict(zip(fields, k, strict=True)),
+            count=n,
+            at_stop=at_stop.get(k[:4], 0) if at_stop is not None and k[4] == "cancelled" else None,
+        )
+        for k, n in sorted(counts.items())
+    ]

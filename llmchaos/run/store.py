@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import stat
 import sys
 import uuid
 import zlib
@@ -29,6 +30,9 @@ from llmchaos.run import requests
 from llmchaos.run.schema import SCHEMA_VERSION, Run, Summary
 
 RUN_JSON, HISTOGRAMS, INDEX = "run.json", "histograms", "index.json"
+NOT_OURS = (TypeError, ValueError, zlib.error, HdrCookieException, HdrLengthException, HdrHistogramSettingsException)
+MAX_BYTES = {RUN_JSON: 64 * 2**20, INDEX: 16 * 2**20}  # more than any run writes; a .hdr file: MAX_HDR_BYTES
+MAX_HDR_BYTES = 2**20
 
 
 def new_run_id() -> str:
@@ -78,25 +82,59 @@ def write(run_dir: Path, run: Run, hist: HistogramSet) -> Path:
 
 def load(run_dir: str | Path) -> RunResults:
     """Read a results directory; anything missing, truncated, invalid or of a newer schema is a
-    UsageError naming the file (and line or field)."""
+    UsageError naming the file (and line or field). Only regular files inside the directory are read
+    (a link to a device or out of it, a FIFO, a file larger than any run writes: refused)."""
     run_dir = Path(run_dir)
-    run = _run(run_dir / RUN_JSON)
-    hist = _histograms(run_dir / HISTOGRAMS / INDEX)
+    run = _run(run_dir / RUN_JSON, run_dir)
+    hist = _histograms(run_dir / HISTOGRAMS / INDEX, run_dir)
     req = run_dir / run.requests.file
+    inside(req, run_dir, "run.json's requests.file names it")
     if not req.is_file():
         raise UsageError("missing (run.json's requests.file names it)", file=str(req))
     return RunResults(run_dir, run, hist)
 
 
-def _run(path: Path) -> Run:
+def inside(path: Path, root: Path, named: str = "") -> None:
+    """A UsageError unless `path` (links followed) lies within `root`."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        ok = path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError) as e:  # a link loop
+        raise UsageError(f"cannot resolve: {e}", file=str(path)) from None
+    if not ok:
+        raise UsageError("outside the results directory" + (f" ({named})" if named else ""), file=str(path))
+
+
+def read_bytes(path: Path, root: Path, limit: int) -> bytes:
+    """A regular file inside `root`, at most `limit` bytes; anything else a UsageError naming it
+    (opened without blocking: a FIFO is refused, not waited on)."""
+    inside(path, root)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise UsageError(e.strerror or str(e), file=str(path)) from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError("not a regular file", file=str(path))
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise UsageError(f"larger than a results directory's file may be ({limit} bytes)", file=str(path))
+    return data
+
+
+def _json(path: Path, root: Path, limit: int) -> object:
+    try:
+        return json.loads(read_bytes(path, root, limit).decode("utf-8"))
     except json.JSONDecodeError as e:
         raise UsageError(f"invalid JSON (truncated?): {e.msg}", file=str(path), line=e.lineno) from None
     except UnicodeDecodeError as e:
         raise UsageError(f"not UTF-8: {e.reason}", file=str(path)) from None
+    except RecursionError:
+        raise UsageError("invalid JSON: nested too deep", file=str(path)) from None
+
+
+def _run(path: Path, root: Path) -> Run:
+    data = _json(path, root, MAX_BYTES[RUN_JSON])
     if not isinstance(data, dict):
         raise UsageError("must be a JSON object", file=str(path), line=1)
     version = data.get("schema_version")
@@ -115,24 +153,35 @@ def _run(path: Path) -> Run:
         raise UsageError(err["msg"], file=str(path), field=".".join(map(str, err["loc"]))) from None
 
 
-def _histograms(index_path: Path) -> HistogramSet:
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-        if not isinstance(index, list):
-            raise TypeError("not a list of histograms")
-    except OSError as e:
-        raise UsageError(e.strerror or str(e), file=str(index_path)) from None
-    except (json.JSONDecodeError, TypeError) as e:
-        raise UsageError(f"bad histogram index: {e}", file=str(index_path)) from None
+def _histograms(index_path: Path, root: Path) -> HistogramSet:
+    index = _json(index_path, root, MAX_BYTES[INDEX])
+    if not isinstance(index, list):
+        raise UsageError("bad histogram index: not a list of histograms", file=str(index_path))
     out = HistogramSet()
     for i, entry in enumerate(index):
+        where = f"[{i}]"
+        if not isinstance(entry, dict):
+            raise UsageError("bad entry: not an object", file=str(index_path), field=where)
+        name = entry.get("file")
+        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            raise UsageError(f"not a file of histograms/: {name!r}", file=str(index_path), field=f"{where}.file")
+        path = index_path.parent / name
+        text = read_bytes(path, root, MAX_HDR_BYTES).decode("ascii", "replace").strip()
         try:
-            path = index_path.parent / entry["file"]
-            out.merge(HistogramSet.decode([{**entry, "hdr": path.read_text(encoding="ascii").strip()}]))
-        except OSError as e:
-            raise UsageError(e.strerror or str(e), file=e.filename or str(index_path)) from None
-        except (KeyError, TypeError) as e:
-            raise UsageError(f"bad entry: {e}", file=str(index_path), field=f"[{i}]") from None
-        except (ValueError, zlib.error, HdrCookieException, HdrLengthException, HdrHistogramSettingsException) as e:
-            raise UsageError(f"not an HDR histogram: {e}", file=str(path)) from None
+            one = HistogramSet.decode([{**entry, "hdr": text}])
+        except KeyError as e:
+            raise UsageError(f"bad entry: no {e}", file=str(index_path), field=where) from None
+        except (
+            TypeError,
+            ValueError,
+            zlib.error,
+            HdrCookieException,
+            HdrLengthException,
+            HdrHistogramSettingsException,
+        ) as e:
+            raise UsageError(f"not an HDR histogram of ours: {e}", file=str(path)) from None
+        for key, _ in one:
+            if out.get(key) is not None:
+                raise UsageError(f"a second histogram for {'/'.join(key)}", file=str(index_path), field=where)
+        out.merge(one)
     return out

@@ -8,19 +8,31 @@ from llmchaos.run.schema import Run
 
 HEADER = (
     f"{'lang':5} {'reqs':>6} {'stop':>5} {'ok%':>6} {'ttft p50':>9} {'ttft p99':>9} {'itl p50':>8} {'itl p99':>8} "
-    f"{'e2e p99':>8} {'tok/req':>7} {'slo':>5}"
+    f"{'e2e p99':>8} {'tok/req':>7} {'slo':>7}"
 )
+THINKING = f" {'ttfa p50':>9} {'think/req':>9}"  # a run that streamed thinking: time to answer, thinking tokens
 
 
 def _ms(h: Histogram | None, pct: float) -> str:
     return f"{h.quantile(pct) * 1000:.1f}" if h is not None and h.count else "-"
 
 
+def _thinking(hist: HistogramSet, sel: dict[str, str]) -> str:
+    ttfa, think = hist.combined("ttfa", **sel), hist.combined("reasoning_tokens", **sel)
+    per_req = f"{think.sum / think.count:.1f}" if think is not None and think.count else "-"
+    return f" {_ms(ttfa, 50):>9} {per_req:>9}"
+
+
 def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
     """One line per (target, lang, api) over every phase: requests issued, requests cancelled by the
     end of the test (apart: not issued), success, TTFT/ITL/E2E in ms, output tokens per request,
-    SLO verdict; then the run's validity."""
-    lines = [f"llmchaos run {run.run_id}" + (f" -> {location}" if location else ""), HEADER]
+    SLO verdict (and, where any request thought first, time to first answer and thinking tokens per
+    request that thought); then the run's validity."""
+    thought = any(key.metric == "reasoning_tokens" for key, _ in hist)
+    lines = [
+        f"llmchaos run {run.run_id}" + (f" -> {location}" if location else ""),
+        HEADER + (THINKING if thought else ""),
+    ]
     for row in run.slo:
         sel = {"target": row.target, "lang": row.lang, "api": row.api}
         ok = sum(
@@ -31,14 +43,21 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
         ttft, itl, e2e, toks = (hist.combined(m, **sel) for m in ("ttft", "itl", "e2e", "output_tokens"))
         per_req = toks.sum / toks.count if toks is not None and toks.count else 0.0
         lines.append(
-            f"{row.lang:5} {row.issued:6d} {row.cancelled_at_stop:5d} {100 * ok / max(row.issued, 1):6.1f} "
+            f"{row.lang:5} {row.issued:6d} {row.cancelled_at_stop:5d} "
+            f"{f'{100 * ok / row.issued:.1f}' if row.issued else '-':>6} "
             f"{_ms(ttft, 50):>9} "
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
-            f"{'pass' if row.passed else 'FAIL':>5}"
+            f"{row.verdict:>7}" + (_thinking(hist, sel) if thought else "")
         )
-    if run.reads.reads:
-        share = 100 * run.reads.coalesced / run.reads.reads
-        lines.append(f"stream reads: {run.reads.reads}, {run.reads.coalesced} coalesced ({share:.2f} %)")
+    reads = run.reads
+    if reads.reads:
+        lines.append(
+            f"stream reads: {reads.reads}, {reads.coalesced} coalesced ({100 * reads.coalesced / reads.reads:.2f} %), "
+            f"{reads.late} of them read late ({100 * reads.late / reads.reads:.2f} %, the generator's)"
+        )
+        batched = [f"{p.phase} {100 * (p.coalesced - p.late) / p.reads:.2f} %" for p in reads.phases if p.reads]
+        if batched:
+            lines.append("events the network delivered together, share of reads by phase: " + ", ".join(batched))
     if not run.validity.valid:
         lines.append(
             "INVALID RUN: the load generator could not keep up ("

@@ -29,15 +29,16 @@ BLOCK = 65536
 _view = memoryview(bytearray(BLOCK))  # every read lands here first (the plane's thread only): no 64 KiB allocation each
 
 
-def stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
-    """A read's receive time on the perf_counter clock: the kernel's stamp when it gave one (never
-    later than now), else now."""
+def stamp(ancillary: list[tuple[int, int, bytes]]) -> tuple[float, float]:
+    """A read's receive time on the perf_counter clock (the kernel's stamp when it gave one, never
+    later than now; else now), and how long the kernel had held its last bytes before this read."""
     now = perf_counter()
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = STAMP.unpack_from(payload)
-            return min(now, now - (time.time() - sec - nsec * 1e-9))
-    return now
+            held = max(0.0, time.time() - sec - nsec * 1e-9)
+            return now - held, held
+    return now, 0.0
 
 
 class Connection:
@@ -54,6 +55,7 @@ class Connection:
         self._handshaking = False
         self._pending = b""  # bytes still to send
         self.exchange: Exchange | None = None
+        self._carrying: Exchange | None = None  # the exchange whose request is being written
         self.opened = 0  # connections opened so far
         self._step: Callable[[], object] = self._on_readable  # what the socket being ready means now
 
@@ -75,7 +77,7 @@ class Connection:
             self._connect(ex)
         else:
             ex.reused = True
-            self._write(ex.request)
+            self._write_request(ex)
         self.plane.due(ex)
 
     def release(self) -> None:
@@ -89,7 +91,7 @@ class Connection:
             self.plane.unwatch(self.fd)
             self.sock.close()
             self.sock, self.tls, self._pending = None, None, b""
-        self.exchange = None
+        self.exchange = self._carrying = None
 
     def _wait(self, mask: int, step: Callable[[], object]) -> None:
         self._step = step
@@ -126,7 +128,7 @@ class Connection:
             return
         if self.tls_context is None:
             self.exchange.connected()
-            self._write(self.exchange.request)
+            self._write_request(self.exchange)
             return
         self._tls_in, self._tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = self.tls_context.wrap_bio(self._tls_in, self._tls_out, server_hostname=self.host)
@@ -146,9 +148,13 @@ class Connection:
             return
         self._handshaking = False
         self.exchange.connected()
-        self._write(self.exchange.request)
+        self._write_request(self.exchange)
 
     # -- bytes out -----------------------------------------------------------------------------
+    def _write_request(self, ex: Exchange) -> None:
+        self._carrying = ex  # its last byte written: how long its send took
+        self._write(ex.request)
+
     def _write(self, data: bytes) -> None:
         if self.tls is not None:
             if data:
@@ -169,8 +175,11 @@ class Connection:
         self._pending = self._pending[sent:]
         if self._pending:
             self._wait(EPOLLOUT, self._send)
-        else:
-            self._wait(EPOLLIN, self._on_readable)
+            return
+        if self._carrying is not None:
+            self._carrying.written(perf_counter())
+            self._carrying = None
+        self._wait(EPOLLIN, self._on_readable)
 
     # -- bytes in ------------------------------------------------------------------------------
     def read_pending(self) -> None:
@@ -194,7 +203,7 @@ class Connection:
         except OSError as e:
             self._lost(e)
             return True
-        now = stamp(ancillary)
+        now, held = stamp(ancillary)
         data = bytes(_view[:n])
         ex = self.exchange
         if ex is None:  # idle: the peer closed it (or sent what nobody asked for)
@@ -210,12 +219,12 @@ class Connection:
                 self._handshake()
                 return True
             if data:
-                ex.received(data, now)
+                ex.received(data, now, held)
             if eof and self.exchange is ex:
                 self._lost(None)
             return True
         if data:
-            ex.received(data, now)
+            ex.received(data, now, held)
         else:
             self._lost(None)
         return True

@@ -21,6 +21,8 @@ from loadtests.record import RequestRecord
 
 DRAIN_S = 1.0  # a server ends the body right after the terminator; longer, the connection is dropped
 ERROR_TEXT = 500  # bytes of an error body kept as the record's error
+LATE_S = 0.001  # the kernel held a read's last bytes this long or more: the generator was late to it (an
+# idle one reads within 0.1 ms here); several events in a read taken on time came so from the network
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,17 @@ class Limits:
         return f"not done within {self.request:g}s"
 
 
-def count_read(rec: RequestRecord, events: int) -> None:
-    """Count a read that brought `events` content events; several share one kernel receive stamp
-    (a coalesced read: the gaps between them are lost, one before them inflated)."""
+def count_read(rec: RequestRecord, events: int, held: float) -> None:
+    """Count a read that brought `events` content events, its last bytes `held` seconds in the kernel
+    before it; several share one kernel receive stamp (a coalesced read: the gaps between them are
+    lost, one before them inflated). Coalesced and late (held LATE_S or more) is the generator's
+    doing; coalesced and on time, the network's (a burst, a proxy's hold: the stream as it came)."""
     if events:
         rec.reads += 1
         if events > 1:
             rec.coalesced_reads += 1
+            if held >= LATE_S:
+                rec.late_reads += 1
 
 
 class Link(Protocol):
@@ -83,6 +89,7 @@ class Exchange:
     ) -> None:
         self.adapter, self.request, self.stream, self.rec = adapter, request, stream, rec
         self.start, self.limits, self._finished = start, limits, finished
+        self.created = time.perf_counter()
         self.conn: Link | None = None  # set when a connection takes it up
         self.reused = False  # sent on a connection that served an earlier request
         self.began = False  # a response byte has arrived
@@ -132,8 +139,13 @@ class Exchange:
         self.connect_by = None
         self.deadline = self.limit
 
-    def received(self, data: bytes, now: float) -> None:
-        """The bytes of one read, which reached the host at `now` (perf_counter)."""
+    def written(self, now: float) -> None:
+        """The request's last byte went to the kernel (`now`, perf_counter)."""
+        self.rec.send_s = now - self.created
+
+    def received(self, data: bytes, now: float, held: float = 0.0) -> None:
+        """The bytes of one read, which reached the host at `now` (perf_counter) and waited `held`
+        seconds in the kernel for the read."""
         if self.done:
             self._drain(data)
             return
@@ -154,12 +166,12 @@ class Exchange:
             return  # the headers are not all in yet, or a whole body is still to come
         body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         pieces.clear()
-        self._dispatch(body, now)
+        self._dispatch(body, now, held)
 
-    def _dispatch(self, body: bytes, now: float) -> None:
+    def _dispatch(self, body: bytes, now: float, held: float = 0.0) -> None:
         """Body bytes of one read, by what the response turned out to be."""
         if self.mode == "stream":
-            self._stream(body, now)
+            self._stream(body, now, held)
         elif self.mode == "not_sse":
             self.end("malformed", f"content-type {self.headers.get('content-type', '')!r}")
         elif self.mode == "body":
@@ -219,12 +231,15 @@ class Exchange:
         limit, why = (self.last_event + lim.stall, "stalled") if self.rec.chunks else (start + lim.ttft, "ttft_timeout")
         return (limit, why) if limit < start + lim.request else (start + lim.request, "timeout")
 
-    def _stream(self, data: bytes, now: float) -> None:
+    def _stream(self, data: bytes, now: float, held: float) -> None:
+        # never before the read ahead of it: the kernel's stamps are ordered, but their conversion to
+        # this clock can put one a fraction of a microsecond before the one ahead (a gap below zero)
+        now = max(now, self.last_event)
         rec = self.rec
         chunks, before = rec.chunks, len(rec.chunks)
         self.head = self.head or data
         outcome = self._events(data, now)
-        count_read(rec, len(chunks) - before)
+        count_read(rec, len(chunks) - before, held)
         if outcome is not None:
             self.end(*outcome)
         elif self.complete:  # the end: was it a stream cut short, or never a stream at all?
@@ -255,15 +270,20 @@ class Exchange:
                 return "malformed", f"event {ev.data[:80]!r}: {e}"
             if parsed.error is not None:
                 return f"http_{parsed.error_code or 500}", parsed.error
-            if parsed.text:
+            if parsed.text or parsed.reasoning:  # tokens of either kind: thinking counts in TTFT and ITL
                 if chunks:
                     gaps.append(now - self.last_content)
                 else:
                     rec.ttft = now - self.start
-                chunks.append(parsed.text)
+                if parsed.text and rec.ttfa is None:
+                    rec.ttfa = now - self.start
+                if parsed.reasoning:
+                    rec.thinking[len(chunks)] = len(parsed.reasoning)
+                chunks.append(parsed.reasoning + parsed.text)
                 self.last_content = now
             if parsed.usage_tokens is not None:
                 rec.usage_tokens = parsed.usage_tokens
+                rec.usage_reasoning = parsed.usage_reasoning
             if parsed.done:  # the stream ended: ok, with or without text (an EOS first token)
                 rec.e2e = now - self.start
                 return "ok", None
@@ -279,8 +299,14 @@ class Exchange:
         if ev.error is not None:
             self.end(f"http_{ev.error_code or 500}", ev.error)
             return
-        rec.chunks, rec.usage_tokens = [ev.text], ev.usage_tokens
+        rec.chunks, rec.usage_tokens, rec.usage_reasoning = (
+            [ev.reasoning + ev.text],
+            ev.usage_tokens,
+            ev.usage_reasoning,
+        )
         rec.ttft = rec.e2e = now - self.start
+        rec.ttfa = rec.ttft if ev.text else None
+        rec.thinking = {0: len(ev.reasoning)} if ev.reasoning else {}
         self.end("ok", None)
 
     def _error_status(self) -> None:

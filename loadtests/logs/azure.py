@@ -5,10 +5,9 @@ each request is its own."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
 
 from loadtests.logs import token_csv
-from loadtests.logs.lines import Parsed
+from loadtests.logs.lines import Lines, Parsed
 
 NAME = "azure"
 COLUMNS = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
@@ -18,5 +17,5 @@ def sniff(header: list[str], cols: dict[str, str]) -> bool:
     return token_csv.sniff(header, {**COLUMNS, **cols})
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
-    return token_csv.rows(fh, path, {**COLUMNS, **cols})
+def rows(lines: Lines, cols: dict[str, str]) -> Iterator[Parsed]:
+    return token_csv.rows(lines, {**COLUMNS, **cols})

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
 
 from loadtests.logs import token_csv
-from loadtests.logs.lines import Parsed
+from loadtests.logs.lines import Lines, Parsed
 
 NAME = "burstgpt"
 COLUMNS = {"ts": "Timestamp", "model": "Model", "input_tokens": "Request tokens", "output_tokens": "Response tokens"}
@@ -17,5 +16,5 @@ def sniff(header: list[str], cols: dict[str, str]) -> bool:
     return token_csv.sniff(header, {**COLUMNS, **cols})
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
-    return token_csv.rows(fh, path, {**COLUMNS, **cols})
+def rows(lines: Lines, cols: dict[str, str]) -> Iterator[Parsed]:
+    return token_csv.rows(lines, {**COLUMNS, **cols})

@@ -20,11 +20,18 @@ if TYPE_CHECKING:
 
 def _source_arguments(p: argparse.ArgumentParser) -> None:
     from loadtests.logs.formats import NAMES
+    from loadtests.logs.lines import MAX_LINE_BYTES
 
-    p.add_argument("file", help="the log or trace")
+    p.add_argument("file", help="the log or trace (gzip read as it is; - or a pipe: read once)")
     p.add_argument("--format", default="auto", help=f"one of {', '.join(NAMES)}")
     p.add_argument("--columns", default="", help="our field=the file's name,... e.g. ts=time,user=meta.user_id")
     p.add_argument("--strict", action="store_true", help="stop at the first bad line (exit 2)")
+    p.add_argument(
+        "--max-line-bytes",
+        type=positive(int),
+        default=MAX_LINE_BYTES,
+        help="a longer line is skipped and counted (too_long); memory follows it (default: %(default)s)",
+    )
 
 
 def _finite(kind: Callable[[str], float]) -> Callable[[str], float]:
@@ -82,14 +89,18 @@ def _output(path: str) -> Iterator[IO[bytes]]:
         raise UsageError(e.strerror or str(e), file=path) from None
 
 
-def _read(args: argparse.Namespace) -> tuple[Iterator[LogRecord], Problems, str]:
-    """The log's records (streamed), its skipped lines, its format's name."""
+@contextlib.contextmanager
+def _read(args: argparse.Namespace) -> Iterator[tuple[Iterator[LogRecord], Problems, str]]:
+    """The log opened once: its records (streamed), its skipped lines, its format's name; the
+    skipped lines printed at the end."""
     from loadtests.logs import column_map, formats
     from loadtests.logs.problems import Problems
 
-    src = formats.source(args.file, args.format, column_map.parse(args.columns))
+    path = "/dev/stdin" if args.file == "-" else args.file
+    src = formats.source(path, args.format, column_map.parse(args.columns), args.max_line_bytes)
     problems = Problems(args.file, args.strict)
-    return src.read(problems), problems, src.module().NAME
+    with src.opened(problems) as log:
+        yield log.records, problems, log.module.NAME
 
 
 def _skipped(problems: Problems) -> None:
@@ -100,8 +111,7 @@ def _skipped(problems: Problems) -> None:
 def run_convert(args: argparse.Namespace) -> None:
     from loadtests.logs.convert import encoded
 
-    records, problems, _ = _read(args)
-    with _output(args.out) as out:
+    with _read(args) as (records, problems, _), _output(args.out) as out:
         for line in encoded(records):
             out.write(line)
     _skipped(problems)
@@ -114,8 +124,8 @@ def run_stats(args: argparse.Namespace) -> None:
     from loadtests.logs.split import LangMix
 
     mix = LangMix.parse(args.lang_mix)
-    records, problems, name = _read(args)
-    data = stats.gather(records, mix, args.seed).to_json(problems)
+    with _read(args) as (records, problems, name):
+        data = stats.gather(records, mix, args.seed).to_json(problems)
     if args.json:
         print(orjson.dumps(data).decode())
     else:

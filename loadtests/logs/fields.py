@@ -11,6 +11,8 @@ from loadtests.logs import timestamps
 from loadtests.logs.column_map import MISSING, lookup
 from loadtests.logs.problems import LogProblem
 
+MAX_TOKENS = 2**21  # a token count beyond this (2,097,152: above any model's context) is no length to replay
+
 
 def json_object(raw: bytes) -> dict[str, Any]:
     """A JSON Lines line as an object."""
@@ -40,8 +42,8 @@ def timestamp(value: object, field: str) -> float:
         raise LogProblem("bad_value", field, str(e)) from None
 
 
-def integer(value: object, field: str, low: int = 0) -> int:
-    """A whole number >= `low` (JSON numbers or CSV text; 12.0 is 12)."""
+def integer(value: object, field: str, low: int = 0, high: int = MAX_TOKENS) -> int:
+    """A whole number from `low` to `high` (JSON numbers or CSV text; 12.0 is 12)."""
     n: object = value
     if isinstance(value, str):
         try:
@@ -51,14 +53,14 @@ def integer(value: object, field: str, low: int = 0) -> int:
     if (
         isinstance(n, bool)
         or not isinstance(n, (int, float))
-        or not ((isinstance(n, int) or math.isfinite(n)) and n == int(n) and n >= low)
+        or not ((isinstance(n, int) or math.isfinite(n)) and n == int(n) and low <= n <= high)
     ):
-        raise LogProblem("bad_value", field, f"must be a whole number >= {low}, got {value!r}")
+        raise LogProblem("bad_value", field, f"must be a whole number from {low} to {high}, got {value!r}")
     return int(n)
 
 
-def optional_integer(value: object, field: str, low: int = 0) -> int | None:
-    return None if value is None else integer(value, field, low)
+def optional_integer(value: object, field: str, low: int = 0, high: int = MAX_TOKENS) -> int | None:
+    return None if value is None else integer(value, field, low, high)
 
 
 def text(value: object, field: str) -> str:

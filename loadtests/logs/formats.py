@@ -4,12 +4,15 @@ offsets from the log's first record, and the skipped lines counted in a `Problem
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import IO
+from typing import NamedTuple
 
 import orjson
 
@@ -17,7 +20,7 @@ from llmchaos import languages
 from llmchaos.errors import UsageError
 from loadtests.adapters import ADAPTERS
 from loadtests.logs import azure, burstgpt, gemini_log, jsonl, mooncake, openai_log
-from loadtests.logs.lines import Parsed
+from loadtests.logs.lines import MAX_LINE_BYTES, Lines, Parsed, opened
 from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import LogProblem, Problems
 
@@ -25,41 +28,79 @@ JSON_FORMATS: tuple[ModuleType, ...] = (jsonl, mooncake, openai_log, gemini_log)
 CSV_FORMATS: tuple[ModuleType, ...] = (azure, burstgpt)
 FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (*JSON_FORMATS, *CSV_FORMATS)}
 NAMES = ("auto", *FORMATS)
+QUOTED = 200  # bytes of a first line quoted when it tells no format
+
+
+class Reading(NamedTuple):
+    """An open log: its reader (the format) and its records, checked, as they are read."""
+
+    module: ModuleType
+    records: Iterator[LogRecord]
 
 
 @dataclass(frozen=True)
 class LogSource:
-    """A log file, its format (a name of FORMATS, or auto) and its `--columns` mapping."""
+    """A log file, its format (a name of FORMATS, or auto), its `--columns` mapping and the longest
+    line it may have (`--max-line-bytes`)."""
 
     path: str
     format: str = "auto"
     columns: tuple[tuple[str, str], ...] = ()
+    max_line: int = MAX_LINE_BYTES
 
-    def open(self) -> IO[bytes]:
-        try:
-            return open(self.path, "rb")  # the caller's with-block closes it
-        except OSError as e:
-            raise UsageError(e.strerror or str(e), file=self.path) from None
-
-    def module(self) -> ModuleType:
-        """The reader of this log, telling the format from its first line when `auto`."""
+    def module(self, lines: Lines | None = None) -> ModuleType:
+        """The reader of this log, telling the format from its first line when `auto` (the open
+        file's `lines`, else the file opened for it)."""
         if self.format != "auto":
             if self.format not in FORMATS:
                 raise UsageError(f"unknown format {self.format!r} (one of: {', '.join(NAMES)})", field="--format")
             return FORMATS[self.format]
-        with self.open() as fh:
-            head = next((line for line in fh if line.strip()), b"")
-        return detect(head, dict(self.columns), self.path)
+        if lines is not None:
+            return detect(lines, dict(self.columns))
+        with opened(self.path, self.max_line) as fresh:
+            return detect(fresh, dict(self.columns))
+
+    @contextlib.contextmanager
+    def opened(self, problems: Problems) -> Iterator[Reading]:
+        """The log opened once (a pipe too): its format and its records (see `checked`)."""
+        with opened(self.path, self.max_line) as lines:
+            module = self.module(lines)
+            yield Reading(module, checked(module.rows(lines, dict(self.columns)), problems))
 
     def read(self, problems: Problems) -> Iterator[LogRecord]:
         """Stream the log's records, checked, with their offsets (see `checked`)."""
-        module = self.module()
-        with self.open() as fh:
-            yield from checked(module.rows(fh, self.path, dict(self.columns)), problems)
+        with self.opened(problems) as log:
+            yield from log.records
+
+    def rereadable(self, flag: str) -> None:
+        """A UsageError naming `flag` unless the log is a regular file (a replay reads it more than
+        once: on the master, on each worker, once per --loop pass)."""
+        try:
+            regular = stat.S_ISREG(os.stat(self.path).st_mode)
+        except OSError as e:
+            raise UsageError(e.strerror or str(e), file=self.path, field=flag) from None
+        if not regular:
+            raise UsageError(
+                "not a regular file (a pipe?): a replay reads its log more than once (the master, each worker, "
+                "each --loop pass); write it to a file first",
+                file=self.path,
+                field=flag,
+            )
 
 
-def detect(head: bytes, cols: dict[str, str], path: str) -> ModuleType:
-    """The format whose reader claims this first line."""
+def detect(lines: Lines, cols: dict[str, str]) -> ModuleType:
+    """The format whose reader claims the file's first line."""
+    first = lines.head()
+    if first is None:
+        raise UsageError("empty: no line to tell the format from; give --format", file=lines.path, field="--format")
+    n, head = first
+    if head is None:
+        raise UsageError(
+            f"cannot tell the format: the first line is longer than {lines.limit} bytes (--max-line-bytes)",
+            file=lines.path,
+            line=n,
+            field="--format",
+        )
     if head.lstrip().startswith(b"{"):
         try:
             obj = orjson.loads(head)
@@ -70,12 +111,17 @@ def detect(head: bytes, cols: dict[str, str], path: str) -> ModuleType:
                 if m.sniff(obj, cols):
                     return m
     else:
-        header = next(csv.reader([head.decode("utf-8-sig", "replace")]), [])
+        try:
+            header = next(csv.reader([head.decode("utf-8-sig", "replace")]), [])
+        except csv.Error:
+            header = []
         for m in CSV_FORMATS:
             if m.sniff([h.strip() for h in header], cols):
                 return m
+    shown = head.rstrip(b"\r\n")
+    quoted = repr(shown[:QUOTED]) + (f" ... ({len(shown)} bytes)" if len(shown) > QUOTED else "")
     raise UsageError(
-        f"cannot tell the format from the first line {head[:80]!r}; give --format", file=path, line=1, field="--format"
+        f"cannot tell the format from the first line {quoted}; give --format", file=lines.path, line=n, field="--format"
     )
 
 
@@ -103,5 +149,7 @@ def checked(rows: Iterator[Parsed], problems: Problems) -> Iterator[LogRecord]:
         yield item
 
 
-def source(path: str | Path, fmt: str = "auto", columns: dict[str, str] | None = None) -> LogSource:
-    return LogSource(str(path), fmt, tuple(sorted((columns or {}).items())))
+def source(
+    path: str | Path, fmt: str = "auto", columns: dict[str, str] | None = None, max_line: int = MAX_LINE_BYTES
+) -> LogSource:
+    return LogSource(str(path), fmt, tuple(sorted((columns or {}).items())), max_line)

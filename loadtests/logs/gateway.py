@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import Any
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Parsed, json_lines
+from loadtests.logs.lines import Lines, Parsed, json_lines
 from loadtests.logs.log_record import LogRecord
 
 COLUMNS = {
@@ -24,7 +24,7 @@ Api = Callable[[dict[str, Any]], str]  # the API of a body (a LogProblem when it
 
 
 def rows(
-    fh: IO[bytes], cols: dict[str, str], api: Api, body_user: str | None, body_lang: tuple[str, ...]
+    lines: Lines, cols: dict[str, str], api: Api, body_user: str | None, body_lang: tuple[str, ...]
 ) -> Iterator[Parsed]:
     """Records of a gateway log; a user absent from the line is the body's `body_user` field, else
     the request is its own user; a language absent from the line is the body's at `body_lang`."""
@@ -50,7 +50,7 @@ def rows(
             output_tokens=f.optional_integer(f.get(obj, c["output_tokens"], required=False), c["output_tokens"]),
         )
 
-    return json_lines(fh, parse)
+    return json_lines(lines, parse)
 
 
 def has_body(obj: dict[str, Any], cols: dict[str, str], keys: tuple[str, ...]) -> bool:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from loadtests.logs import gateway
-from loadtests.logs.lines import Parsed
+from loadtests.logs.lines import Lines, Parsed
 from loadtests.logs.problems import LogProblem
 
 NAME = "gemini-log"
@@ -23,5 +23,5 @@ def sniff(obj: dict[str, Any], cols: dict[str, str]) -> bool:
     return gateway.has_body(obj, cols, ("contents",))
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
-    return gateway.rows(fh, cols, api, body_user=None, body_lang=("labels.lang",))
+def rows(lines: Lines, cols: dict[str, str]) -> Iterator[Parsed]:
+    return gateway.rows(lines, cols, api, body_user=None, body_lang=("labels.lang",))

@@ -6,10 +6,10 @@ token counts instead: `input_tokens`, optional `output_tokens` and `hash_ids` (`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Parsed, json_lines
+from loadtests.logs.lines import Lines, Parsed, json_lines
 from loadtests.logs.log_record import LogRecord, Recorded
 from loadtests.logs.problems import LogProblem
 
@@ -32,7 +32,7 @@ def sniff(obj: dict[str, Any], cols: dict[str, str]) -> bool:
     return "ts" in obj and "user_id" in obj
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
+def rows(lines: Lines, cols: dict[str, str]) -> Iterator[Parsed]:
     c = {**COLUMNS, **cols}
 
     def parse(obj: dict[str, Any], line: int) -> LogRecord:
@@ -55,7 +55,7 @@ def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
             response=response,
         )
 
-    return json_lines(fh, parse)
+    return json_lines(lines, parse)
 
 
 def _response(value: object) -> Recorded | None:
@@ -64,7 +64,7 @@ def _response(value: object) -> Recorded | None:
     if not isinstance(value, dict):
         raise LogProblem("bad_value", "response", "must be a JSON object")
     return Recorded(
-        f.optional_integer(value.get("status"), "response.status", 100),
+        f.optional_integer(value.get("status"), "response.status", 100, 999),
         f.number(value.get("ttft_ms"), "response.ttft_ms"),
         f.number(value.get("e2e_ms"), "response.e2e_ms"),
         f.optional_integer(value.get("output_tokens"), "response.output_tokens"),

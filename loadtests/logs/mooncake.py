@@ -6,10 +6,10 @@ split keeps a prefix on one side."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Parsed, json_lines
+from loadtests.logs.lines import Lines, Parsed, json_lines
 from loadtests.logs.log_record import LogRecord
 
 NAME = "mooncake"
@@ -29,7 +29,7 @@ def sniff(obj: dict[str, Any], cols: dict[str, str]) -> bool:
     return c["input_tokens"] in obj and c["ts"] in obj and "request" not in obj
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
+def rows(lines: Lines, cols: dict[str, str]) -> Iterator[Parsed]:
     c = {**COLUMNS, **cols}
 
     def parse(obj: dict[str, Any], line: int) -> LogRecord:
@@ -46,4 +46,4 @@ def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
             block_tokens=BLOCK_TOKENS,
         )
 
-    return json_lines(fh, parse)
+    return json_lines(lines, parse)

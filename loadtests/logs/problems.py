@@ -13,7 +13,7 @@ EXAMPLES = 5  # line numbers kept per kind
 
 class LogProblem(Exception):
     """One line a reader cannot use. `kind` is one of: not_json, missing_field, bad_value,
-    unknown_lang, unknown_api, backwards, bad_row."""
+    unknown_lang, unknown_api, backwards, bad_row, too_long."""
 
     def __init__(self, kind: str, field: str, message: str) -> None:
         super().__init__(message)

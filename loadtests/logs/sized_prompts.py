@@ -14,14 +14,15 @@ from __future__ import annotations
 import random
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
 from llmchaos import languages, tokenizer
 
 SPACE = "\u2581"  # the tokenizer's word-start mark
-CACHED_BLOCKS = 4096  # block texts kept for reuse (a shared prefix is built once)
+CACHED_BLOCKS = 4096  # hash ids' block texts kept for reuse (a shared prefix is built once)
+PART_TOKENS = 8192  # a prompt is built this many tokens at a time (~5 ms): its builder may yield between
 
 
 @dataclass(frozen=True)
@@ -89,21 +90,36 @@ def block(lang: str, key: str, n: int) -> str:
 
 
 def prompt(lang: str, tokens: int, key: str, hash_ids: tuple[int, ...] = (), block_tokens: int = 0) -> str:
-    """A prompt of exactly `tokens` tokens: one block per hash id (`block_tokens` each, the last what
-    is left; tokens beyond the ids a block of their own), or, without ids, one block fixed by `key`
-    (the request's own). `key` starts with the replay's pass over the log and a colon, so a looped
-    log sends new prompts; a hash id's block is fixed by the id and the pass alone (a shorter use of
-    the same id is its first words)."""
+    """A prompt of exactly `tokens` tokens (see `parts`)."""
+    return "".join(parts(lang, tokens, key, hash_ids, block_tokens))
+
+
+def parts(lang: str, tokens: int, key: str, hash_ids: tuple[int, ...] = (), block_tokens: int = 0) -> Iterator[str]:
+    """A prompt of exactly `tokens` tokens, in parts of at most PART_TOKENS tokens (a builder may yield
+    to the event loop between them: a million-token prompt takes about a second to build): one block
+    per hash id (`block_tokens` each, the last what is left; tokens beyond the ids a block of their
+    own), or, without ids, one block fixed by `key` (the request's own). `key` starts with the
+    replay's pass over the log and a colon, so a looped log sends new prompts; a hash id's block is
+    fixed by the id and the pass alone (a shorter use of the same id is its first words)."""
     if not hash_ids or block_tokens <= 0:
-        return block(lang, key, tokens)
+        yield from _long(lang, key, tokens, cached=False)
+        return
     pass_ = key.split(":", 1)[0]
-    parts, left = [], tokens
+    left = tokens
     for h in hash_ids:
         if left <= 0:
-            break
+            return
         n = min(block_tokens, left)
-        parts.append(block(lang, f"{pass_}:h{h}", n))
+        yield from _long(lang, f"{pass_}:h{h}", n, cached=True)
         left -= n
     if left > 0:
-        parts.append(block(lang, key + ":rest", left))
-    return "".join(parts)
+        yield from _long(lang, key + ":rest", left, cached=False)
+
+
+def _long(lang: str, key: str, n: int, cached: bool) -> Iterator[str]:
+    """`n` tokens fixed by `key`, PART_TOKENS at a time: the first block keyed by `key` alone (so a
+    block that fits in one part is what it always was), each next by `key` and its index; only the
+    hash ids' blocks are kept for reuse (a request's own are built once)."""
+    for j, at in enumerate(range(0, n, PART_TOKENS)):
+        k, size = (key if j == 0 else f"{key}/{j}"), min(PART_TOKENS, n - at)
+        yield block(lang, k, size) if cached else Corpus.of(lang).block(k, size)

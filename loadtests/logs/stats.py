@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hdrh.histogram import HdrHistogram
+
 from llmchaos import tokenizer
-from llmchaos.histogram import Histogram
 from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import Problems
 from loadtests.logs.split import LangMix
@@ -20,6 +22,12 @@ from loadtests.logs.split import LangMix
 KMV = 1024  # smallest hashes kept to estimate a distinct count
 ROWS = 60  # the most lines of the rate table
 QUANTILES = (50.0, 90.0, 99.0)
+MAX_BUCKETS = 100_000  # rate buckets kept; past this, each covers twice the minutes (a log spanning years)
+LONGEST = 2**62  # the largest length a histogram keeps (a body may ask for any max_tokens)
+
+
+def lengths() -> HdrHistogram:
+    return HdrHistogram(1, LONGEST, 3)
 
 
 class Distinct:
@@ -41,8 +49,13 @@ class Distinct:
             self._kept.add(h)
 
     @property
+    def estimated(self) -> bool:
+        """Whether `count` is an estimate (more than KMV distinct keys)."""
+        return len(self._heap) >= KMV
+
+    @property
     def count(self) -> int:
-        if len(self._heap) < KMV:
+        if not self.estimated:
             return len(self._heap)
         return round((KMV - 1) / (-self._heap[0] / 2.0**64))
 
@@ -74,20 +87,21 @@ class LogStats:
     requests: int = 0
     first: float | None = None
     last: float = 0.0
-    per_minute: Counter[int] = field(default_factory=Counter)
+    per_bucket: Counter[int] = field(default_factory=Counter)  # requests per `bucket_minutes`, by its first minute
+    bucket_minutes: int = 1
     langs: Counter[str] = field(default_factory=Counter)
     assigned: int = 0  # requests whose language the mix gave
     apis: Counter[str] = field(default_factory=Counter)
     users: Distinct = field(default_factory=Distinct)
     sessions: Distinct = field(default_factory=Distinct)
-    input_tokens: Histogram = field(default_factory=lambda: Histogram("output_tokens"))  # a histogram of tokens
-    output_tokens: Histogram = field(default_factory=lambda: Histogram("output_tokens"))
+    input_tokens: HdrHistogram = field(default_factory=lengths)
+    output_tokens: HdrHistogram = field(default_factory=lengths)
 
     def add(self, rec: LogRecord) -> None:
         self.requests += 1
         self.first = rec.offset if self.first is None else self.first
         self.last = rec.offset
-        self.per_minute[int(rec.offset // 60)] += 1
+        self._count_minute(int(rec.offset // 60))
         if rec.lang is None:
             self.assigned += 1
         self.langs[rec.lang or self.mix.pick(rec.user, self.seed)] += 1
@@ -96,10 +110,19 @@ class LogStats:
         if rec.session is not None:
             self.sessions.add(rec.session)
         n = rec.input_tokens if rec.input_tokens is not None else tokenizer.count(body_text(rec.body or {}))
-        self.input_tokens.record(max(n, 1))
+        self.input_tokens.record_value(min(max(n, 1), LONGEST))
         out = rec.output_tokens if rec.output_tokens is not None else _max_tokens(rec.body or {})
         if out is not None:
-            self.output_tokens.record(max(out, 1))
+            self.output_tokens.record_value(min(max(out, 1), LONGEST))
+
+    def _count_minute(self, minute: int) -> None:
+        self.per_bucket[minute - minute % self.bucket_minutes] += 1
+        if len(self.per_bucket) > MAX_BUCKETS:
+            self.bucket_minutes *= 2
+            coarser: Counter[int] = Counter()
+            for m, n in self.per_bucket.items():
+                coarser[m - m % self.bucket_minutes] += n
+            self.per_bucket = coarser
 
     def to_json(self, problems: Problems) -> dict[str, Any]:
         span = self.last - (self.first or 0.0)
@@ -107,12 +130,15 @@ class LogStats:
             "requests": self.requests,
             "duration_s": round(span, 3),
             "rate_per_s": round(self.requests / span, 3) if span > 0 else None,
-            "per_minute": [[m, self.per_minute[m]] for m in range(max(self.per_minute, default=-1) + 1)],
+            "per_minute": [[m, n] for m, n in sorted(self.per_bucket.items())],
+            "minutes_per_entry": self.bucket_minutes,
             "langs": dict(self.langs.most_common()),
             "langs_assigned": self.assigned,
             "apis": dict(self.apis.most_common()),
             "users": self.users.count,
+            "users_estimated": self.users.estimated,
             "sessions": self.sessions.count,
+            "sessions_estimated": self.sessions.estimated,
             "input_tokens": _quantiles(self.input_tokens),
             "output_tokens": _quantiles(self.output_tokens),
             "problems": problems.to_json(),
@@ -131,10 +157,10 @@ def _gen(body: dict[str, Any]) -> dict[str, Any]:
     return g if isinstance(g, dict) else {}
 
 
-def _quantiles(h: Histogram) -> dict[str, float]:
-    if not h.count:
+def _quantiles(h: HdrHistogram) -> dict[str, int]:
+    if not h.get_total_count():
         return {}
-    return {**{f"p{q:g}": round(h.quantile(q)) for q in QUANTILES}, "max": round(h.quantile(100.0))}
+    return {**{f"p{q:g}": h.get_value_at_percentile(q) for q in QUANTILES}, "max": h.get_max_value()}
 
 
 def gather(records: Iterable[LogRecord], mix: LangMix, seed: int = 0) -> LogStats:
@@ -151,23 +177,44 @@ def render(path: str, fmt: str, data: dict[str, Any]) -> str:
         + (f", {data['rate_per_s']:.2f}/s" if data["rate_per_s"] else "")
         + f", {sum(data['problems']['counts'].values())} lines skipped"
     ]
-    per_minute = [n for _, n in data["per_minute"]]
-    step = max(1, -(-len(per_minute) // ROWS))
-    peak = max(per_minute, default=0) / step or 1
-    lines.append(f"rate over time (requests/s, {step} min a row):")
-    for i in range(0, len(per_minute), step):
-        n = sum(per_minute[i : i + step]) / step
-        lines.append(f"  {i // 60:3d}h{i % 60:02d}m {n / 60:9.2f} {'#' * round(40 * n / peak)}")
+    lines += _rate_rows(data["per_minute"], data["minutes_per_entry"], data["duration_s"])
     total = max(data["requests"], 1)
     mix = " ".join(f"{k} {100 * v / total:.1f}%" for k, v in data["langs"].items())
     assigned = f" ({data['langs_assigned']} assigned by the mix)" if data["langs_assigned"] else ""
     lines.append(f"languages: {mix}{assigned}")
     lines.append("apis: " + " ".join(f"{k} {v}" for k, v in data["apis"].items()))
-    lines.append(f"users: {data['users']}  sessions: {data['sessions']}")
+    users, sessions = (("~" if data[f"{k}_estimated"] else "") + str(data[k]) for k in ("users", "sessions"))
+    estimated = " (~: estimated, past a thousand)" if "~" in users + sessions else ""
+    lines.append(f"users: {users}  sessions: {sessions}{estimated}")
     for name in ("input_tokens", "output_tokens"):
         lines.append(f"{name}: " + " ".join(f"{k} {v}" for k, v in data[name].items()))
     lines += ["skipped: " + line for line in _problem_lines(data["problems"])]
     return "\n".join(lines)
+
+
+def _rate_rows(per: list[list[int]], width: int, span_s: float) -> list[str]:
+    """Requests per second in up to ROWS rows, each over the seconds of the log it covers (the last
+    row's part of a minute is its own, not a whole minute)."""
+    if not per:
+        return []
+    minutes = per[-1][0] + width
+    step = width * max(1, math.ceil(minutes / width / ROWS))
+    rows: Counter[int] = Counter()
+    for m, n in per:
+        rows[m // step] += n
+    peak = max(n / min(step * 60, max(span_s, 1e-9)) for n in rows.values())
+    out = [f"rate over time (requests/s, {step} min a row):"]
+    for i in range(max(rows) + 1):
+        n, start = rows[i], i * step * 60
+        seconds = min(step * 60.0, span_s - start)
+        label = f"  {start // 3600:3d}h{start % 3600 // 60:02d}m"
+        if seconds <= 0:  # the log's last instant opens this row
+            out.append(f"{label} {n:6d} at its last instant")
+            continue
+        rate = n / seconds
+        part = f" (over {seconds:.0f}s)" if seconds < step * 60 else ""
+        out.append(f"{label} {n:6d} {rate:9.2f} {'#' * round(40 * rate / peak)}{part}")
+    return out
 
 
 def _problem_lines(data: dict[str, Any]) -> list[str]:

@@ -7,12 +7,13 @@ import math
 import re
 from datetime import UTC, datetime
 
+MAX_ABS = 1e13  # seconds (or a trace's ms): beyond any date a log was written on, read as ms or s
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?\s*(Z|[+-]\d\d:?\d\d)?", re.IGNORECASE)
 
 
 def seconds(value: object) -> float:
-    """Epoch (or trace-relative) seconds; ValueError when `value` is neither a finite number nor a
-    date-time."""
+    """Epoch (or trace-relative) seconds; ValueError when `value` is neither a finite number within
+    MAX_ABS nor a date-time."""
     if isinstance(value, bool):
         raise ValueError(f"not a timestamp: {value!r}")
     if isinstance(value, (int, float)):
@@ -23,6 +24,8 @@ def seconds(value: object) -> float:
         raise ValueError(f"not a timestamp: {value!r}")
     if not math.isfinite(t):
         raise ValueError(f"not a finite timestamp: {value!r}")
+    if abs(t) > MAX_ABS:
+        raise ValueError(f"not a timestamp: {value!r} is beyond {MAX_ABS:g} (epoch seconds, or a trace's ms)")
     return t
 
 

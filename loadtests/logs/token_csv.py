@@ -4,10 +4,9 @@ counts per row, columns named through `cols`, and no users: each request is its 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
 
 from loadtests.logs import fields as f
-from loadtests.logs.lines import Parsed, csv_rows
+from loadtests.logs.lines import Lines, Parsed, csv_rows
 from loadtests.logs.log_record import LogRecord
 
 
@@ -15,7 +14,7 @@ def sniff(header: list[str], cols: dict[str, str]) -> bool:
     return cols["input_tokens"] in header and cols["output_tokens"] in header
 
 
-def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
+def rows(lines: Lines, cols: dict[str, str]) -> Iterator[Parsed]:
     """`cols` names ts, input_tokens and output_tokens, and model where the trace has one."""
     ts, inp, out, model = cols["ts"], cols["input_tokens"], cols["output_tokens"], cols.get("model")
 
@@ -29,4 +28,4 @@ def rows(fh: IO[bytes], path: str, cols: dict[str, str]) -> Iterator[Parsed]:
             output_tokens=f.integer(row[out], out),
         )
 
-    return csv_rows(fh, path, (ts, inp, out), parse)
+    return csv_rows(lines, (ts, inp, out), parse)

@@ -4,6 +4,7 @@ and the language in a header (and the body, with --lang-in-body)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,15 +35,23 @@ class CallOptions:
         )
 
 
-def build(rec: LogRecord, lang: str, api: str, loop: int, o: CallOptions) -> tuple[Call, int | None]:
+def build(
+    rec: LogRecord, lang: str, api: str, loop: int, o: CallOptions, pause: Callable[[], None] = lambda: None
+) -> tuple[Call, int | None]:
     """The call for `rec` in its `loop`-th pass over the log, and the output tokens it asks for (None:
-    the recorded body asks for none, the target decides)."""
+    the recorded body asks for none, the target decides); `pause` is called between the parts of a
+    long prompt (the dispatcher lets the event loop run)."""
     if rec.body is not None:
         body = dict(rec.body)
         want = rec.output_tokens if o.force_output else None
     else:
-        text = sized_prompts.prompt(lang, rec.input_tokens or 1, f"{loop}:{rec.line}", rec.hash_ids, rec.block_tokens)
-        body = _prompt_body(api, text)
+        text = []
+        for part in sized_prompts.parts(
+            lang, rec.input_tokens or 1, f"{loop}:{rec.line}", rec.hash_ids, rec.block_tokens
+        ):
+            text.append(part)
+            pause()
+        body = _prompt_body(api, "".join(text))
         want = rec.output_tokens if rec.output_tokens is not None else o.max_tokens
     if want is not None:
         _ask(api, body, max(1, want), o.force_output)

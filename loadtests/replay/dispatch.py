@@ -25,6 +25,7 @@ from llmchaos.run import ReplayFields
 from loadtests.logs import sized_prompts, split
 from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import Problems
+from loadtests.replay.ahead import Ahead
 from loadtests.replay.calls import CallOptions, build
 from loadtests.replay.fidelity import ReplayStats
 from loadtests.replay.settings import ReplaySettings
@@ -61,6 +62,10 @@ class LogDue(Due):
     rec: LogRecord
     requested: int | None  # output tokens asked for
     session: str | None  # the session whose turns keep their order (None: no order)
+
+    @property
+    def size(self) -> int:
+        return len(self.call.body) if self.call is not None else 0
 
 
 def timeline(
@@ -125,14 +130,31 @@ class ReplaySchedule:
         return settings
 
     def _dispatch(self, s: ReplaySettings, plan: ReplayPlan) -> None:
-        opts, api = CallOptions.of(s.options), s.options["api"]
+        """Each request as it falls due, built ahead of it (`Ahead`)."""
         sized_prompts.warm(languages.tags())  # before the first request is due (the plan comes a second ahead)
+        ahead = Ahead(lambda pause: self._built(s, plan, pause))
+        try:
+            while (due := ahead.next()) is not None:
+                assert due.intended is not None
+                ahead.until(due.intended)
+                sleep_until(due.intended)
+                self.stats.due(due.sides, due.intended)
+                self._release(due)
+                gevent.sleep(0)  # the user handed it sends it now, before anything else runs
+        finally:
+            ahead.stop()
+        self._exhausted = True
+        self._check_finished()
+
+    def _built(self, s: ReplaySettings, plan: ReplayPlan, pause: Callable[[], None]) -> Iterator[LogDue]:
+        """This process's share of the log, each request's call built (`pause` between its parts)."""
+        opts, api = CallOptions.of(s.options), s.options["api"]
         counted = self.stats.problems if plan.worker == 0 else None
         for loop, at, rec, lang in timeline(s, plan.worker, plan.workers, counted):
             rec_api = rec.api or api
             sides = s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),)
-            call, requested = build(rec, lang, rec_api, loop, opts)
-            due = LogDue(
+            call, requested = build(rec, lang, rec_api, loop, opts, pause)
+            yield LogDue(
                 lang=lang,
                 api=rec_api,
                 call=call,
@@ -143,12 +165,6 @@ class ReplaySchedule:
                 requested=requested,
                 session=rec.session if s.session_order == "strict" else None,
             )
-            sleep_until(plan.t0 + at)
-            self.stats.due(sides, plan.t0 + at)
-            self._release(due)
-            gevent.sleep(0)  # the user handed it sends it now, before the next one is built
-        self._exhausted = True
-        self._check_finished()
 
     def _release(self, due: LogDue) -> None:
         if due.session is not None:

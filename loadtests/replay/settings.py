@@ -12,6 +12,7 @@ from llmchaos.errors import UsageError
 from llmchaos.units import duration
 from loadtests.logs import column_map
 from loadtests.logs.formats import NAMES, LogSource, source
+from loadtests.logs.lines import MAX_LINE_BYTES
 from loadtests.logs.split import LangMix
 from loadtests.options import add_arguments, check_number
 
@@ -35,6 +36,7 @@ CARRIED = (
     "log",
     "format",
     "columns",
+    "max_line_bytes",
     "target_a",
     "target_b",
     "split",
@@ -69,6 +71,12 @@ def add_replay_arguments(parser: ArgumentParser) -> None:
     g.add_argument("--log", default="", help="the recorded log or trace to replay")
     g.add_argument("--format", default="auto", help=f"the log's format: {', '.join(NAMES)}")
     g.add_argument("--columns", default="", help="our field=the log's name,... e.g. ts=time,user=meta.user_id")
+    g.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=MAX_LINE_BYTES,
+        help="a longer log line is skipped and counted (too_long); memory follows it",
+    )
     g.add_argument("--target-a", default="", help="version A's base URL (default: --host)")
     g.add_argument("--target-b", default="", help="version B's base URL")
     g.add_argument("--split", type=float, default=None, help="percent of users sent to B (by FNV-1a 64 of user_id)")
@@ -146,7 +154,12 @@ class ReplaySettings:
         if end is not None and end <= start:
             raise UsageError(f"must be after --start ({start:g}s)", field="--end")
         return cls(
-            source(o.log, o.format, column_map.parse(o.columns)),
+            source(
+                o.log,
+                o.format,
+                column_map.parse(o.columns),
+                int(check_number(o.max_line_bytes, 1, math.inf, True, "--max-line-bytes")),
+            ),
             targets,
             mode,
             o.split,

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 from llmchaos import run as results
+from llmchaos import slo
+from llmchaos.histogram import Histogram
 from llmchaos.run.table import table
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
@@ -48,11 +50,12 @@ class ReplayReport(Report):
             self.stats.merge(shipment.source)
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
-        """Each side's results directory and summary; 1 when `--check-slo` and an SLO failed on a side."""
+        """Each side's results directory and summary; with `--check-slo`, the exit status of every
+        side's SLO rows together (slo.exit_status)."""
         ended = time.time()
         self.exporter.finish(self.run_id)
         self.close_requests()
-        failed = False
+        rows: list[results.SloResult] = []
         for side, url in self.replay.targets.items():
             view = self.merged.side(url)
             run = self.run(url, faults, ended, view)
@@ -70,15 +73,16 @@ class ReplayReport(Report):
             if where is not None:
                 results.write(where, run, view.hist)
             print(f"side {side}: {url}\n" + table(run, view.hist, str(where) if where else None), file=sys.stderr)
-            failed |= self.settings.options.check_slo and not all(r.passed for r in run.slo)
+            print(_schedule(run.replay.fidelity if run.replay else None), file=sys.stderr)
+            rows += run.slo
         for line in self.stats.problems.lines():
             print(f"llmchaos: {self.replay.source.path}: skipped {line}", file=sys.stderr)
-        return int(failed)
+        return slo.exit_status(rows) if self.settings.options.check_slo else 0
 
     def summary(self, side: str, view: Merged) -> results.Replay:
         """run.json's `replay` for one side."""
         r, st = self.replay, self.stats
-        lag = view.hist.combined("schedule_lag")
+        lag, prepare, send = (view.hist.combined(m) for m in ("schedule_lag", "prepare", "send"))
         minutes = sorted({m for s, m, _ in st.minutes if s == side})
         rows = [
             results.Minute(minute=m, recorded=st.minutes[(side, m, "recorded")], sent=st.minutes[(side, m, "sent")])
@@ -101,12 +105,14 @@ class ReplayReport(Report):
             sample=r.sample,
             session_order=r.session_order,
             fidelity=results.Fidelity(
-                lag=results.Lag.model_validate(lag.summary() if lag is not None else {"count": 0}),
+                lag=_times(lag) or results.Lag(count=0),
                 per_minute=rows,
                 recorded=sum(row.recorded for row in rows),
                 sent=sum(row.sent for row in rows),
                 rate_error_max=max((abs(row.sent / row.recorded - 1) for row in whole), default=None),
                 held_by_session=st.held,
+                prepare=_times(prepare),
+                send=_times(send),
             ),
             output_lengths=[
                 results.OutputLength(
@@ -118,3 +124,22 @@ class ReplayReport(Report):
             mirror=[results.MirrorPairs(lang=lang, **{k: st.pairs[(lang, k)] for k in PAIRS}) for lang in pair_langs],
             log_problems=st.problems.to_json(),
         )
+
+
+def _times(h: Histogram | None) -> results.Lag | None:
+    return results.Lag.model_validate(h.summary()) if h is not None else None
+
+
+def _schedule(f: results.Fidelity | None) -> str:
+    """One line: how late the schedule ran, and apart from that, what building and sending cost."""
+
+    def ms(lag: results.Lag | None) -> str:
+        return (
+            f"{lag.p50 * 1000:.2f} / {lag.p99 * 1000:.2f} ms"
+            if lag and lag.p50 is not None and lag.p99 is not None
+            else "-"
+        )
+
+    if f is None:
+        return "schedule: -"
+    return f"schedule lag p50 / p99: {ms(f.lag)}; built ahead: {ms(f.prepare)}; sent in: {ms(f.send)}"

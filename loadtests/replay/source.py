@@ -40,6 +40,7 @@ class ReplaySource(Source):
         self.replay = r = ReplaySettings.read(settings.options)
         self.sides = dict(r.targets)
         self.stats = self.schedule.stats = ReplayStats(r.source.path)
+        r.source.rereadable("--log")
         records = r.source.read(Problems(r.source.path, strict=r.strict))
         if r.strict:
             deque(records, maxlen=0)  # every line, before anything runs

@@ -313,3 +313,44 @@ def test_a_whole_body_in_many_reads_is_one_answer(upstream, framing):
     assert rec.ttft == rec.e2e
     assert rec.e2e is not None
     assert rec.e2e >= 0.01 * (len(pieces) - 1)  # timed at its last piece
+
+
+class SlowReader(Accepting):
+    """Reads nothing of a request for `HOLD_S`, then all of it (noting when it began and ended), then
+    answers one event and [DONE]."""
+
+    HOLD_S = 0.3
+
+    def __init__(self) -> None:
+        self.read: list[tuple[float, float]] = []  # unix: the first read, the request's last byte read
+        super().__init__()
+
+    def answer(self, conn: socket.socket) -> None:
+        time.sleep(self.HOLD_S)
+        began, data = time.time(), b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(1 << 16)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+        while len(body) < length:
+            body += conn.recv(1 << 20)
+        self.read.append((began, time.time()))
+        conn.sendall(HEAD + chunked(event("ok") + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+
+def test_a_send_lasts_until_its_last_byte_went_out():
+    """A 32 MiB body (more than loopback's socket buffers hold) to a server that reads nothing for
+    0.3 s: the send's last byte goes out after the server began to read and before it read it all."""
+    server, client = SlowReader(), None
+    try:
+        client = StreamClient(server.url, LIMITS)
+        body = json.dumps({"messages": [{"role": "user", "content": "x" * (32 << 20)}]}).encode()
+        rec = ask(client, Call("/v1/chat/completions", {"content-type": "application/json"}, body))
+        assert rec.outcome == "ok", rec.error
+        ((began, ended),) = server.read
+        assert rec.send_s is not None
+        assert began - rec.sent <= rec.send_s <= ended - rec.sent, (began - rec.sent, rec.send_s, ended - rec.sent)
+    finally:
+        if client is not None:
+            client.close()
+        server.close()

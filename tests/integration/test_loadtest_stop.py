@@ -11,9 +11,26 @@ import time
 import httpx
 import pytest
 
+from llmchaos import slo
 from tests.integration.loadtest_helpers import LOCUST, distributed, locust, only_run
 from tests.procs import ROOT, serve
 from tests.servers import scripted
+
+
+def test_a_language_whose_only_request_the_end_cut_has_no_verdict_and_its_own_exit_status(tmp_path):
+    # issue 18, defect 10: --check-slo said "ok% 0.0 ... FAIL" and exit 1 for a language with nothing issued
+    with scripted.running(4, "--itl-ms", "500", "500") as url:  # a request of 50 s, cut by -t 3s
+        proc = locust(
+            "--host", url, "--results-dir", str(tmp_path / "results"), "-u", "1", "-r", "1", "-t", "3s",
+            "--langs", "de", "--max-tokens", "100", "--check-slo",
+        )  # fmt: skip
+    assert proc.returncode == slo.NO_DATA, proc.stderr[-3000:]
+    run, _, _ = only_run(tmp_path / "results")
+    (row,) = run["slo"]
+    assert (row["issued"], row["cancelled_at_stop"], row["pass"]) == (0, 1, None)
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("de ")]
+    assert line.split()[3] == "-"
+    assert line.endswith("no data")
 
 
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
@@ -51,6 +68,8 @@ def test_requests_cut_by_the_end_of_the_test_are_counted_apart(tmp_path, mode):
     assert len(ok) + len(cut) == len(requests)
     (row,) = run["slo"]
     assert (row["issued"], row["attained"], row["cancelled_at_stop"]) == (len(ok), len(ok), len(cut))
+    # per phase in the outcome rows too (regress --history's error rate reads them)
+    assert [(o["outcome"], o["at_stop"]) for o in run["outcomes"] if o["outcome"] != "ok"] == [("cancelled", 6)]
     assert row["attainment"] == 1.0
     assert row["pass"]
     header, line = next(

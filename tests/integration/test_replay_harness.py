@@ -54,6 +54,14 @@ def test_faults_warmup_slo_and_metrics_per_target(tmp_path):
         (en,) = [row for row in side.run["slo"] if row["lang"] == "en"]
         assert en["pass"] is False
         assert {c["slo"]: c["threshold_ms"] for c in en["checks"]}["ttft_p99_ms"] == 0.001  # the file's
+    # the generator's stream reads, counted as the locustfile counts them (issue 18, defect 5: a replay
+    # wrote reads 0, its validity check off): one generator for both sides, so each side's run.json
+    # holds its totals, per phase
+    reads = sum(r["reads"] for side in out.values() for r in side.requests)
+    assert reads > 0
+    for side in out.values():
+        assert side.run["reads"]["reads"] == reads
+        assert {p["phase"] for p in side.run["reads"]["phases"]} == a_phases
     run_id = out["a"].run["run_id"]
     for url in (a.url, p):
         series = [

@@ -1,10 +1,14 @@
 """What a replay does with what it is given: bad log lines (strict: one line naming file, line and
 field, exit 2, nothing run; otherwise counted per kind in run.json), bad options, sessions whose turns
-keep their order (strict) or their offsets (timed), a window of the log looped."""
+keep their order (strict) or their offsets (timed), a window of the log looped, an impossible token
+count and a long prompt, a log from a pipe."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 
 import pytest
 
@@ -146,3 +150,48 @@ def test_max_concurrency_caps_the_requests_in_flight(tmp_path, server):
     in_flight = [sum(s <= t < e for s, e in spans) for t, _ in spans]
     assert max(in_flight) == 3
     assert sum(r["schedule_lag"] > 0.2 for r in side.requests) >= 6  # waited for a user to be free
+
+
+@pytest.mark.timeout(300)
+def test_an_impossible_token_count_is_skipped_and_a_long_prompt_never_holds_the_run(tmp_path, server):
+    """A Mooncake line asking for 1e11 prompt tokens is counted bad with its line; one of 300,000 is
+    built in parts between which the generator runs (its neighbours go on time) and `-t` holds."""
+    rows = [
+        {"timestamp": 0, "input_length": 1e11, "output_length": 4, "hash_ids": [1]},
+        {"timestamp": 100, "input_length": 300_000, "output_length": 4, "hash_ids": [2]},
+    ] + [{"timestamp": 200 + 50 * i, "input_length": 20, "output_length": 4, "hash_ids": [3 + i]} for i in range(20)]
+    log = write(tmp_path / "mooncake.jsonl", rows)
+    out = tmp_path / "r"
+    args = ("--log", str(log), "--target-a", server.url, "-t", "8s", "--results-dir", str(out))
+    proc = replay(*args, "--exit-code-on-error", "0", timeout=120)  # the sim refuses 300,000 tokens: http_400
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (side,) = sides(out).values()
+    assert side.run["replay"]["log_problems"]["examples"]["bad_value"][0] | {"error": ""} == {
+        "line": 1, "field": "input_length", "error": ""
+    }  # fmt: skip
+    small = [r for r in side.requests if r["replay"]["log_line"] > 2]
+    assert len(small) == 20
+    assert max(r["schedule_lag"] for r in small) < 1.0  # not queued behind the long prompt's building
+
+
+def test_a_log_from_a_pipe_is_refused_up_front_in_one_line(tmp_path, server):
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):  # the reader that unblocks it below reads nothing
+            fifo.write_text(json.dumps(line(0)) + "\n")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        proc = replay("--log", str(fifo), "--target-a", server.url, "--results-dir", str(tmp_path / "r"), timeout=60)
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer's open return
+        writer.join(5)
+    assert proc.returncode == 2
+    (message,) = [x for x in proc.stderr.splitlines() if "error" in x.lower()]
+    assert message == (
+        f"llmchaos: error: {fifo}: --log: not a regular file (a pipe?): a replay reads its log more than once "
+        "(the master, each worker, each --loop pass); write it to a file first"
+    )

@@ -74,8 +74,10 @@ MODES = {
     "huge": "a normal stream whose content event K+1 carries `size` (20,000,000) bytes of text",
     "eos_first": "the role chunk, then a finish chunk with no text (finish_reason stop, usage 1 token) and [DONE]",
     "multi": "a normal stream whose content event i carries 1 + i % 4 words; usage counts them all",
+    "think": "a reasoning model's: its first K events thinking (delta `field`, default reasoning_content), then "
+    "the answer; usage says how many tokens were thinking (completion_tokens_details.reasoning_tokens)",
 }
-MODE_ARG = {"status": "status", "huge": "size"}  # what `--modes lang=mode:ARG` sets; else `seconds`
+MODE_ARG = {"status": "status", "huge": "size", "think": "field"}  # what `--modes lang=mode:ARG` sets; else `seconds`
 UNSTALLED = ("/control", "/truth")
 DONE = b"data: [DONE]\n\n"
 BOM = "\ufeff".encode()
@@ -217,7 +219,9 @@ class Stream:
             text = " lorem" * (int(self.script.get("size", 20_000_000)) // 6)
         else:
             text = "".join(_word(self.rec.lang, i + j) for j in range(_words_in(self.rec.mode, i)))
-        data = self.chunk({"content": text}, "length" if final else None, x_sent_ns=ns)
+        thinking = self.rec.mode == "think" and i < int(self.script.get("after", 3))
+        kind = str(self.script.get("field", "reasoning_content")) if thinking else "content"
+        data = self.chunk({kind: text}, "length" if final else None, x_sent_ns=ns)
         self.rec.writes.append(t - self.t0)
         await self.write(PING + data if self.rec.mode == "ping" else data)
 
@@ -227,7 +231,10 @@ class Stream:
         if not (self.body.get("stream_options") or {}).get("include_usage"):
             return b""
         words = sum(_words_in(self.rec.mode, i) for i in range(n))
-        return b"data: " + _dumps({**self.head, "choices": [], "usage": _usage(self.body, words)}) + b"\n\n"
+        usage = _usage(self.body, words)
+        if self.rec.mode == "think":
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(n, int(self.script.get("after", 3)))}
+        return b"data: " + _dumps({**self.head, "choices": [], "usage": usage}) + b"\n\n"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def gone() -> None:
@@ -464,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--itl-ms", type=float, nargs=2, default=ITL_MS, metavar=("LO", "HI"))
-    p.add_argument("--modes", default="", help="per-language misbehaviour: lang=mode[:status|seconds],...")
+    p.add_argument("--modes", default="", help="per-language misbehaviour: lang=mode[:status|size|field|seconds],...")
     args = p.parse_args(argv)
     State.seed, State.itl_ms = args.seed, tuple(args.itl_ms)
     gc.freeze()  # no 50-100 ms full collections of the imported heap while holding the truth
@@ -472,7 +479,8 @@ def main(argv: list[str] | None = None) -> None:
     for item in filter(None, args.modes.split(",")):
         lang, _, spec = item.partition("=")
         mode, _, arg = spec.partition(":")
-        State.modes[lang] = {"mode": mode, **({MODE_ARG.get(mode, "seconds"): float(arg)} if arg else {})}
+        key = MODE_ARG.get(mode, "seconds")
+        State.modes[lang] = {"mode": mode, **({key: arg if key == "field" else float(arg)} if arg else {})}
     uvicorn.run(
         app,
         host=args.host,

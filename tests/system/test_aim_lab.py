@@ -1,6 +1,6 @@
 """direction and match measured on a real kernel (the lab): the fault sits on b's veth0; `out` probes
 go b -> a (b's egress), `in` probes a -> b (b's ingress, through the IFB); a match aims at the
-connections it names and every other packet keeps its baseline (within 1 ms, over 200 packets each).
+connections it names and every other packet keeps its baseline (its median within 1 ms, over 200 packets each).
 A run SIGKILLed in its window leaves its qdiscs, IFB and filters to `llmchaos faults recover`, which
 restores both namespaces exactly; a kernel without ifb or sch_prio is refused before anything is applied.
 """
@@ -16,7 +16,7 @@ from tests.system.netem_lab import delays
 pytestmark = pytest.mark.timing  # times packets
 
 DELAY_MS = 50
-COUNT = 200  # the mean of 200 at 2 ms apart: a baseline's is steady to a few microseconds
+COUNT = 200  # 2 ms apart: the median of 200 is steady to a few microseconds
 
 
 def flow(name: str, delayed: bool, side: str = "b", port: int = 9001, **more: object) -> dict:
@@ -28,17 +28,20 @@ def spec(params: dict, *probes: dict, kind: str = "netem", **more: object) -> di
 
 
 def check_flows(out: dict, probes: tuple[dict, ...]) -> None:
-    """Each delayed flow by the delay (mean within 2 ms, none early), each other one at its baseline."""
+    """Each delayed flow by the delay (median within 2 ms, none early), each other one at its baseline
+    (median within 1 ms, under 2 % of its packets as late as the delay). Medians, not means: the lab's
+    kernel is a process that the host may hold off its CPU for tens of milliseconds now and then."""
     lines = []
     for p in probes:
         base, d = delays(out["baseline"][p["name"]]), delays(out["probes"][p["name"]])
-        lines.append(f"{p['name']}: {d.mean():.3f} ms (baseline {base.mean():.3f})")
+        lines.append(f"{p['name']}: median {np.median(d):.3f} ms, max {d.max():.3f} (baseline {np.median(base):.3f})")
         assert len(d) == COUNT, p["name"]
         if p["delayed"]:
             assert d.min() >= DELAY_MS, lines[-1]
-            assert abs(d.mean() - DELAY_MS) <= 2, lines[-1]
+            assert abs(np.median(d) - DELAY_MS) <= 2, lines[-1]
         else:
-            assert abs(d.mean() - base.mean()) <= 1.0, lines[-1]
+            assert abs(np.median(d) - np.median(base)) <= 1.0, lines[-1]
+            assert (d >= DELAY_MS).mean() < 0.02, lines[-1]
     print(f"\n{out['params']}, kernel {out['kernel']}: " + "; ".join(lines))
     assert out["after"] == out["before"], "the revert left something behind"
 

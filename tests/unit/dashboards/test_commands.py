@@ -117,7 +117,7 @@ def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_the
         ("missing", "{d}/nosuch/run.json: No such file or directory"),
         ("future", "{d}/future/run.json: schema_version: schema_version 99 is newer than this llmchaos reads (1)"),
         ("no common language", "A and B have no language in common (A: de, en, ja; B: fr)"),
-        ("unknown metric", "{d}/rules.yaml:2: de.ttfb: unknown metric (known: ttft, itl"),
+        ("unknown metric", "{d}/rules.yaml:2: de.ttfb: unknown metric (known: ttft, ttfa, itl"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message):

@@ -6,6 +6,8 @@ from hypothesis import example, given
 from llmchaos import slo
 from llmchaos.errors import UsageError
 from llmchaos.histogram import HistogramSet, Key
+from llmchaos.run.schema import Run, Validity
+from llmchaos.run.table import table
 from loadtests.record import RequestRecord
 from tests.yaml_documents import DOCUMENTS, load_text
 
@@ -66,17 +68,44 @@ def test_attainment_counts_failures_as_misses():
     assert row.checks[0].value_ms == pytest.approx(300, rel=0.001)
 
 
-def test_requests_cancelled_at_stop_are_not_issued_but_counted_apart():
+def fast_en() -> HistogramSet:
     h = HistogramSet()
     h.record(Key("t", "en", "a", "baseline", "ttft"), 0.05)
-    counts = {
-        ("t", "en", "a", "baseline", "issued"): 3,
-        ("t", "en", "a", "baseline", "met"): 3,
-        ("t", "en", "a", "baseline", "at_stop"): 2,
-        ("t", "en", "a", "fault", "at_stop"): 1,
-    }
-    (row,) = slo.evaluate({"en": {"ttft_p99_ms": 100}}, h, counts, duration_s=1.0)
+    return h
+
+
+def counted(*rows: tuple[str, str, str, int]) -> dict[tuple[str, ...], int]:
+    """(lang, phase, issued|met|at_stop, n) rows as `evaluate` takes them."""
+    return {("t", lang, "a", phase, kind): n for lang, phase, kind, n in rows}
+
+
+def test_requests_cancelled_at_stop_are_not_issued_but_counted_apart():
+    counts = counted(("en", "baseline", "issued", 3), ("en", "baseline", "met", 3), ("en", "baseline", "at_stop", 2))
+    counts |= counted(("en", "fault", "at_stop", 1))
+    (row,) = slo.evaluate({"en": {"ttft_p99_ms": 100}}, fast_en(), counts, duration_s=1.0)
     assert (row.issued, row.attained, row.cancelled_at_stop, row.attainment) == (3, 3, 3, 1.0)
+
+
+def test_a_language_with_nothing_issued_has_no_verdict_and_its_own_exit_status():
+    # issue 18, defect 10: de's only request was cancelled at stop, and --check-slo said "ok% 0.0 FAIL"
+    h = fast_en()
+    counts = counted(("en", "baseline", "issued", 3), ("en", "baseline", "met", 3), ("de", "baseline", "at_stop", 1))
+    de, en = slo.evaluate({"en": {"ttft_p99_ms": 100}, "de": {"ttft_p99_ms": 100}}, h, counts, duration_s=1.0)
+    assert (de.lang, de.issued, de.passed, de.verdict, de.attainment) == ("de", 0, None, "no data", None)
+    assert (en.passed, en.verdict) == (True, "pass")
+    assert slo.exit_status([en, de]) == slo.NO_DATA == 4
+    assert slo.exit_status([en]) == 0
+    failed = en.model_copy(update={"passed": False})
+    assert slo.exit_status([failed, de]) == 1  # a failure says more than no data
+    run = Run(
+        run_id="r", start="2026-01-01T00:00:00+00:00", end="2026-01-01T00:00:01+00:00", duration_s=1.0,
+        command=[], config={}, targets=["t"], api="a", load_profile={}, seeds={}, host={}, generator={},
+        validity=Validity(valid=True), slo=[de, en],
+    )  # fmt: skip
+    line = next(x for x in table(run, h).splitlines() if x.startswith("de "))
+    assert line.split()[3] == "-"  # no ok% of nothing
+    assert line.endswith("no data")
+    assert Run.model_validate(run.to_json()).slo[0].passed is None  # "pass": null, read back
 
 
 @pytest.mark.fuzz

@@ -36,3 +36,35 @@ def test_gemini_terminator_is_the_finish_reason_chunk():
     assert call.path == "/v1beta/models/m:streamGenerateContent?alt=sse"
     assert call.headers["x-goog-api-key"] == "k"
     assert json.loads(call.body)["labels"] == {"lang": "ja"}
+
+
+def test_openai_reasoning_and_tool_calls():
+    """vLLM's `reasoning_content` and newer `reasoning` deltas are thinking; tool-call deltas answer."""
+    a = ADAPTERS["openai-chat"]
+    for field in ("reasoning_content", "reasoning"):
+        ev = a.event(json.dumps({"choices": [{"index": 0, "delta": {field: "hmm"}}]}))
+        assert (ev.text, ev.reasoning) == ("", "hmm")
+    both = a.event(json.dumps({"choices": [{"index": 0, "delta": {"reasoning_content": "so", "content": "Yes"}}]}))
+    assert (both.text, both.reasoning) == ("Yes", "so")
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "get", "arguments": '{"q":'}}
+    tool = a.event(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}))
+    assert tool.text == 'get{"q":'
+    usage = {"completion_tokens": 9, "completion_tokens_details": {"reasoning_tokens": 4}}
+    end = a.event(json.dumps({"choices": [], "usage": usage}))
+    assert (end.usage_tokens, end.usage_reasoning) == (9, 4)
+    body = a.body(
+        json.dumps({"choices": [{"message": {"content": "Yes", "reasoning_content": "hmm"}}], "usage": usage}).encode()
+    )
+    assert (body.text, body.reasoning, body.usage_tokens, body.usage_reasoning, body.done) == ("Yes", "hmm", 9, 4, True)
+
+
+def test_gemini_thoughts_are_thinking_and_counted_apart_in_usage():
+    g = ADAPTERS["gemini"]
+    parts = [{"text": "hmm", "thought": True}, {"text": "Yes"}, {"functionCall": {"name": "get", "args": {"q": 1}}}]
+    mid = g.event(json.dumps({"candidates": [{"content": {"parts": parts}}]}))
+    assert (mid.reasoning, mid.text) == ("hmm", 'Yes{"name": "get", "args": {"q": 1}}')
+    usage = {"candidatesTokenCount": 5, "thoughtsTokenCount": 4}  # Gemini's candidates leave thoughts out
+    end = g.event(
+        json.dumps({"candidates": [{"content": {"parts": []}, "finishReason": "STOP"}], "usageMetadata": usage})
+    )
+    assert (end.usage_tokens, end.usage_reasoning) == (9, 4)

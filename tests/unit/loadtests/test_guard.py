@@ -103,6 +103,36 @@ def test_a_window_under_the_threshold_breaks_the_streak_and_stop_stops_once():
     assert g.stopped
 
 
+def test_a_window_with_too_few_samples_for_its_percentile_judges_nothing():
+    # issue 18, item 16: one slow request in a quiet window was that window's p95 (its maximum)
+    hist, clock = HistogramSet(), Clock()
+    g = guard.Guard(
+        guard.Config((guard.Check("de", "ttft", 95.0, 100.0),), 1.0, 1), "run", lambda: hist, str, clock.stop
+    )
+    assert (g.config.needed(95.0), g.config.needed(99.0), g.config.needed(50.0), g.config.needed(100.0)) == (
+        20,
+        100,
+        2,
+        1,
+    )
+    record(hist, "de", [0.01] * 18 + [0.5])  # 19 samples: p95 would be the one slow request
+    g.tick(0, 1)
+    assert g.close() == []
+    record(hist, "de", [0.01] * 19 + [0.5] * 2)  # 21, two of them slow: p95 is slow
+    g.tick(1, 2)
+    assert len(g.close()) == 1
+
+
+def test_min_samples_raises_the_minimum(tmp_path):
+    config = guard.load(write(tmp_path, "min_samples: 50\nrules: {de: {ttft_p95_ms: 100}}\n"), slo.load(None), ("de",))
+    assert (config.min_samples, config.needed(95.0), config.needed(50.0)) == (50, 50, 50)
+    config = guard.load(write(tmp_path, "min_samples: 1\n"), slo.load(None), ("de",))
+    assert config.needed(95.0) == 1  # a user who wants every window judged
+    with pytest.raises(UsageError) as e:
+        guard.load(write(tmp_path, "min_samples: 0\n"), slo.load(None), ("de",))
+    assert "min_samples: must be a whole number >= 1, got 0" in str(e.value)
+
+
 def test_a_window_percentile_equals_the_histogram_of_that_window_alone():
     hist = HistogramSet()
     record(hist, "de", [0.001 * i for i in range(1, 400)])

@@ -131,3 +131,26 @@ def test_any_chunks_share_out_the_usage_exactly(chunks, extra):
     assert min(per) >= 1
     assert sum(per) == usage
     assert sum(r.itl_spread()[1]) == usage - per[0]
+
+
+def test_thinking_counts_in_the_output_and_apart():
+    """Without a server count of the thinking, ours of the thinking text; within the output tokens."""
+    thinking = {0: len(" hmm let"), 1: len(" me see")}
+    r = rec(chunks=[" hmm let", " me see", " yes"], usage_tokens=None, thinking=thinking, ttfa=0.4)
+    assert r.thought == " hmm let me see"
+    assert r.reasoning_tokens == tokenizer.count(" hmm let me see")
+    assert r.output_tokens == tokenizer.count(" hmm let me see yes")
+    samples = r.samples()
+    assert (samples["ttft"], samples["ttfa"], samples["reasoning_tokens"]) == ([0.1], [0.4], [r.reasoning_tokens])
+    line = r.line(r.output_tokens)
+    assert (line.ttfa, line.reasoning_tokens) == (0.4, r.reasoning_tokens)
+
+
+def test_the_servers_count_of_thinking_wins_and_no_thinking_is_none():
+    r = rec(thinking={0: 2}, usage_tokens=3, usage_reasoning=1)
+    assert r.reasoning_tokens == 1
+    assert not r.counted  # nothing of ours needed
+    plain = rec()
+    assert plain.reasoning_tokens is None
+    assert "reasoning_tokens" not in plain.samples()
+    assert plain.line(3).reasoning_tokens is None

@@ -50,3 +50,29 @@ def test_values_per_metric_and_itl_weighted_by_tokens_per_event(results):
     assert np.allclose(itl * itl_w, gaps)
     assert np.array_equal(itl_w, per_event)
     assert sum(cols.outcomes.values()) == results.run.requests.written
+
+
+def test_time_to_first_answer_and_thinking_tokens_are_columns_of_their_own(results):
+    """A reasoning model's requests: their time to answer and thinking tokens (none for one that did not think)."""
+    base = {"lang": "en", "api": "openai-chat", "target": "t", "phase": "baseline", "open_loop": False}
+    lines = [
+        run.RequestLine(
+            request_id=str(i),
+            **base,
+            intended=100.0 + i,
+            sent=100.0 + i,
+            schedule_lag=0.0,
+            outcome="ok",
+            ttft=0.1,
+            ttfa=0.1 + 0.2 * think,
+            e2e=1.0,
+            gaps=[0.1] * 9,
+            output_tokens=10,
+            reasoning_tokens=think or None,
+        )
+        for i, think in enumerate((0, 3, 5))
+    ]
+    cols = read(results.run, lines)
+    assert np.allclose(cols.metrics["ttfa"].v, [0.1, 0.7, 1.1])
+    assert np.array_equal(cols.metrics["reasoning_tokens"].v, [3, 5])
+    assert np.array_equal(cols.metrics["reasoning_tokens"].t, [101.0, 102.0])

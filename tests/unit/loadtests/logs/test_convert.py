@@ -5,13 +5,14 @@ import io
 import pytest
 
 from loadtests.logs import convert, formats, jsonl
+from loadtests.logs.lines import Lines
 from loadtests.logs.problems import Problems
 from tests.traces import AZURE, MOONCAKE, head
 
 
 def our_records(data: bytes):
     problems = Problems("converted")
-    recs = list(formats.checked(jsonl.rows(io.BytesIO(data), "converted", {}), problems))
+    recs = list(formats.checked(jsonl.rows(Lines(io.BytesIO(data), "converted"), {}), problems))
     assert problems.total == 0
     return recs
 

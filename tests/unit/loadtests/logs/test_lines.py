@@ -23,5 +23,7 @@ def test_a_csv_without_its_columns_is_an_error_naming_the_header(tmp_path):
     assert recs == []
     assert problems.examples == {
         "bad_row": [{"line": 2, "field": "row", "error": "2 columns, the header has 3"}],
-        "bad_value": [{"line": 3, "field": "ContextTokens", "error": "must be a whole number >= 1, got 'x'"}],
+        "bad_value": [
+            {"line": 3, "field": "ContextTokens", "error": "must be a whole number from 1 to 2097152, got 'x'"}
+        ],
     }

@@ -5,6 +5,7 @@ import io
 import orjson
 
 from loadtests.logs import formats, jsonl, stats
+from loadtests.logs.lines import Lines
 from loadtests.logs.problems import Problems
 from loadtests.logs.split import LangMix
 
@@ -12,7 +13,7 @@ from loadtests.logs.split import LangMix
 def gathered(lines, mix="en=1"):
     data = b"".join(orjson.dumps(line) + b"\n" for line in lines)
     problems = Problems("log")
-    recs = formats.checked(jsonl.rows(io.BytesIO(data), "log", {}), problems)
+    recs = formats.checked(jsonl.rows(Lines(io.BytesIO(data), "log"), {}), problems)
     return stats.gather(recs, LangMix.parse(mix)).to_json(problems)
 
 

@@ -10,6 +10,7 @@ import orjson
 
 from llmchaos import tokenizer
 from loadtests.logs import formats, jsonl, synth
+from loadtests.logs.lines import Lines
 from loadtests.logs.problems import Problems
 from loadtests.logs.split import LangMix
 
@@ -17,7 +18,7 @@ from loadtests.logs.split import LangMix
 def records(spec):
     data = b"".join(orjson.dumps(line) + b"\n" for line in synth.lines(spec))
     problems = Problems("synth")
-    recs = list(formats.checked(jsonl.rows(io.BytesIO(data), "synth", {}), problems))
+    recs = list(formats.checked(jsonl.rows(Lines(io.BytesIO(data), "synth"), {}), problems))
     assert problems.total == 0
     return recs
 

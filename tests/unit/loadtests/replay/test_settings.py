@@ -35,7 +35,7 @@ def test_one_target_two_split_or_mirrored():
         (("--host", "h", "--target-b", "g", "--split", "101"), "--split: must be a finite number from 0 to 100"),
         (("--host", "h", "--target-b", "g", "--split", "5", "--mirror"), "--mirror: give --split or --mirror"),
         (("--host", "h", "--speed", "0"), "--speed: must be a finite number > 0"),
-        (("--host", "h", "--sample", "0"), "--sample: must be a finite number from 0 to 1"),
+        (("--host", "h", "--sample", "0"), "--sample: must be a finite number above 0 up to 1"),
         (("--host", "h", "--loop", "0"), "--loop: must be a finite number >= 1"),
         (("--host", "h", "--max-concurrency", "0"), "--max-concurrency: must be a finite number >= 1"),
         (("--host", "h", "--start", "2m", "--end", "1m"), "--end: must be after --start"),

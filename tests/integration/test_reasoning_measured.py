@@ -1,0 +1,63 @@
+"""A reasoning model's stream measured: the scripted server thinks first (its first K events are
+`reasoning_content` deltas for en, vLLM's newer `reasoning` for de) and answers after; ja answers at
+once. Per request, TTFT is the first token of any kind and time to first answer the first answer
+token: their difference is the server's own time between those two writes; thinking counts in ITL
+and output tokens, and apart, reconciled with the server's usage."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.integration.loadtest_helpers import locust, only_run, summary
+from tests.noise import WakeNoise
+from tests.procs import ROOT
+from tests.servers import scripted
+
+pytestmark = pytest.mark.timing  # compares times per request
+
+MAX_TOKENS = 12
+THINKING = 3  # the scripted server's K: events that think before the answer
+ARGS = ("-u", "6", "-r", "6", "-t", "8s", "--langs", "en,de,ja", "--max-tokens", str(MAX_TOKENS))
+
+
+def test_thinking_is_measured_apart_and_within_the_tokens(tmp_path):
+    modes = "en=think,de=think:reasoning"
+    with scripted.running(3, "--modes", modes) as url, WakeNoise() as noise:
+        proc = locust("--host", url, "--results-dir", str(tmp_path), *ARGS)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        truth = {r["request_id"]: r for r in httpx.get(url + "/truth", timeout=30).json()["requests"]}
+    run, _, requests = only_run(tmp_path)
+    table = {
+        line.split()[0]: line.split() for line in proc.stderr.splitlines() if line.startswith(("lang ", "en ", "ja "))
+    }
+    assert table["lang"][-3:] == ["ttfa", "p50", "think/req"], table  # the summary printed at the end
+    assert (table["en"][-1], table["ja"][-1]) == (f"{THINKING:.1f}", "-"), table
+    ok = [r for r in requests if r["outcome"] == "ok"]
+    assert {r["lang"] for r in ok} == {"en", "de", "ja"}
+    tolerance = 0.001 + noise.worst  # the server's write times against the kernel's receive stamps
+    for r in ok:
+        t = truth[r["request_id"]]
+        thinks = r["lang"] != "ja"
+        assert r["output_tokens"] == MAX_TOKENS == len(r["gaps"]) + 1
+        assert r["reasoning_tokens"] == (THINKING if thinks else None), r
+        want = sum(t["gaps_s"][:THINKING]) if thinks else 0.0
+        assert abs((r["ttfa"] - r["ttft"]) - want) <= tolerance, (r["ttfa"] - r["ttft"], want, r)
+    for lang in ("en", "de", "ja"):
+        mine = [r for r in ok if r["lang"] == lang and r["phase"] == "baseline"]
+        assert summary(run, lang, "ttfa")["count"] == len(mine)
+        assert summary(run, lang, "itl")["count"] == len(mine) * (MAX_TOKENS - 1)  # thinking's gaps too
+        if lang == "ja":
+            assert not [s for s in run["summaries"] if (s["lang"], s["metric"]) == ("ja", "reasoning_tokens")]
+        else:
+            thinking = summary(run, lang, "reasoning_tokens")
+            assert (thinking["count"], thinking["p50"], thinking["max"]) == (len(mine), THINKING, THINKING)
+            assert summary(run, lang, "ttfa")["p50"] > summary(run, lang, "ttft")["p50"]
+    (run_dir,) = tmp_path.iterdir()
+    page = tmp_path / "report.html"
+    cmd = [sys.executable, "-m", "llmchaos.cli", "report", str(run_dir), "--html", str(page)]
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=120)
+    assert "Time to first answer CDF per language" in page.read_text()
