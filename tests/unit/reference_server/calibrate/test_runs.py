@@ -76,7 +76,8 @@ def write_run(path, n: int = 50, rate: float = 10.0, sample: float = 1.0) -> lis
     writer.write(line.encode() for line in lines)
     writer.close()
     meta = Run(
-        run_id="x", start="", end="", duration_s=5, command=[], config={}, targets=["t"], api="openai-chat",
+        run_id="x", start="2026-01-01T00:00:00+00:00", end="2026-01-01T00:00:05+00:00", duration_s=5,
+        command=[], config={}, targets=["t"], api="openai-chat",
         load_profile={}, seeds={}, host={}, generator={}, validity=Validity(valid=True),
         requests={"sample_rate": sample, "written": n},
     )  # fmt: skip
