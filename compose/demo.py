@@ -62,7 +62,7 @@ def stack_up(state: Path, seconds: float, link: Link | None) -> Iterator[str]:
     locust = [
         *("--autostart", "--expect-workers", "2", "-t", f"{seconds:.0f}s", "--warmup", f"{0.05 * seconds:.1f}s"),
         *("--shape", "step", "--levels", "8,10,12", "--stage-duration", f"{stage:.1f}s", "--think-time", "1"),
-        *("--max-tokens", "32"),
+        *("--max-tokens", "32", "--long-context-tokens", "600"),  # uncached prefills: a clock lock slows TTFT, not ITL
         *("--schedule", str(plan), "--fault-journal", str(state / "journal.json")),
         *(("--allow-interface", link.host_interface) if link else ()),
     ]
@@ -173,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     built = llmchaos("dashboards", "build", "--out", str(state / "dashboards"), capture_output=True)
     run = json.loads((run_dir / "run.json").read_text())
     print("\nper phase:\n" + per_phase(run) + "\n\n" + verdicts(run))
+    p50 = {(s["phase"], s["metric"]): s["p50"] for s in run["summaries"] if s["lang"] == "en" and s["p50"]}
+    if {(p, m) for p in ("baseline", "gpu-at-660mhz") for m in ("ttft", "itl")} <= p50.keys():
+        x = {m: p50["gpu-at-660mhz", m] / p50["baseline", m] for m in ("ttft", "itl")}
+        print(f"clock lock at 660 MHz (en, p50 over baseline): TTFT x{x['ttft']:.2f}, ITL x{x['itl']:.2f}")
     failed = [w["name"] for w in run["faults"] if w.get("error")]
     print(
         f"\nresults: {run_dir} (run.json, histograms/, requests.jsonl)\nHTML report: {html}\n"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 
 from llmchaos.cli import Subparsers, non_negative, positive
 from llmchaos.errors import UsageError
+from reference_server.profile import Limits, Profile
 
 
 def _weights(text: str) -> dict[str, float]:
@@ -23,6 +25,7 @@ def _weights(text: str) -> dict[str, float]:
 def register(sub: Subparsers) -> None:
     from reference_server.config import ServerOptions
     from reference_server.executors import ENGINES
+    from reference_server.profile import DEFAULT, POLICIES, REASONING_FIELDS
 
     p = sub.add_parser("serve", help="run the reference streaming LLM server")
     p.add_argument("--engine", default="sim", help=f"executor: {', '.join(ENGINES)} (sim: calibrated cost model)")
@@ -35,20 +38,26 @@ def register(sub: Subparsers) -> None:
         help="torch: tiny or small (Llama shapes, seeded random weights) or a local model directory "
         "(safetensors and tokenizer.json)",
     )
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="what the server stands in for: a named profile or a YAML file (default: "
+        f"{DEFAULT} for sim); the flags below override it",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--model-name", default="llmchaos-sim-8b")
-    p.add_argument("--max-model-len", type=positive(int), default=8192)
-    p.add_argument("--max-num-seqs", type=positive(int), default=256)
-    p.add_argument("--max-num-batched-tokens", type=positive(int), default=2048)
-    p.add_argument("--block-size", type=positive(int), default=16)
-    p.add_argument("--num-blocks", type=positive(int), default=8192)
+    p.add_argument("--model-name", default=None)
+    p.add_argument("--max-model-len", type=positive(int), default=None)
+    p.add_argument("--max-num-seqs", type=positive(int), default=None)
+    p.add_argument("--max-num-batched-tokens", type=positive(int), default=None)
+    p.add_argument("--block-size", type=positive(int), default=None)
+    p.add_argument("--num-blocks", type=positive(int), default=None)
     p.add_argument("--watermark", type=non_negative, default=0.01)
-    p.add_argument("--no-prefix-caching", action="store_true")
+    p.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_const", const=False, default=None)
     p.add_argument(
-        "--max-waiting", type=positive(int), default=1024, help="waiting-queue length past which requests get 429"
+        "--max-waiting", type=positive(int), default=None, help="waiting-queue length past which requests get 429"
     )
-    p.add_argument("--policy", choices=["fcfs", "wfq", "two-level"], default="fcfs")
+    p.add_argument("--policy", choices=POLICIES, default=None)
     p.add_argument(
         "--lang-weights",
         type=_weights,
@@ -61,11 +70,17 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--bulk-min-slice", type=non_negative, default=0.5, help="seconds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--sim-time-scale", type=non_negative, default=1.0, help="multiply the sim cost model (0: every step is free)"
+        "--sim-time-scale", type=non_negative, default=1.0, help="multiply the step-time model (0: every step is free)"
     )
-    p.add_argument("--sim-jitter", type=non_negative, default=0.03)
-    p.add_argument("--pacer-rate", type=non_negative, default=0.0, help="tokens/s per stream (0: off)")
-    p.add_argument("--pacer-max-gap", type=positive(float), default=0.2, help="seconds between frames")
+    p.add_argument("--sim-jitter", type=non_negative, default=None, help="sigma of the log-normal factor per step")
+    p.add_argument("--pacer-rate", type=non_negative, default=None, help="tokens/s per stream (0: off)")
+    p.add_argument("--pacer-max-gap", type=positive(float), default=None, help="seconds between frames")
+    p.add_argument(
+        "--reasoning-field",
+        choices=REASONING_FIELDS,
+        default=None,
+        help="the chat delta's field for thinking (vLLM's reasoning_content; newer: reasoning)",
+    )
     p.add_argument(
         "--max-body-bytes",
         type=positive(int),
@@ -114,8 +129,45 @@ def _check_numbers(args: argparse.Namespace) -> None:
     if not 1 <= args.port <= 65535:
         raise UsageError(f"must be in 1..65535, got {args.port}", field="--port")
     for name in FLOATS:
-        if not math.isfinite(value := getattr(args, name)):
+        if (value := getattr(args, name)) is not None and not math.isfinite(value):
             raise UsageError(f"must be a finite number, got {value}", field="--" + name.replace("_", "-"))
+
+
+def chosen(args: argparse.Namespace) -> Profile:
+    """The profile the flags name (sim: the default one; torch: today's limits alone, unless named), with
+    every flag given overriding it."""
+    from reference_server import profile
+
+    base = profile.load(args.profile or profile.DEFAULT) if args.profile or args.engine == "sim" else TORCH
+    flags = {name: getattr(args, name) for name in LIMIT_FLAGS if getattr(args, name) is not None}
+    p = replace(base, limits=replace(base.limits, **flags))
+    step = p.step.scaled(args.sim_time_scale, args.sim_jitter)
+    pacer = {k: v for k, v in (("pacer_rate", args.pacer_rate), ("pacer_max_gap", args.pacer_max_gap)) if v is not None}
+    p = replace(p, step=step, **pacer, model_name=args.model_name or p.model_name, policy=args.policy or p.policy)
+    if args.reasoning_field:
+        p = replace(p, reasoning=replace(p.reasoning, openai_field=args.reasoning_field))
+    blocks = profile.kv_blocks_needed(p.limits, args.watermark)
+    if p.limits.num_blocks < blocks:
+        raise UsageError(
+            f"the KV pool ({p.limits.num_blocks} blocks of {p.limits.block_size}) must hold one request of "
+            f"--max-model-len ({p.limits.max_model_len}) past the watermark: at least {blocks} blocks",
+            field="--num-blocks",
+        )
+    return p
+
+
+LIMIT_FLAGS = (
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "block_size",
+    "num_blocks",
+    "prefix_caching",
+    "max_waiting",
+)
+TORCH = Profile(
+    name="torch", source="a real transformer's forward passes: no step-time model", limits=Limits(8192, num_blocks=8192)
+)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -127,42 +179,27 @@ def run(args: argparse.Namespace) -> None:
     _check_numbers(args)
     for tag in args.lang_weights:
         languages.get(tag)
-    if args.block_size * args.num_blocks < args.max_model_len:
-        raise UsageError(
-            f"--num-blocks x --block-size ({args.block_size * args.num_blocks}) must hold "
-            f"--max-model-len ({args.max_model_len})",
-            field="--num-blocks",
-        )
+    p = chosen(args)
     executor = create(
         ExecutorOptions(
             args.engine,
             args.seed,
-            args.sim_time_scale,
-            args.sim_jitter,
+            p.step,
+            (p.max_clock_mhz, p.min_clock_mhz),
             device=args.device,
             model=args.model,
-            num_blocks=args.num_blocks,
-            block_size=args.block_size,
+            num_blocks=p.limits.num_blocks,
+            block_size=p.limits.block_size,
         )
     )
-    cfg = EngineConfig(
-        model_name=args.model_name,
-        max_model_len=args.max_model_len,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        block_size=args.block_size,
-        num_blocks=args.num_blocks,
+    cfg = EngineConfig.of(
+        p,
         watermark=args.watermark,
-        enable_prefix_caching=not args.no_prefix_caching,
-        max_waiting=args.max_waiting,
-        policy=args.policy,
         lang_weights=args.lang_weights,
         fast_max_prompt_tokens=args.fast_max_prompt_tokens,
         fast_weight=args.fast_weight,
         bulk_weight=args.bulk_weight,
         bulk_min_slice_s=args.bulk_min_slice,
-        pacer_tokens_per_s=args.pacer_rate,
-        pacer_max_gap_s=args.pacer_max_gap,
     )
     opts = ServerOptions(
         api_key=args.api_key,

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from reference_server.profile import Limits, Profile, Reasoning
+
+_LIMITS = Limits()
 
 
 @dataclass
 class EngineConfig:
     model_name: str = "llmchaos-sim-8b"
-    max_model_len: int = 8192
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 2048
-    block_size: int = 16
-    num_blocks: int = 8192
+    max_model_len: int = _LIMITS.max_model_len
+    max_num_seqs: int = _LIMITS.max_num_seqs
+    max_num_batched_tokens: int = _LIMITS.max_num_batched_tokens
+    block_size: int = _LIMITS.block_size
+    num_blocks: int = _LIMITS.num_blocks
     watermark: float = 0.01
-    enable_prefix_caching: bool = True
-    max_waiting: int = 1024
+    enable_prefix_caching: bool = _LIMITS.prefix_caching
+    max_waiting: int = _LIMITS.max_waiting
     policy: str = "fcfs"  # fcfs | wfq | two-level
     lang_weights: dict[str, float] = field(default_factory=dict)
     fast_max_prompt_tokens: int = 8192
@@ -24,6 +29,27 @@ class EngineConfig:
     bulk_min_slice_s: float = 0.5
     pacer_tokens_per_s: float = 0.0  # 0: off
     pacer_max_gap_s: float = 0.2
+    reasoning: Reasoning = field(default_factory=Reasoning)  # thinking lengths drawn for requests that do not say
+
+    @classmethod
+    def of(cls, p: Profile, **more: Any) -> EngineConfig:  # noqa: ANN401 - EngineConfig's own fields
+        """The engine `p` describes; `more` sets the fields a profile does not hold."""
+        lim = p.limits
+        return cls(
+            model_name=p.model_name,
+            max_model_len=lim.max_model_len,
+            max_num_seqs=lim.max_num_seqs,
+            max_num_batched_tokens=lim.max_num_batched_tokens,
+            block_size=lim.block_size,
+            num_blocks=lim.num_blocks,
+            enable_prefix_caching=lim.prefix_caching,
+            max_waiting=lim.max_waiting,
+            policy=p.policy,
+            pacer_tokens_per_s=p.pacer_rate,
+            pacer_max_gap_s=p.pacer_max_gap,
+            reasoning=p.reasoning,
+            **more,
+        )
 
 
 @dataclass

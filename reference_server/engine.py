@@ -37,7 +37,7 @@ class Engine:
         self.cfg = cfg
         self.scheduler = Scheduler(cfg)
         self.executor = executor
-        self.metrics = EngineMetrics(cfg.model_name, cfg.max_model_len, self.scheduler)
+        self.metrics = EngineMetrics(cfg.model_name, cfg.max_model_len, self.scheduler, executor)
         self.state = "starting"  # starting | ready | draining
         self._pieces = tokenizer.pieces()
         self._eos = tokenizer.eos_id()
@@ -45,6 +45,9 @@ class Engine:
         self._idle = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._finished: deque[float] = deque(maxlen=256)
+        self._arriving: set[Sequence] = set()  # received, not yet through the frontend (sim)
+        self._admission_delay = getattr(executor, "admission_delay", None)
+        self._thinking = random.Random(0x7417)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -55,31 +58,63 @@ class Engine:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+        for seq in [*self.scheduler.running, *self.scheduler.waiting, *self._arriving]:
             self._finish(seq, "abort", time.monotonic())
 
+    def has_work(self) -> bool:
+        return bool(self._arriving) or self.scheduler.has_work()
+
     async def wait_idle(self) -> None:
-        while self.scheduler.has_work():
+        while self.has_work():
             self._idle.clear()
             await self._idle.wait()
 
     # -- requests --------------------------------------------------------------------------
-    def submit(self, prompt_ids: list[int], params: SamplingParams, lang: str, internal: bool = False) -> Sequence:
+    def submit(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        lang: str,
+        internal: bool = False,
+        received: float | None = None,
+    ) -> Sequence:
+        """Queue a request `received` at that time.monotonic() (default: now). The sim's frontend time
+        counts from then, so the server's own parsing and tokenizing are inside it, not added to it."""
         if not internal:
             if self.state != "ready":
                 raise Unavailable(f"server is {self.state}")
-            if len(self.scheduler.waiting) >= self.cfg.max_waiting:
+            if len(self.scheduler.waiting) + len(self._arriving) >= self.cfg.max_waiting:
                 raise QueueFull(self.retry_after())
+        now = time.monotonic()
         seq = Sequence(
             prompt_ids,
             params,
             lang,
+            arrival=now if received is None else received,
             internal=internal,
             rng=random.Random(params.seed) if params.seed is not None else None,
         )
-        self.scheduler.add(seq)
-        self._wake.set()
+        seq.ready = seq.arrival + (self._admission_delay() if self._admission_delay else 0.0)
+        if (delay := seq.ready - now) > 0:
+            self._arriving.add(seq)
+            asyncio.get_running_loop().call_later(delay, self._admit, seq)
+        else:
+            self._admit(seq)
         return seq
+
+    def _admit(self, seq: Sequence) -> None:
+        self._arriving.discard(seq)
+        if seq.status is Status.WAITING:  # not aborted on its way in
+            self.scheduler.add(seq)
+        self._wake.set()  # the loop sees the work, or that there is none left
+
+    def thinking(self, asked: int | None) -> int:
+        """A request's reasoning tokens: what it `asked` for, else a draw from the profile's (0: none)."""
+        r = self.cfg.reasoning
+        if asked is not None or not r.median:
+            return asked or 0
+        drawn = round(r.median * math.exp(self._thinking.gauss(0.0, r.sigma)))
+        return max(1, min(drawn, r.max) if r.max else drawn)
 
     def abort(self, seq: Sequence) -> None:
         """Cancel a request (its client went away): its KV blocks are freed at once."""
@@ -91,7 +126,7 @@ class Engine:
         now, done = time.monotonic(), self._finished
         recent = [t for t in done if now - t < 30.0]
         rate = len(recent) / max(now - recent[0], 1.0) if recent else 0.0
-        waiting = len(self.scheduler.waiting)
+        waiting = len(self.scheduler.waiting) + len(self._arriving)
         return max(1, min(60, math.ceil(waiting / rate))) if rate else 5
 
     async def deltas(self, seq: Sequence) -> AsyncIterator[Delta]:
@@ -101,7 +136,12 @@ class Engine:
             d = (
                 items[0]
                 if len(items) == 1
-                else Delta("".join(i.text for i in items), sum(i.num_tokens for i in items), items[-1].finish_reason)
+                else Delta(
+                    "".join(i.text for i in items),
+                    sum(i.num_tokens for i in items),
+                    items[-1].finish_reason,
+                    "".join(i.reasoning for i in items),
+                )
             )
             yield d
             if d.finish_reason is not None:
@@ -127,9 +167,11 @@ class Engine:
     async def _run(self) -> None:
         while True:
             if not self.scheduler.has_work():
-                self._idle.set()
+                if not self._arriving:
+                    self._idle.set()
                 self._wake.clear()
                 await self._wake.wait()
+                continue
             batch = self.scheduler.schedule()
             if not batch:  # nothing fits yet (all blocks pinned); let the event loop run
                 await asyncio.sleep(0.001)
@@ -156,6 +198,7 @@ class Engine:
                     self._append(seq, token, now)
                     made += 1
             self.metrics.on_step(batch, made)
+            await asyncio.sleep(0)  # the streams send this step's tokens before the next step is made
 
     def _append(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_token_ids.append(token)
@@ -167,20 +210,21 @@ class Engine:
         p, n = seq.params, len(seq.output_token_ids)
         reason = "stop" if token == self._eos else None
         piece = "" if reason else self._pieces[token]
-        if n == 1:
+        if n in (1, p.reasoning_tokens + 1):  # the first word of the thinking, and of the answer
             piece = piece.lstrip(" ")
-        if p.stop and not reason:
+        thought, answer = n <= p.reasoning_tokens, bool(p.stop) and n > p.reasoning_tokens
+        if answer and not reason:
             reason, text = self._check_stop(seq, piece)
         else:
-            text = piece
+            text = "" if thought else piece
         if reason is None and (n >= p.max_tokens or seq.num_tokens >= self.cfg.max_model_len):
             reason = "length"
-        if reason is None and p.stop:
+        if answer and reason is None:
             text = text[: len(text) - _holdback(seq.text, p.stop)]
             seq.num_sent_chars += len(text)
-        elif p.stop:
+        elif answer:
             text = seq.text[seq.num_sent_chars :]
-        seq.outbox.put(Delta(text, 1, reason))
+        seq.outbox.put(Delta(text, 1, reason, piece if thought else ""))
         if reason:
             self._finish(seq, reason, now, notify=False)
 

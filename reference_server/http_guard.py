@@ -6,12 +6,15 @@ between requests, and the first byte of a request cancels it) nor a header-size 
 holds its connection for ever. This subclass arms a timer when a connection opens and when a
 request begins, and disarms it once the request's headers are complete; past the timeout it
 answers 408 (or nothing, to a connection that never sent a byte), past `max_header_bytes` of
-head 431, and closes the connection.
+head 431, and closes the connection. It also notes when each request's first byte was read
+(`request.state.received`), so that the time a request spends queued on a busy event loop before
+its handler runs counts in the sim's frontend time instead of adding to it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from http import HTTPStatus
 from typing import ClassVar
 
@@ -38,6 +41,7 @@ class HeadGuardProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.scope["state"]["received"] = time.monotonic()
         self._arm()
 
     def on_headers_complete(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections import abc
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -28,7 +29,7 @@ ITERATION_TOKEN_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 81
 
 
 class EngineMetrics:
-    def __init__(self, model_name: str, max_model_len: int, scheduler: Scheduler) -> None:
+    def __init__(self, model_name: str, max_model_len: int, scheduler: Scheduler, executor: object = None) -> None:
         self.registry = CollectorRegistry()
         r, values = self.registry, [model_name, ENGINE]
 
@@ -80,6 +81,8 @@ class EngineMetrics:
         self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens processed.")
         self.success = per("vllm:request_success", "Finished requests by reason.", "finished_reason", FINISH_REASONS)
         r.register(_EngineState(values, scheduler))
+        if hasattr(executor, "late_s"):
+            r.register(_Late(values, executor))
 
     def on_token(self, seq: Sequence, now: float) -> None:
         if seq.last_token_time is None:
@@ -163,6 +166,23 @@ class _EngineState:
         for (lang, queue), n in _tally(s).items():
             queues.add_metric([v[0], lang, queue], n)
         yield queues
+
+
+class _Late:
+    """The sim's own lateness: model time its steps lost by running later than they may catch up (a CPU
+    too busy for the load); rising, the stand-in is not keeping to its profile."""
+
+    def __init__(self, values: list[str], executor: Any) -> None:  # noqa: ANN401 - any executor with late_s
+        self.values, self.executor = values, executor
+
+    def collect(self) -> Iterator[Metric]:
+        c = CounterMetricFamily(
+            "llmchaos_sim_late_seconds",
+            "Model time the sim's steps lost running behind (its CPU short).",
+            labels=LABELS,
+        )
+        c.add_metric(self.values, self.executor.late_s)
+        yield c
 
 
 def _tally(s: Scheduler) -> Tally:

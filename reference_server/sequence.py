@@ -26,15 +26,17 @@ class SamplingParams:
     seed: int | None = None
     ignore_eos: bool = False
     min_tokens: int = 0
+    reasoning_tokens: int = 0  # the first this many output tokens are thinking, not the answer
 
 
 @dataclass(slots=True)
 class Delta:
-    """What one engine step produced for one sequence."""
+    """What one engine step produced for one sequence (merged: what several did)."""
 
-    text: str
-    num_tokens: int
+    text: str  # of the answer
+    num_tokens: int  # thinking and answer
     finish_reason: str | None = None  # "stop" | "length" | "abort"
+    reasoning: str = ""  # of the thinking, which comes before any answer
 
 
 class Outbox:
@@ -75,6 +77,7 @@ class Sequence:
     params: SamplingParams
     lang: str = "en"
     arrival: float = field(default_factory=time.monotonic)
+    ready: float = field(default_factory=time.monotonic)  # when the scheduler may see it (sim: after its frontend)
     seq_id: int = field(default_factory=lambda: next(_ids))
     status: Status = Status.WAITING
     output_token_ids: list[int] = field(default_factory=list)

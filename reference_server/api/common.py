@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
+import time
+from dataclasses import replace
 from json.encoder import encode_basestring
 from typing import ClassVar, TypeVar
 
@@ -61,6 +64,11 @@ def check_key(given: str | None, expected: str | None) -> None:
 def bearer(request: Request) -> str | None:
     auth = request.headers.get("authorization", "")
     return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+def received(request: Request) -> float:
+    """When the request's first byte was read (time.monotonic()); now, where no server noted it."""
+    return getattr(request.state, "received", None) or time.monotonic()
 
 
 def check_ready(engine: Engine) -> None:
@@ -125,10 +133,31 @@ async def encode(text: str) -> Encoding:
     return encoding
 
 
+THINK_SUFFIX = re.compile(r"-think-(\d{1,7})")
+
+
+def served(model: str, name: str) -> tuple[bool, int | None]:
+    """Whether `model` names the served model `name`, and the thinking it asks for: `NAME-think-N`
+    thinks N tokens first (None: the profile decides)."""
+    if model == name:
+        return True, None
+    m = THINK_SUFFIX.fullmatch(model[len(name) :]) if model.startswith(name) else None
+    return (True, int(m.group(1))) if m else (False, None)
+
+
 async def admit(
-    engine: Engine, prompt: str | list[int], params: SamplingParams, lang: str, prompt_field: str, max_tokens_field: str
+    engine: Engine,
+    prompt: str | list[int],
+    params: SamplingParams,
+    lang: str,
+    prompt_field: str,
+    max_tokens_field: str,
+    arrived: float,
+    thinking: int | None = None,
 ) -> Sequence:
-    """Tokenize, check the context length, and submit to the engine (429/503 when it refuses)."""
+    """Tokenize, check the context length, and submit to the engine (429/503 when it refuses). The
+    request thinks `thinking` tokens first (None: as the profile draws), within its max tokens; it
+    arrived at `arrived` (time.monotonic())."""
     tokens = await encode(prompt) if isinstance(prompt, str) else prompt
     limit = engine.cfg.max_model_len
     if not len(tokens):
@@ -149,18 +178,22 @@ async def admit(
             f"prompt, {max_tokens} for the completion).",
             param=max_tokens_field,
         )
+    if reasoning := engine.thinking(thinking):  # and at least one answer token after, room allowing
+        params = replace(
+            params, reasoning_tokens=reasoning, min_tokens=min(max(params.min_tokens, reasoning + 1), max_tokens)
+        )
     if max_tokens != params.max_tokens:
-        params = SamplingParams(**{**params.__dict__, "max_tokens": max_tokens})
+        params = replace(params, max_tokens=max_tokens)
     try:
-        return engine.submit(ids, params, lang)
+        return engine.submit(ids, params, lang, received=arrived)
     except QueueFull as e:
         raise APIError("RESOURCE_EXHAUSTED", str(e), retry_after=e.retry_after) from None
     except Unavailable as e:
         raise APIError("UNAVAILABLE", str(e), retry_after=1) from None
 
 
-async def collect(engine: Engine, seq: Sequence, request: Request) -> str:
-    """A non-stream request's whole text; aborted at once if the client goes away meanwhile."""
+async def collect(engine: Engine, seq: Sequence, request: Request) -> tuple[str, str]:
+    """A non-stream request's whole answer and thinking; aborted at once if the client goes away."""
 
     async def watch() -> None:
         while (await request.receive())["type"] != "http.disconnect":
@@ -169,15 +202,22 @@ async def collect(engine: Engine, seq: Sequence, request: Request) -> str:
 
     watcher = asyncio.create_task(watch())
     text: list[str] = []
+    thoughts: list[str] = []
     try:
         async for d in engine.deltas(seq):
             text.append(d.text)
+            thoughts.append(d.reasoning)
     finally:
         watcher.cancel()
         engine.abort(seq)
     if seq.finish_reason == "error":
         raise APIError("INTERNAL", "the engine failed while generating")
-    return "".join(text)
+    return "".join(text), "".join(thoughts)
+
+
+def reasoning_count(seq: Sequence, delivered: int) -> int:
+    """Of the `delivered` output tokens, those that were thinking (they come first)."""
+    return min(delivered, seq.params.reasoning_tokens)
 
 
 def stops(value: str | list[str] | None) -> tuple[str, ...]:

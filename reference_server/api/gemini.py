@@ -23,6 +23,9 @@ from reference_server.api.common import (
     encode,
     language,
     parse_body,
+    reasoning_count,
+    received,
+    served,
 )
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
@@ -38,6 +41,7 @@ class Strict(BaseModel):
 
 class Part(Strict):
     text: str
+    thought: bool | None = None  # a thought of an earlier turn, sent back
 
 
 class Content(Strict):
@@ -67,6 +71,11 @@ class SafetySetting(Strict):
     threshold: HarmBlockThreshold
 
 
+class ThinkingConfig(Strict):
+    thinking_budget: Annotated[int, Field(ge=-1)] | None = None  # -1: as the profile draws; 0: none
+    include_thoughts: bool = False  # stream the thoughts as parts with thought: true
+
+
 class GenerationConfig(Strict):
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     top_k: Annotated[int, Field(ge=1)] | None = None
@@ -76,6 +85,7 @@ class GenerationConfig(Strict):
     candidate_count: Literal[1] | None = None
     seed: int | None = None
     response_mime_type: Literal["text/plain"] | None = None
+    thinking_config: ThinkingConfig | None = None
 
 
 class GenerateRequest(Strict):
@@ -110,6 +120,11 @@ class GenerateRequest(Strict):
             stop=tuple(g.stop_sequences or ()),
             seed=g.seed,
         )
+
+
+def _shows_thoughts(req: GenerateRequest) -> bool:
+    cfg = req.generation_config.thinking_config
+    return cfg is not None and cfg.include_thoughts
 
 
 class CountTokensRequest(Strict):
@@ -155,8 +170,10 @@ class GeminiAPI:
             raise APIError("NOT_FOUND", f"method {method!r} not found")
         check_ready(self.engine)
         self._check_key(request)
-        if model.removeprefix("models/") != self.engine.cfg.model_name:
+        known, thinking = served(model.removeprefix("models/"), self.engine.cfg.model_name)
+        if not known:
             raise APIError("NOT_FOUND", f"models/{model} is not found for API version v1beta")
+        request.state.thinking = thinking
         return await handler(request)
 
     async def count_tokens(self, request: Request) -> Response:
@@ -172,30 +189,43 @@ class GeminiAPI:
     async def _admit(self, request: Request) -> tuple[GenerateRequest, Sequence]:
         req = await parse_body(request, GenerateRequest)
         lang = language(request, (req.labels or {}).get("lang"), "labels.lang")
-        seq = await admit(self.engine, req.prompt(), req.params(), lang, "contents", "generationConfig.maxOutputTokens")
-        return req, seq
+        thinking = request.state.thinking
+        if (cfg := req.generation_config.thinking_config) and cfg.thinking_budget is not None:
+            thinking = None if cfg.thinking_budget == -1 else cfg.thinking_budget
+        field = "generationConfig.maxOutputTokens"
+        arrived = received(request)
+        return req, await admit(self.engine, req.prompt(), req.params(), lang, "contents", field, arrived, thinking)
 
     async def generate(self, request: Request) -> Response:
-        _, seq = await self._admit(request)
-        text = await collect(self.engine, seq, request)
-        return JSONResponse(self._chunk(seq, text, seq.finish_reason, uuid.uuid4().hex, len(seq.output_token_ids)))
+        req, seq = await self._admit(request)
+        text, thoughts = await collect(self.engine, seq, request)
+        thoughts = thoughts if _shows_thoughts(req) else ""
+        n = len(seq.output_token_ids)
+        return JSONResponse(self._chunk(seq, text, seq.finish_reason, uuid.uuid4().hex, n, thoughts))
 
     async def stream(self, request: Request) -> Response:
-        _, seq = await self._admit(request)
+        req, seq = await self._admit(request)
         sse = request.query_params.get("alt") == "sse"
         return StreamingResponse(
-            self._stream(seq, sse),
+            self._stream(seq, sse, _shows_thoughts(req)),
             media_type="text/event-stream" if sse else "application/json",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    def _chunk(self, seq: Sequence, text: str, reason: str | None, rid: str, n: int) -> dict:
-        """A response (chunk) with usage counting the `n` output tokens delivered so far."""
-        cand: dict = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
+    def _chunk(self, seq: Sequence, text: str, reason: str | None, rid: str, n: int, thoughts: str = "") -> dict:
+        """A response (chunk) with usage counting the `n` output tokens delivered so far; thinking
+        counts in thoughtsTokenCount, not in candidatesTokenCount, as Gemini's own."""
+        parts: list[dict] = [{"text": thoughts, "thought": True}] if thoughts else []
+        if text or not parts:
+            parts.append({"text": text})
+        cand: dict = {"content": {"parts": parts, "role": "model"}, "index": 0}
         usage = {"promptTokenCount": seq.num_prompt_tokens, "totalTokenCount": seq.num_prompt_tokens + n}
+        thinking = reasoning_count(seq, n)
+        if thinking:
+            usage["thoughtsTokenCount"] = thinking
         if reason is not None:
             cand["finishReason"] = FINISH.get(reason, "OTHER")
-            usage["candidatesTokenCount"] = n
+            usage["candidatesTokenCount"] = n - thinking
         return {
             "candidates": [cand],
             "usageMetadata": usage,
@@ -203,7 +233,7 @@ class GeminiAPI:
             "responseId": rid,
         }
 
-    async def _stream(self, seq: Sequence, sse: bool) -> AsyncIterator[bytes]:
+    async def _stream(self, seq: Sequence, sse: bool, thoughts: bool) -> AsyncIterator[bytes]:
         rid, first, delivered = uuid.uuid4().hex, True, 0
         try:
             if not sse:
@@ -220,9 +250,10 @@ class GeminiAPI:
                     yield (f"data: {err}\r\n\r\n" if sse else ("" if first else ",\r\n") + err).encode()
                     break
                 delivered += d.num_tokens
-                if not d.text and d.finish_reason is None:
+                thought = d.reasoning if thoughts else ""
+                if not d.text and not thought and d.finish_reason is None:
                     continue
-                body = dumps(self._chunk(seq, d.text, d.finish_reason, rid, delivered))
+                body = dumps(self._chunk(seq, d.text, d.finish_reason, rid, delivered, thought))
                 yield (f"data: {body}\r\n\r\n" if sse else ("" if first else ",\r\n") + body).encode()
                 first = False
             if not sse:

@@ -23,10 +23,13 @@ from reference_server.api.common import (
     json_str,
     language,
     parse_body,
+    reasoning_count,
+    received,
+    served,
     stops,
 )
 from reference_server.engine import Engine
-from reference_server.sequence import SamplingParams, Sequence
+from reference_server.sequence import Delta, SamplingParams, Sequence
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -72,6 +75,7 @@ class _Sampling(Strict):
     metadata: dict[str, str] | None = None
     ignore_eos: bool = False
     min_tokens: Annotated[int, Field(ge=0)] = 0
+    thinking_tokens: Annotated[int, Field(ge=0)] | None = None  # llmchaos: think this many tokens first
 
     @field_validator("stream_options")
     @classmethod
@@ -128,9 +132,12 @@ class OpenAIAPI:
         check_ready(self.engine)
         check_key(bearer(request), self.api_key)
 
-    def _check_model(self, model: str) -> None:
-        if model != self.engine.cfg.model_name:
-            raise APIError("NOT_FOUND", f"The model `{model}` does not exist.", param="model")
+    def _thinking(self, req: _Sampling) -> int | None:
+        """The thinking the request asks for (its field, else its model's suffix); 404 for another model."""
+        known, thinking = served(req.model, self.engine.cfg.model_name)
+        if not known:
+            raise APIError("NOT_FOUND", f"The model `{req.model}` does not exist.", param="model")
+        return thinking if req.thinking_tokens is None else req.thinking_tokens
 
     async def models(self, request: Request) -> Response:
         check_key(bearer(request), self.api_key)
@@ -153,22 +160,25 @@ class OpenAIAPI:
         )
 
     async def chat(self, request: Request) -> Response:
+        arrived = received(request)
         self._auth(request)
         req = await parse_body(request, ChatRequest)
-        self._check_model(req.model)
+        thinking = self._thinking(req)
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         field = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
         params = req.params(req.max_completion_tokens or req.max_tokens)
-        seq = await admit(self.engine, render_chat(req.messages), params, lang, "messages", field)
+        seq = await admit(self.engine, render_chat(req.messages), params, lang, "messages", field, arrived, thinking)
         return await self._respond(request, req, seq, chat=True)
 
     async def completions(self, request: Request) -> Response:
+        arrived = received(request)
         self._auth(request)
         req = await parse_body(request, CompletionRequest)
-        self._check_model(req.model)
+        thinking = self._thinking(req)
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) else req.prompt
-        seq = await admit(self.engine, prompt, req.params(req.max_tokens), lang, "prompt", "max_tokens")
+        params = req.params(req.max_tokens)
+        seq = await admit(self.engine, prompt, params, lang, "prompt", "max_tokens", arrived, thinking)
         return await self._respond(request, req, seq, chat=False)
 
     async def _respond(self, request: Request, req: _Sampling, seq: Sequence, chat: bool) -> Response:
@@ -176,18 +186,15 @@ class OpenAIAPI:
         if req.stream:
             chunks = self._stream(req, seq, rid, chat)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
-        body = await collect(self.engine, seq, request)
+        body, thoughts = await collect(self.engine, seq, request)
         reason = seq.finish_reason
+        message = {"role": "assistant", "content": body}
+        if seq.params.reasoning_tokens:
+            message[self.engine.cfg.reasoning.openai_field] = thoughts
         choice = (
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": body},
-                "logprobs": None,
-                "finish_reason": reason,
-                "stop_reason": None,
-            }
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": reason, "stop_reason": None}
             if chat
-            else {"index": 0, "text": body, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+            else {"index": 0, "text": thoughts + body, "logprobs": None, "finish_reason": reason, "stop_reason": None}
         )
         return JSONResponse(
             {
@@ -236,20 +243,40 @@ class OpenAIAPI:
                     ).encode()
                     break
                 delivered += d.num_tokens
-                if not d.text and d.finish_reason is None:
+                if not d.text and not d.reasoning and d.finish_reason is None:
                     continue
-                content = f'"delta":{{"content":{json_str(d.text)}}}' if chat else f'"text":{json_str(d.text)}'
-                reason = f'"{d.finish_reason}"' if d.finish_reason else "null"
                 usage = f',"usage":{dumps(_usage(seq, delivered))}' if opts.continuous_usage_stats else usage_null
-                yield (
-                    f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}}}]{usage}}}\n\n'
-                ).encode()
+                parts = self._deltas(d, chat)
+                for i, content in enumerate(parts):
+                    reason = f'"{d.finish_reason}"' if d.finish_reason and i == len(parts) - 1 else "null"
+                    yield (
+                        f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}}}]{usage}}}\n\n'
+                    ).encode()
             if opts.include_usage:
                 yield (head[: -len('{"index":0,')] + f'],"usage":{dumps(_usage(seq, delivered))}}}\n\n').encode()
             yield sse_codec.DONE
         finally:
             self.engine.abort(seq)
 
+    def _deltas(self, d: Delta, chat: bool) -> list[str]:
+        """A delta's chunk bodies: in chat, its thinking (in the profile's field) and its answer apart;
+        a completion's text is both, as a server without a reasoning parser streams it."""
+        if not chat:
+            return [f'"text":{json_str(d.reasoning + d.text)}']
+        parts = (
+            [f'"delta":{{"{self.engine.cfg.reasoning.openai_field}":{json_str(d.reasoning)}}}'] if d.reasoning else []
+        )
+        if d.text or not parts:
+            parts.append(f'"delta":{{"content":{json_str(d.text)}}}')
+        return parts
 
-def _usage(seq: Sequence, n: int) -> dict[str, int]:
-    return {"prompt_tokens": seq.num_prompt_tokens, "completion_tokens": n, "total_tokens": seq.num_prompt_tokens + n}
+
+def _usage(seq: Sequence, n: int) -> dict:
+    usage: dict = {
+        "prompt_tokens": seq.num_prompt_tokens,
+        "completion_tokens": n,
+        "total_tokens": seq.num_prompt_tokens + n,
+    }
+    if seq.params.reasoning_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_count(seq, n)}
+    return usage

@@ -7,11 +7,12 @@ the sim engine never pays for a heavy one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from llmchaos.errors import UsageError
 from reference_server.batch import Batch
+from reference_server.profile import H100_CLOCKS, StepModel
 
 Sampled = int | Exception  # a sequence's next token, or why sampling it failed
 
@@ -32,8 +33,10 @@ class ExecutorOptions:
 
     engine: str = "sim"
     seed: int = 0
-    sim_time_scale: float = 1.0  # sim: multiply the cost model (0: every step is free)
-    sim_jitter: float = 0.03  # sim: sigma of the seeded log-normal step-time factor
+    step: StepModel = field(
+        default_factory=StepModel
+    )  # sim: the profile's step-time model (the default: every step free)
+    clocks: tuple[float, float] = H100_CLOCKS  # the simulated device's max and min graphics clock, MHz
     device: str = "auto"  # torch: auto | cuda | cpu
     model: str = "tiny"  # torch: tiny | small (seeded random weights) | a local model directory
     num_blocks: int = 8192  # torch: the KV pool's blocks, as many as the block manager's

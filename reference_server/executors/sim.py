@@ -1,8 +1,9 @@
-"""The sim executor: a calibrated step-time model on a simulated device, and an n-gram sampler.
+"""The sim executor: a profile's step-time model on a simulated device, and an n-gram sampler.
 
-Each step sleeps for the cost model's time (prefill tokens, decode batch size and
-context length) times the device's clock slowdown and a seeded jitter; consecutive
-steps run deadline to deadline so error never accumulates.
+Each step sleeps for the model's time (prefill tokens, decode tokens, context attended) at the
+device's clock, times a seeded jitter, plus the model's wake when it finds the engine idle;
+consecutive steps run deadline to deadline so error never accumulates. A request waits the model's
+frontend time before the scheduler sees it.
 """
 
 from __future__ import annotations
@@ -11,50 +12,16 @@ import asyncio
 import math
 import random
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 
 from llmchaos import languages
 from reference_server.batch import Batch
 from reference_server.executors import ExecutorOptions, Sampled
 from reference_server.executors.ngram import NGramModel
+from reference_server.profile import H100_CLOCKS, StepModel
 from reference_server.sequence import Sequence
 
-BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last deadline continues from it
-MIN_CLOCK_MHZ = 210.0  # H100 SXM's lowest supported graphics clock
-
-
-@dataclass
-class CostModel:
-    """Step time of the sim executor, calibrated to an 8B model in bf16 on one H100.
-
-    Decode is memory-bound: a fixed weight read per step plus a KV read per context
-    token; prefill is compute-bound per prompt token. Gives TTFT ~60-120 ms for
-    1-2K-token prompts at low load and ITL ~10-15 ms up to a batch of 64.
-    """
-
-    step_overhead_s: float = 0.004
-    prefill_per_token_s: float = 0.00006
-    decode_base_s: float = 0.010
-    decode_per_seq_s: float = 0.00005
-    decode_per_ctx_token_s: float = 4e-8
-    jitter: float = 0.03  # sigma of a seeded log-normal factor
-    max_clock_mhz: float = 1980.0  # H100 SXM boost clock: the factor is max / locked
-
-    @classmethod
-    def zero(cls) -> CostModel:
-        return cls(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-
-    def scaled(self, factor: float, jitter: float) -> CostModel:
-        """Every step time multiplied by `factor` (0: free), with this jitter."""
-        return replace(
-            self,
-            step_overhead_s=self.step_overhead_s * factor,
-            prefill_per_token_s=self.prefill_per_token_s * factor,
-            decode_base_s=self.decode_base_s * factor,
-            decode_per_seq_s=self.decode_per_seq_s * factor,
-            decode_per_ctx_token_s=self.decode_per_ctx_token_s * factor,
-            jitter=jitter,
-        )
+CATCH_UP_S = 0.05  # a step begins at most this long before the engine runs it (a CPU hiccup, not a pause)
 
 
 class SimDevice:
@@ -63,7 +30,7 @@ class SimDevice:
     A step in progress follows the clock: when it changes, the rest of the step's work runs at
     the new clock (a reset wakes a step scheduled at the lowest one)."""
 
-    def __init__(self, max_clock_mhz: float, min_clock_mhz: float = MIN_CLOCK_MHZ) -> None:
+    def __init__(self, max_clock_mhz: float, min_clock_mhz: float) -> None:
         self.max_clock_mhz, self.min_clock_mhz = max_clock_mhz, min_clock_mhz
         self.locked_mhz: float | None = None
         self._waiter: asyncio.Future[None] | None = None  # the step sleeping on this clock
@@ -81,11 +48,12 @@ class SimDevice:
         if self._waiter is not None:
             _wake(self._waiter)
 
-    async def run_until(self, deadline: float) -> float:
-        """Sleep until `deadline` (time.monotonic) at the current clock; when the clock changes
-        meanwhile, move it by the ratio of the slowdowns. Returns the deadline met. A step already
-        due still yields once, so that a free engine never starves the event loop."""
-        loop = asyncio.get_running_loop()
+    async def run_until(self, deadline: float, cost: Callable[[float], float] | None = None) -> float:
+        """Sleep until `deadline` (time.monotonic) at the current clock. `cost(slowdown)` is the step's
+        time at a slowdown (default: in proportion); when the clock changes meanwhile, the rest of the
+        step moves by the ratio of its cost at the new clock to that at the old. Returns the deadline
+        met. A step already due still yields once, so that a free engine never starves the loop."""
+        loop, cost = asyncio.get_running_loop(), cost or _proportional
         if deadline <= time.monotonic():
             await asyncio.sleep(0)
         while (left := deadline - time.monotonic()) > 0:
@@ -97,8 +65,9 @@ class SimDevice:
                 timer.cancel()
                 self._waiter = None
             now = time.monotonic()
-            deadline = now + max(0.0, deadline - now) * self.slowdown / slowdown
-        return deadline
+            if deadline > now and (before := cost(slowdown)):  # woken early by a clock change: rescale the rest
+                deadline = now + (deadline - now) * cost(self.slowdown) / before
+        return deadline  # woken late, the step still ended at its deadline: the next one counts from it
 
     @property
     def clock_mhz(self) -> float:
@@ -109,34 +78,47 @@ class SimDevice:
         return self.max_clock_mhz / self.clock_mhz
 
 
+def _proportional(slowdown: float) -> float:
+    return slowdown
+
+
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
 
 
 class SimExecutor:
-    def __init__(self, cost: CostModel, seed: int = 0) -> None:
-        self.cost = cost
-        self.device = SimDevice(cost.max_clock_mhz)
+    def __init__(self, step: StepModel, seed: int = 0, clocks: tuple[float, float] = H100_CLOCKS) -> None:
+        self.step = step
+        self.device = SimDevice(*clocks)
         self.rng = random.Random(seed)
         self._jitter_rng = random.Random(seed ^ 0x5EED)
+        self._frontend_rng = random.Random(seed ^ 0xF0E)
         self._models: dict[str, NGramModel] = {}
         self._deadline = float("-inf")
+        self.late_s = 0.0  # model time lost: steps the engine ran more than CATCH_UP_S behind the model
 
     def model(self, lang: str) -> NGramModel:
         if lang not in self._models:
             self._models[lang] = NGramModel(languages.get(lang).paragraphs())
         return self._models[lang]
 
+    def admission_delay(self) -> float:
+        """How long a request just received takes to reach the scheduler (the API server's share)."""
+        s = self.step
+        return (
+            s.frontend * math.exp(self._frontend_rng.gauss(0.0, s.frontend_sigma)) if s.frontend_sigma else s.frontend
+        )
+
+    def cost(self, batch: Batch) -> Callable[[float], float]:
+        """The batch's step time at a clock slowdown, its jitter drawn once."""
+        s, b = self.step, (batch.num_prefill_tokens, batch.num_decode_seqs, batch.num_context_tokens)
+        factor = math.exp(self._jitter_rng.gauss(0.0, s.jitter)) if s.jitter else 1.0
+        return lambda slowdown: s.time(*b, slowdown) * factor
+
     def step_time(self, batch: Batch) -> float:
-        c = self.cost
-        t = c.step_overhead_s + batch.num_prefill_tokens * c.prefill_per_token_s
-        if batch.num_decode_seqs:
-            t += c.decode_base_s + batch.num_decode_seqs * c.decode_per_seq_s
-        t += batch.num_context_tokens * c.decode_per_ctx_token_s
-        if c.jitter:
-            t *= math.exp(self._jitter_rng.gauss(0.0, c.jitter))
-        return t * self.device.slowdown
+        """The batch's step time at the device's clock now."""
+        return self.cost(batch)(self.device.slowdown)
 
     def sample(self, seq: Sequence) -> int:
         model = self.model(seq.lang)
@@ -154,16 +136,22 @@ class SimExecutor:
             return e
 
     async def execute(self, batch: Batch) -> list[Sampled]:
+        # A step begins when the last one ended or when its work was there, whichever is later, so the
+        # engine's own work between steps, and the event loop coming back late (a busy CPU), are inside
+        # the modelled times rather than added to them; by at most CATCH_UP_S (a paused server is paused).
         now = time.monotonic()
-        # Back-to-back steps run deadline to deadline, so the engine's own work between
-        # steps is inside the modelled step time, not added on top of it.
-        start = self._deadline if 0.0 <= now - self._deadline < BACK_TO_BACK_S else now
-        self._deadline = start + self.step_time(batch)
+        ready = min(seq.ready for seq, _ in batch.items)
+        due = max(self._deadline, ready)
+        self.late_s += max(0.0, now - CATCH_UP_S - due)
+        start = min(max(due, now - CATCH_UP_S), now)
+        cost = self.cost(batch)
+        wake = self.step.wake if ready > self._deadline else 0.0  # its work came to an idle engine
+        self._deadline = start + wake + cost(self.device.slowdown)
         tokens = [self.sample_or_error(seq) for seq in batch.sampling]
-        self._deadline = await self.device.run_until(self._deadline)
+        self._deadline = await self.device.run_until(self._deadline, cost)
         return tokens
 
 
 def create(options: ExecutorOptions) -> SimExecutor:
     """The executor factory's entry for `--engine sim`."""
-    return SimExecutor(CostModel().scaled(options.sim_time_scale, options.sim_jitter), options.seed)
+    return SimExecutor(options.step, options.seed, options.clocks)

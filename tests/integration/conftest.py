@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -25,6 +26,19 @@ SIM_FLAGS = {"--sim-time-scale", "--sim-jitter"}
 def engine(request: pytest.FixtureRequest) -> str:
     """The executor behind the module's servers: each API test runs against both."""
     return request.param
+
+
+def math_bound(where: Path) -> str:
+    """A profile file whose steps are all math (a 14 ms decode step, 60 us per prompt token, no
+    frontend), so that a locked clock stretches every step in proportion: the clock's own mechanics,
+    apart from the default profile's roofline (where a small batch's decode hardly follows the clock)."""
+    path = where / "math-bound.yaml"
+    path.write_text(
+        "name: math-bound\nbase: vllm-llama3-8b-h100\nsource: a test's\n"
+        "step: {overhead_us: 0, memory_us: 0, prefill_token_us: 60, decode_token_us: 14000, context_token_us: 0,"
+        " wake_us: 0, jitter: 0, frontend_ms: 0, frontend_sigma: 0}\n"
+    )
+    return str(path)
 
 
 def engine_args(engine: str, *args: str) -> tuple[str, ...]:

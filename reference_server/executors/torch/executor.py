@@ -20,21 +20,30 @@ from llmchaos import tokenizer
 from llmchaos.errors import UsageError
 from reference_server.batch import Batch
 from reference_server.executors import ExecutorOptions, Sampled
-from reference_server.executors.sim import BACK_TO_BACK_S, CostModel, SimDevice
+from reference_server.executors.sim import SimDevice
 from reference_server.executors.torch import attention
 from reference_server.executors.torch.kv_cache import PagedKVCache
 from reference_server.executors.torch.model import LoadedModel, load
 from reference_server.executors.torch.model_runner import ModelRunner, Work, snapshot
 from reference_server.executors.torch.sampler import GREEDY_BELOW, Draw, Sampler, language_vocabularies
+from reference_server.profile import H100_CLOCKS
 from reference_server.sequence import Sequence
 
 RANDOM_EOS_PROBABILITY = 1 / 64  # a random model's replies end after 64 tokens on average (at temperature 1)
 MEMORY_SHARE = 0.9  # the KV pool may take this much of the memory free when it is made
 TYPICAL_WEIGHT = 0.2  # of the newest full-clock step in its size's moving average
+BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last one returned continues from it
 
 
 class TorchExecutor:
-    def __init__(self, loaded: LoadedModel, cache: PagedKVCache, torch_device: torch.device, seed: int = 0) -> None:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        cache: PagedKVCache,
+        torch_device: torch.device,
+        seed: int = 0,
+        clocks: tuple[float, float] = H100_CLOCKS,
+    ) -> None:
         self.loaded, self.cache, self.torch_device = loaded, cache, torch_device
         self.runner = ModelRunner(loaded.model, cache, torch_device)
         vocab = tokenizer.load().get_vocab_size()
@@ -44,7 +53,7 @@ class TorchExecutor:
         self.rng = random.Random(seed)
         self.model_card = {"engine": "torch", "device": str(torch_device), **loaded.card}
         # The admin clock API's device: simulated on the CPU; a GPU's real clock is NVML's.
-        self.device = SimDevice(CostModel().max_clock_mhz) if torch_device.type == "cpu" else None
+        self.device = SimDevice(*clocks) if torch_device.type == "cpu" else None
         cuda = torch_device.type == "cuda"  # NVML finds the GPU by its UUID (indices may differ)
         self.gpu_uuid = f"GPU-{torch.cuda.get_device_properties(torch_device).uuid}" if cuda else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="torch-step")
@@ -142,4 +151,4 @@ def create(options: ExecutorOptions) -> TorchExecutor:
         raise UsageError(
             f"the KV pool needs {need / 2**30:.1f} GiB, {device} has {free / 2**30:.1f} GiB free", field="--num-blocks"
         )
-    return TorchExecutor(loaded, PagedKVCache(*shape, dtype, device), device, options.seed)
+    return TorchExecutor(loaded, PagedKVCache(*shape, dtype, device), device, options.seed, options.clocks)

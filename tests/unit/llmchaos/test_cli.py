@@ -23,6 +23,7 @@ def test_every_component_owns_its_subcommands():
     owners = {name: owner(p) for name, p in sub.choices.items()}
     assert owners == {
         "serve": "reference_server.cli",
+        "calibrate": "reference_server.calibrate.cli",
         "proxy": "faults.cli",
         "faults": "faults.cli",
         "push-delete": "loadtests.cli",

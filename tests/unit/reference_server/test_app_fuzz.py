@@ -23,7 +23,8 @@ from llmchaos import languages
 from reference_server.app import create_app
 from reference_server.config import EngineConfig
 from reference_server.engine import Engine
-from reference_server.executors.sim import CostModel, SimExecutor
+from reference_server.executors.sim import SimExecutor
+from reference_server.profile import StepModel
 
 pytestmark = pytest.mark.fuzz
 
@@ -35,7 +36,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
     """The real app on a zero-cost sim engine with a 64-token context, so that every request is short."""
-    engine = Engine(EngineConfig(max_model_len=64, num_blocks=512), SimExecutor(CostModel.zero()))
+    engine = Engine(EngineConfig(max_model_len=64, num_blocks=512), SimExecutor(StepModel()))
     with TestClient(create_app(engine), raise_server_exceptions=False) as c:
         deadline = time.monotonic() + 30
         while c.get("/healthz").status_code != 200:

@@ -30,3 +30,56 @@ def test_a_number_that_is_not_finite_is_one_line_and_exit_2(flag, value):
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"llmchaos: error: {flag}: must be a finite number, got {value}\n"
+
+
+# -- --profile -------------------------------------------------------------------------------------
+def serve_args(*argv: str):
+    from llmchaos.cli import build_parser
+
+    return build_parser().parse_args(["serve", *argv])
+
+
+def test_sim_serves_the_default_profile_and_every_flag_given_overrides_it():
+    from reference_server import profile
+    from reference_server.cli import chosen
+
+    default = profile.load(profile.DEFAULT)
+    assert chosen(serve_args()) == default
+    p = chosen(
+        serve_args(
+            "--max-model-len", "4096", "--max-num-seqs", "8", "--no-prefix-caching", "--pacer-rate", "80",
+            "--policy", "wfq", "--model-name", "m", "--sim-time-scale", "2", "--sim-jitter", "0",
+            "--reasoning-field", "reasoning",
+        )
+    )  # fmt: skip
+    assert (p.limits.max_model_len, p.limits.max_num_seqs, p.limits.prefix_caching) == (4096, 8, False)
+    assert p.limits.num_blocks == default.limits.num_blocks
+    assert (p.pacer_rate, p.policy, p.model_name, p.reasoning.openai_field) == (80.0, "wfq", "m", "reasoning")
+    assert p.step == default.step.scaled(2.0, 0.0)
+
+
+def test_torch_keeps_its_own_limits_unless_a_profile_is_named():
+    from reference_server.cli import chosen
+
+    assert chosen(serve_args("--engine", "torch")).limits.max_model_len == 8192
+    assert chosen(serve_args("--engine", "torch", "--profile", "reasoning")).reasoning.median == 512
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--profile", "nosuch"], "llmchaos: error: no profile file or named profile 'nosuch' (named: "),
+        (["--num-blocks", "100"], "llmchaos: error: --num-blocks: the KV pool (100 blocks of 16) must hold one "),
+        (["--profile", "{bad}"], "llmchaos: error: {bad}:2: limits.num_blocks: must be a whole number >= 1"),
+    ],
+)
+def test_a_profile_it_cannot_serve_is_one_line_and_exit_2(tmp_path, args, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("limits:\n  num_blocks: -3\n")
+    args = [a.replace("{bad}", str(bad)) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "serve", *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(message.replace("{bad}", str(bad))), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr

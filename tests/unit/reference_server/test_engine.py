@@ -3,7 +3,8 @@ import asyncio
 from llmchaos import tokenizer
 from reference_server.config import EngineConfig
 from reference_server.engine import Engine, _holdback
-from reference_server.executors.sim import CostModel, SimExecutor
+from reference_server.executors.sim import SimExecutor
+from reference_server.profile import StepModel
 from reference_server.sequence import SamplingParams
 
 
@@ -17,7 +18,7 @@ def run(
     engine_cfg: EngineConfig, params: SamplingParams, prompt: str = "Hello there", lang: str = "en"
 ) -> tuple[list[str], str | None, int]:
     async def go():
-        engine = Engine(engine_cfg, SimExecutor(CostModel.zero()))
+        engine = Engine(engine_cfg, SimExecutor(StepModel()))
         engine.start()
         engine.state = "ready"
         seq = engine.submit(tokenizer.encode(prompt), params, lang)
@@ -79,7 +80,7 @@ def test_one_failing_sequence_fails_alone():
     """One request whose sampling raises ends with 'error'; the others in its batch run to the end."""
 
     async def go() -> dict[int | None, tuple[str | None, int]]:
-        engine = Engine(FREE, PoisonedExecutor(CostModel.zero()))
+        engine = Engine(FREE, PoisonedExecutor(StepModel()))
         engine.start()
         engine.state = "ready"
         seqs = [
@@ -100,3 +101,53 @@ def test_one_failing_sequence_fails_alone():
     got = asyncio.run(go())
     assert got[13] == ("error", 0)
     assert [got[seed] for seed in (1, 2, 3)] == [("length", 12)] * 3
+
+
+def thoughts_and_answer(params: SamplingParams) -> tuple[str, str, str | None]:
+    async def go():
+        engine = Engine(FREE, SimExecutor(StepModel()))
+        engine.start()
+        engine.state = "ready"
+        seq = engine.submit(tokenizer.encode("Hello there"), params, "en")
+        thoughts, answer, reason = "", "", None
+        async for d in engine.deltas(seq):
+            assert not (answer and d.reasoning), "thinking after the answer began"
+            thoughts, answer, reason = thoughts + d.reasoning, answer + d.text, d.finish_reason
+        await engine.stop()
+        return thoughts, answer, reason
+
+    return asyncio.run(go())
+
+
+def test_the_first_tokens_are_thinking_and_stop_strings_apply_to_the_answer_alone():
+    thoughts, answer, _ = thoughts_and_answer(
+        SamplingParams(max_tokens=40, temperature=0, ignore_eos=True, reasoning_tokens=15)
+    )
+    assert thoughts.strip()
+    assert answer.strip()
+    assert thoughts == thoughts.lstrip()
+    assert answer == answer.lstrip()
+    stop = thoughts[5:9]  # in the thinking: no stop there
+    assert stop.strip()
+    params = SamplingParams(max_tokens=40, temperature=0, ignore_eos=True, reasoning_tokens=15, stop=(stop,))
+    t2, a2, _ = thoughts_and_answer(params)
+    assert t2 == thoughts
+    assert a2 == answer[: answer.index(stop)] if stop in answer else a2 == answer
+
+
+def test_a_request_waits_its_frontend_time_and_an_abort_meanwhile_leaves_nothing_behind():
+    async def go():
+        engine = Engine(FREE, SimExecutor(StepModel(frontend=0.2)))
+        engine.start()
+        engine.state = "ready"
+        seq = engine.submit(tokenizer.encode("Hello"), SamplingParams(max_tokens=2), "en")
+        assert seq.ready == seq.arrival + 0.2
+        await asyncio.sleep(0)
+        assert engine.has_work()
+        assert len(engine.scheduler.waiting) == 0  # not yet past the frontend
+        engine.abort(seq)
+        await asyncio.wait_for(engine.wait_idle(), 5.0)  # the frontend's timer ends its wait
+        assert not engine.scheduler.has_work()
+        await engine.stop()
+
+    asyncio.run(go())

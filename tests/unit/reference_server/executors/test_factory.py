@@ -8,13 +8,15 @@ import pytest
 from llmchaos.errors import UsageError
 from reference_server.executors import ENGINES, ExecutorOptions, create
 from reference_server.executors.sim import SimExecutor
+from reference_server.profile import StepModel
 
 
 def test_sim_is_built_by_the_factory_with_its_own_options():
-    executor = create(ExecutorOptions("sim", seed=3, sim_time_scale=0.0, sim_jitter=0.0))
+    step = StepModel(overhead=0.004, prefill_token=2e-5, jitter=0.01)
+    executor = create(ExecutorOptions("sim", seed=3, step=step, clocks=(1500.0, 300.0)))
     assert isinstance(executor, SimExecutor)
-    assert executor.cost.decode_base_s == 0.0
-    assert executor.cost.jitter == 0.0
+    assert executor.step == step
+    assert (executor.device.max_clock_mhz, executor.device.min_clock_mhz) == (1500.0, 300.0)
 
 
 def test_an_unknown_engine_is_refused_with_the_list():

@@ -9,13 +9,14 @@ import pytest
 
 from llmchaos import tokenizer
 from reference_server.batch import Batch
-from reference_server.executors.sim import BACK_TO_BACK_S, CostModel, SimDevice, SimExecutor
+from reference_server.executors.sim import CATCH_UP_S, SimDevice, SimExecutor
+from reference_server.profile import StepModel
 from reference_server.sequence import SamplingParams, Sequence
 
 
 @pytest.mark.parametrize("mhz", [1e-300, 0, -5, 209.9, 1980.1, 5000, math.inf, math.nan])
 def test_clocks_outside_the_device_range_are_refused(mhz):
-    device = SimDevice(1980.0)
+    device = SimDevice(1980.0, 210.0)
     with pytest.raises(ValueError, match=r"\[210, 1980\]"):
         device.lock(mhz)
     assert device.locked_mhz is None
@@ -23,7 +24,7 @@ def test_clocks_outside_the_device_range_are_refused(mhz):
 
 @pytest.mark.parametrize("mhz", [210, 990, 1980])
 def test_clocks_inside_the_range_lock(mhz):
-    device = SimDevice(1980.0)
+    device = SimDevice(1980.0, 210.0)
     device.lock(mhz)
     assert device.clock_mhz == mhz
     assert device.slowdown == 1980.0 / mhz
@@ -36,6 +37,11 @@ def _step(executor: SimExecutor) -> Batch:
     return batch
 
 
+def math_of(seconds: float) -> StepModel:
+    """A step model under which `_step`'s batch is `seconds` of math alone (all of it clocked)."""
+    return StepModel(prefill_token=seconds / _step(SimExecutor(StepModel())).num_prefill_tokens)
+
+
 @pytest.mark.timing
 def test_a_step_at_a_locked_clock_ends_soon_after_the_reset():
     """A step scheduled at the lowest clock must not keep its long deadline once the clock is reset:
@@ -43,7 +49,7 @@ def test_a_step_at_a_locked_clock_ends_soon_after_the_reset():
     the reset plus its full-speed work (0.2 s) plus a late wake; kept, the deadline would be 1.9 s
     away. The bound is halfway between the two, counted from when the reset really happened."""
     work = 0.2
-    executor = SimExecutor(CostModel(step_overhead_s=work, prefill_per_token_s=0.0, jitter=0.0))
+    executor = SimExecutor(math_of(work))
     executor.device.lock(210.0)
     locked_step = executor.step_time(_step(executor))
     assert locked_step == pytest.approx(work * 1980 / 210)
@@ -69,13 +75,12 @@ def test_a_step_slows_when_the_clock_is_locked_in_the_middle_of_it():
     before 2 x free_step - (done before the lock). A step that ignored the lock would end at free_step.
     The lock must land with at least a quarter of the work left, or the two are too close to tell:
     on a machine too busy for that the step is tried again."""
-    executor = SimExecutor(CostModel(step_overhead_s=0.1, prefill_per_token_s=0.0, jitter=0.0))
+    executor = SimExecutor(math_of(0.1))
     free_step = executor.step_time(_step(executor))
     executor.model("en")  # built once, not inside a timed step
 
     async def go() -> tuple[float, float]:
-        executor.device.reset()
-        await asyncio.sleep(2 * BACK_TO_BACK_S)  # a step right after the last would start at its deadline
+        executor.device.reset()  # a step counts from its batch's arrival, made after the last step ended
         t0 = time.monotonic()
         step = asyncio.create_task(executor.execute(_step(executor)))
         await asyncio.sleep(free_step / 4)
@@ -96,7 +101,7 @@ def test_a_step_slows_when_the_clock_is_locked_in_the_middle_of_it():
 def test_a_free_step_still_lets_the_event_loop_run():
     """With --sim-time-scale 0 every step is due at once; each must still yield, or the engine loop
     would starve the HTTP handlers while it has work."""
-    executor = SimExecutor(CostModel.zero())
+    executor = SimExecutor(StepModel())
 
     async def go() -> int:
         ticks = 0
@@ -116,3 +121,75 @@ def test_a_free_step_still_lets_the_event_loop_run():
         return ticks - before
 
     assert asyncio.run(go()) >= 10
+
+
+def test_a_step_woken_late_still_ended_at_its_deadline():
+    """The next step counts from the deadline, not from when the event loop came back (on a busy
+    machine every step's lateness had added up: 8.8 ms a token where the model said 7.4)."""
+    device = SimDevice(1980.0, 210.0)
+
+    async def go() -> tuple[float, float]:
+        deadline = time.monotonic() + 0.01
+        time.sleep(0.03)  # the loop is busy past the deadline
+        return deadline, await device.run_until(deadline)
+
+    deadline, met = asyncio.run(go())
+    assert met == deadline
+
+
+def test_steps_back_to_back_follow_each_other_whatever_the_loop_does_between_them():
+    """A busy CPU between two steps delays neither: the second begins where the first ended."""
+    step = StepModel(overhead=0.004, memory=0.003, decode_token=1e-4)
+    executor = SimExecutor(step)
+    executor.model("en")  # built once, on the first step, else: tens of ms
+
+    async def go() -> list[float]:
+        deadlines = []
+        batch = _step(executor)
+        for _ in range(3):
+            await executor.execute(batch)
+            deadlines.append(executor._deadline)
+            time.sleep(0.005)  # the engine's own work, on a slow machine
+        return deadlines
+
+    d = asyncio.run(go())
+    took = step.time(batch_prefill := _step(executor).num_prefill_tokens, 0, batch_prefill)
+    assert d[1] - d[0] == pytest.approx(took)
+    assert d[2] - d[1] == pytest.approx(took)
+
+
+def test_a_step_after_an_idle_engine_begins_when_its_work_was_ready():
+    executor = SimExecutor(StepModel(overhead=0.01))
+
+    async def go() -> tuple[float, float]:
+        batch = _step(executor)
+        ready = time.monotonic() - 0.02  # the engine noticed it 20 ms late
+        for seq, _ in batch.items:
+            seq.ready = ready
+        await executor.execute(batch)
+        return ready, executor._deadline
+
+    ready, deadline = asyncio.run(go())
+    assert deadline == pytest.approx(ready + 0.01)
+
+
+def test_a_step_further_behind_than_it_may_catch_up_counts_its_lost_time():
+    """Past CATCH_UP_S behind, the model time is lost (a paused server stays paused) and counted, so
+    /metrics says when the stand-in is not keeping to its profile (a machine too busy for the load)."""
+    executor = SimExecutor(StepModel(overhead=0.01))
+    executor.model("en")
+
+    async def go() -> float:
+        await executor.execute(_step(executor))
+        ended = executor._deadline
+        time.sleep(0.1)  # the loop comes back much later than the next step was due
+        batch = _step(executor)
+        for seq, _ in batch.items:
+            seq.ready = 0.0  # work that was there all along: the step was due at the last deadline
+        before = time.monotonic()
+        await executor.execute(batch)
+        return before - CATCH_UP_S - ended
+
+    at_least = asyncio.run(go())
+    assert at_least > 0.0
+    assert executor.late_s >= at_least

@@ -1,0 +1,35 @@
+"""`llmchaos calibrate`'s bad input: one line, exit 2, nothing written."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.unit.reference_server.calibrate.test_runs import write_run
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "RUN: give either --curves or RUN directories"),
+        (["--curves", "nosuch"], "no curves file or named curves 'nosuch' (named: vllm-llama2-7b-h100, "),
+        (["{run}", "{run}"], "--metrics: runs do not say how long their prompts were"),
+        (["{run}", "--prompt-tokens", "100"], "RUN: a fit needs two load levels or more"),
+        (["{run}", "{run}", "--metrics", "a", "b"], "--metrics: 1 pairs of scrapes for 2 runs"),
+        (["{tmp}/nosuch", "{run}", "--prompt-tokens", "9"], "{tmp}/nosuch/run.json: No such file or directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    write_run(tmp_path / "run")
+    args = [a.replace("{run}", str(tmp_path / "run")).replace("{tmp}", str(tmp_path)) for a in args]
+    out = tmp_path / "out.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "calibrate", *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("llmchaos: error: " + message.replace("{tmp}", str(tmp_path))), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert not out.exists()
