@@ -1,6 +1,8 @@
 """Long-context replay: the first rows of the public Mooncake trace (../shared/traces, prompts of
 tens of thousands of tokens) replayed, sped up, against `llmchaos serve` with its defaults (the sim,
-128K context), by one Locust process and by `--processes 2`.
+128K context), by one Locust process and by `--processes 2`, with a user for every request on any
+worker (`--max-concurrency 400`: the sim queues this load, TTFT grows to seconds, and a worker out of
+users would hold requests back for its own reason).
 
 Each request's prompt is built to the trace's exact size ahead of its time (loadtests/replay/ahead.py),
 so the schedule's lag does not depend on prompt length. Measured: every request ok, the server's
@@ -52,6 +54,7 @@ def template(url: str) -> int:
 
 def replay(url: str, log: Path, tmp: Path, processes: int) -> dict[str, float]:
     argv = [*REPLAY, "--log", str(log), "--target-a", url, "--speed", str(SPEED), "--results-dir", str(tmp)]
+    argv += ["--max-concurrency", str(4 * ROWS)]  # a user for every request on any worker: the sim queues them
     if processes > 1:
         argv += ["--processes", str(processes)]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
