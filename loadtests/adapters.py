@@ -36,7 +36,15 @@ class Adapter(Protocol):
     name: str
 
     def call(
-        self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool, lang_in_body: bool, api_key: str | None
+        self,
+        model: str,
+        prompt: str,
+        lang: str,
+        max_tokens: int,
+        stream: bool,
+        lang_in_body: bool,
+        api_key: str | None,
+        thoughts: bool = False,
     ) -> Call: ...
 
     def event(self, data: str) -> Event:
@@ -73,7 +81,15 @@ class OpenAIChat:
         return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
 
     def call(
-        self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool, lang_in_body: bool, api_key: str | None
+        self,
+        model: str,
+        prompt: str,
+        lang: str,
+        max_tokens: int,
+        stream: bool,
+        lang_in_body: bool,
+        api_key: str | None,
+        thoughts: bool = False,
     ) -> Call:
         body = self._payload(model, prompt, max_tokens)
         if stream:
@@ -147,12 +163,22 @@ class Gemini:
     name = "gemini"
 
     def call(
-        self, model: str, prompt: str, lang: str, max_tokens: int, stream: bool, lang_in_body: bool, api_key: str | None
+        self,
+        model: str,
+        prompt: str,
+        lang: str,
+        max_tokens: int,
+        stream: bool,
+        lang_in_body: bool,
+        api_key: str | None,
+        thoughts: bool = False,
     ) -> Call:
         body: dict = {
             "contents": [{"role": "user", "parts": [{"text": prompt}]}],
             "generationConfig": {"maxOutputTokens": max_tokens},
         }
+        if thoughts:  # a thinking model streams them as parts with thought: true (hidden otherwise)
+            body["generationConfig"]["thinkingConfig"] = {"includeThoughts": True}
         if lang_in_body:
             body["labels"] = {"lang": lang}
         headers = {"content-type": "application/json", LANG_HEADER: lang}

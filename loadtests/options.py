@@ -31,6 +31,11 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument(
         "--lang-in-body", action="store_true", help="also send the language as OpenAI metadata / Gemini labels"
     )
+    g.add_argument(
+        "--include-thoughts",
+        action="store_true",
+        help="Gemini: ask a thinking model to stream its thoughts (thinkingConfig.includeThoughts), measured apart",
+    )
     g.add_argument("--prompt-sizes", default="", help="e.g. short,medium (default: all)")
     g.add_argument(
         "--long-context-tokens",

@@ -111,7 +111,9 @@ class Loop(Source):
         s, o = self.settings, self.settings.options
         intended = self.arrivals.next(lang) if self.settings.open_loop else None
         prompt = self._prompt_source(lang).next()
-        call = s.adapter.call(o.model, prompt, lang, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key)
+        call = s.adapter.call(
+            o.model, prompt, lang, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts
+        )
         return Due(lang, s.adapter.name, call, intended)
 
     def _prompt_source(self, lang: str) -> PromptSource | LongContextSource:

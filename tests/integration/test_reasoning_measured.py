@@ -12,9 +12,10 @@ import sys
 import httpx
 import pytest
 
+from tests.integration.conftest import math_bound
 from tests.integration.loadtest_helpers import locust, only_run, summary
 from tests.noise import WakeNoise
-from tests.procs import ROOT
+from tests.procs import ROOT, serve
 from tests.servers import scripted
 
 pytestmark = pytest.mark.timing  # compares times per request
@@ -61,3 +62,25 @@ def test_thinking_is_measured_apart_and_within_the_tokens(tmp_path):
     cmd = [sys.executable, "-m", "llmchaos.cli", "report", str(run_dir), "--html", str(page)]
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=120)
     assert "Time to first answer CDF per language" in page.read_text()
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "gemini"])
+def test_the_reference_server_thinking_as_told(tmp_path, api):
+    """`llmchaos serve` told to think 12 tokens first (the model `NAME-think-12`) on all-math 14 ms
+    decode steps, one user: the first answer token comes 12 steps after the first token, and the
+    harness's counts are the server's usage (Gemini's thoughts shown with --include-thoughts)."""
+    think, step = 12, 0.014
+    with serve("--profile", math_bound(tmp_path), "--pacer-rate", "0") as server, WakeNoise() as noise:
+        args = ("--host", server.url, "--results-dir", str(tmp_path / "r"), "-u", "1", "-r", "1", "-t", "5s")
+        model = ("--model", f"llmchaos-sim-8b-think-{think}", "--api", api, "--include-thoughts")
+        proc = locust(*args, *model, "--langs", "en", "--max-tokens", "20")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    _, _, requests = only_run(tmp_path / "r")
+    ok = [r for r in requests if r["outcome"] == "ok"]
+    assert len(ok) >= 3
+    first = min(r["ttft"] for r in ok)
+    for r in ok:
+        assert (r["reasoning_tokens"], r["output_tokens"], r["tokens_from"]) == (think, 20, "usage"), r
+        # a first token later than the run's quickest (a busy machine) is caught up by the steps after it
+        tolerance = 0.005 + noise.worst + (r["ttft"] - first)
+        assert abs((r["ttfa"] - r["ttft"]) - think * step) <= tolerance, (r["ttfa"] - r["ttft"], tolerance, r)

@@ -68,3 +68,11 @@ def test_gemini_thoughts_are_thinking_and_counted_apart_in_usage():
         json.dumps({"candidates": [{"content": {"parts": []}, "finishReason": "STOP"}], "usageMetadata": usage})
     )
     assert (end.usage_tokens, end.usage_reasoning) == (9, 4)
+
+
+def test_gemini_asks_for_thoughts_only_when_told():
+    g = ADAPTERS["gemini"]
+    plain = json.loads(g.call("m", "p", "en", 8, True, False, None).body)
+    shown = json.loads(g.call("m", "p", "en", 8, True, False, None, thoughts=True).body)
+    assert "thinkingConfig" not in plain["generationConfig"]
+    assert shown["generationConfig"]["thinkingConfig"] == {"includeThoughts": True}
