@@ -24,13 +24,15 @@ within() {
   clocks=$(smi --query-supported-clocks="$1" --format=csv,noheader,nounits) || exit 1
   lo=$(echo "$clocks" | sort -n | head -n 1); hi=$(echo "$clocks" | sort -n | tail -n 1)
   case "$lo$hi" in *[!0-9]* | "") echo "llmchaos: GPU $GPU lists no supported $1 clocks: $clocks" >&2; exit 1;; esac
-  if [ "$2" -lt "$lo" ] || [ "$2" -gt "$hi" ]; then
-    echo "llmchaos: GPU $GPU: $1 clock $2 MHz is not within the supported $lo..$hi MHz" >&2; exit 1
-  fi
+  for mhz in "${2%,*}" "${2#*,}"; do
+    if [ "$mhz" -lt "$lo" ] || [ "$mhz" -gt "$hi" ]; then
+      echo "llmchaos: GPU $GPU: $1 clock $mhz MHz is not within the supported $lo..$hi MHz" >&2; exit 1
+    fi
+  done
 }
 follow() { llmchaos k8s wait "$NAMESPACE/$WORKFLOW" --step "$STEP" --for "$1" & wait $!; }
-within graphics "${GRAPHICS_MHZ%,*}"; within graphics "${GRAPHICS_MHZ#*,}"
-if [ -n "$MEMORY_MHZ" ]; then within memory "${MEMORY_MHZ%,*}"; within memory "${MEMORY_MHZ#*,}"; fi
+within graphics "$GRAPHICS_MHZ"
+if [ -n "$MEMORY_MHZ" ]; then within memory "$MEMORY_MHZ"; fi
 reset || exit 1
 trap reset EXIT
 trap 'exit 143' TERM INT HUP

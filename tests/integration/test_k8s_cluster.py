@@ -28,7 +28,7 @@ from tests.unit.faults.k8s.recorded import iso, nodes
 CLUSTER = Cluster(run="drills", namespace="staging", selector={"app": "llm"}, gpu_node="gpu-node-1")
 GPU = (
     "faults:\n"
-    "  - {name: slow-gpu, kind: gpu_clock, target: {gpu: 0}, at: %ds, duration: 2s, params: {graphics_mhz: %d}}\n"
+    "  - {name: slow-gpu, kind: gpu_clock, target: {gpu: 0}, at: %ds, duration: 2s, params: {graphics_mhz: %s}}\n"
 )
 NVIDIA_SMI = """#!/bin/sh
 echo "$(date +%s.%N) $*" >> "$SMI_LOG"
@@ -134,7 +134,7 @@ def test_the_gpu_job_resets_locks_while_its_step_runs_and_resets(tmp_path):
 
 
 def test_the_gpu_job_resets_on_sigterm(tmp_path):
-    _, (workflow, job) = rendered(tmp_path, GPU % (1, 500))
+    _, (workflow, job) = rendered(tmp_path, GPU % (1, "[500, 800]"))  # the seeds' range
     t0 = int(time.time())
     with running(KubeAPI(workflow, lambda now: nodes(workflow, t0, until=now)), tmp_path) as config:
         proc = gpu_job(tmp_path, config, job)
@@ -143,11 +143,11 @@ def test_the_gpu_job_resets_on_sigterm(tmp_path):
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)  # the Job deleted, or its activeDeadlineSeconds passed
         assert proc.wait(30) == 143
-    assert [args for _, args in smi_calls(tmp_path)][-2:] == ["-i 0 -lgc 500,500", "-i 0 -rgc"]
+    assert [args for _, args in smi_calls(tmp_path)][-2:] == ["-i 0 -lgc 500,800", "-i 0 -rgc"]
 
 
 def test_the_gpu_job_refuses_a_clock_the_gpu_does_not_support(tmp_path):
-    _, (workflow, job) = rendered(tmp_path, GPU % (1, 5000))
+    _, (workflow, job) = rendered(tmp_path, GPU % (1, "[500, 5000]"))  # its top beyond this GPU
     with running(KubeAPI(workflow, lambda now: []), tmp_path) as config:
         proc = gpu_job(tmp_path, config, job)
         assert proc.wait(30) == 1
