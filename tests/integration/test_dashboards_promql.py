@@ -43,6 +43,7 @@ def locust(host: str, port: int, sched: str, tmp_path, env: dict, *extra: str) -
     args = [*LOCUST, "--host", host, "--rate", "8", "-u", "16", "-r", "16", "-t", "12s", "--langs", "en,de"]
     args += ["--max-tokens", "12", "--prometheus-port", str(port), "--schedule", sched]
     args += ["--fault-journal", str(tmp_path / f"journal-{port}.json"), *extra]
+    args += ["--model", "llmchaos-sim-8b-think-3"]  # thinking first: the reasoning panels have data too
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
