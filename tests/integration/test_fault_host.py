@@ -24,6 +24,7 @@ from faults.host.executor import Executor
 from faults.host.messages import Desired, Lease
 from faults.host.reach import Reach
 from faults.journal import Journal
+from tests.integration.conftest import math_bound
 from tests.integration.loadtest_helpers import only_run, report, summary
 from tests.integration.test_stack import assert_all_gone, services, stack
 from tests.procs import ROOT, free_port, serve, stop
@@ -152,7 +153,8 @@ def secret(tmp_path: Path) -> Path:
 def test_a_master_leases_the_window_and_labels_requests_by_its_acknowledgements(tmp_path, secret, monkeypatch):
     monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)
     port = free_port()
-    with serve("--admin-token", TOKEN, "--sim-time-scale", "0.3") as server:
+    profile = math_bound(tmp_path)  # steps all math: the lock slows ITL in proportion (the default's decode hardly)
+    with serve("--profile", profile, "--admin-token", TOKEN, "--sim-time-scale", "0.3") as server:
         with fault_host(port, secret, tmp_path / "host.json", "--allow-sim", server.url):
             worker = subprocess.Popen([*LOCUST[:5], "--worker", "--master-port", str(port)], cwd=ROOT)
             try:
