@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from faults.journal import Journal
+from tests.integration.conftest import math_bound
 from tests.integration.loadtest_helpers import only_run, report, summary
 from tests.noise import WakeNoise
 from tests.system import fault_lab as fl
@@ -51,7 +52,8 @@ def phases_of(requests: list[dict], window: dict) -> tuple[list[dict], list[dict
 
 @pytest.mark.timing
 def test_phases_follow_the_acknowledged_times_and_the_faults_move_the_latencies(tmp_path):
-    with fl.staged(tmp_path, "--sim-time-scale", "0.3") as (lab, procs, secret, journal):
+    math = math_bound(tmp_path)  # steps all math: the lock slows ITL in proportion (the default's decode hardly)
+    with fl.staged(tmp_path, "--profile", math, "--sim-time-scale", "0.3") as (lab, procs, secret, journal):
         with WakeNoise() as noise, fl.Watch(lab, "g2c") as watch:
             fl.load(procs, lab, secret, schedule(tmp_path, 6, 6, 16, 6), tmp_path / "results", 26)
             assert procs.running["master"].wait(120) == 0, procs.log("master")[-3000:]
