@@ -51,4 +51,5 @@ def test_the_jitter_drill_delays_first_tokens_by_its_mean_and_spreads_the_tokens
         f"TTFT p50 rose {rise:.1f} ms"
     )
     assert 70 <= rise <= 160
-    assert itl_drill["p90"] > itl_base["p90"] + 0.02  # chunks held back behind late packets, then a burst
+    # chunks held back behind late packets (up to the jitter's 60 ms spread), then a burst
+    assert itl_drill["p99"] > itl_base["p99"] + 0.03
