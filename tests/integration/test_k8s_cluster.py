@@ -6,6 +6,7 @@ steps as the cluster ran them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -92,6 +93,20 @@ def test_wait_without_a_cluster_is_one_line_and_exit_2(tmp_path):
     assert "no cluster to read" in r.stderr
 
 
+JOBS: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_job_left():
+    """Each GPU job's whole process group (its `llmchaos k8s wait` in the background too) ends with its test."""
+    yield
+    while JOBS:
+        job = JOBS.pop()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
 def gpu_job(tmp_path: Path, config: Path, job: dict, **override: str) -> subprocess.Popen:
     """The Job's container as the node would run it, but with our stand-ins on its PATH."""
     bin_dir = tmp_path / "bin"
@@ -102,12 +117,15 @@ def gpu_job(tmp_path: Path, config: Path, job: dict, **override: str) -> subproc
     container = job["spec"]["template"]["spec"]["containers"][0]
     job_env = {e["name"]: e["value"] for e in container["env"]} | {"NVIDIA_SMI": str(bin_dir / "nvidia-smi")}
     path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         container["command"],
+        start_new_session=True,
         env=env(config, tmp_path, **job_env, PATH=path, SMI_LOG=str(tmp_path / "smi.log"), **override),
         stderr=subprocess.PIPE,
         text=True,
     )
+    JOBS.append(proc)
+    return proc
 
 
 def smi_calls(tmp_path: Path) -> list[tuple[float, str]]:
