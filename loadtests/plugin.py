@@ -55,6 +55,9 @@ def _sigterm_as_sigint(h: Harness) -> None:
             main.throw(KeyboardInterrupt)
 
     gevent.signal_handler(signal.SIGTERM, interrupt)
+    # Ctrl-C to the main greenlet too: Python's own handler raised it in whichever greenlet the signal
+    # found running (a user's, or the hub's), where it could end without stopping the test
+    gevent.signal_handler(signal.SIGINT, lambda: main.throw(KeyboardInterrupt))
 
 
 def on_test_stopping(environment: Environment, **kw: object) -> None:
