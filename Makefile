@@ -12,6 +12,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev,torch]'
 	touch $(STAMP)
 
+# The native read loop (loadtests/dataplane/_native.c) with the system's C compiler; without one the
+# build says so and the load tests use the Python plane (the client tests then fail for want of it).
+NATIVE := $(VENV)/.native
+$(NATIVE): loadtests/dataplane/_native.c setup.py $(STAMP)
+	$(BIN)/python setup.py -q build_ext --inplace
+	touch $(NATIVE)
+
 # Real Prometheus, Pushgateway and Docker daemon for the tests, and a static busybox to build a
 # test image from, and Chromium to open the HTML reports headless, docker-compose and debootstrap for
 # the compose stack, and the kernel lab's user-mode Linux (sch_netem, sch_prio, ifb: tests/system/
@@ -35,7 +42,7 @@ debian-deps:
 	apt-get update -qq; \
 	apt-get install -y -qq --no-install-recommends $(DEBIAN_DEPS)
 
-install: $(STAMP)
+install: $(STAMP) $(NATIVE)
 
 test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
@@ -47,31 +54,31 @@ check: lint
 
 # The tests that assert something about time, with a CPU-bound process on every core meanwhile: they
 # must hold on a slow, busy machine, not only on a quiet one.
-test-stressed: $(STAMP) debian-deps
+test-stressed: install debian-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m timing --stress tests
 
 # The fuzz tests with many more examples, fresh ones each time (make test runs them with a fixed few).
-fuzz: $(STAMP)
+fuzz: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m fuzz --hypothesis-profile=soak tests
 
-lint: $(STAMP)
+lint: $(STAMP) $(NATIVE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-demo: $(STAMP) debian-deps
+demo: install debian-deps
 	$(BIN)/python -m compose.demo
 
 # Every benchmark runs even when one misses its target; the target fails if any did.
 BENCHMARKS := server_throughput server_memory standin_accuracy client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity long_context_replay
-bench: $(STAMP)
+bench: install
 	@failed=; for b in $(BENCHMARKS); do $(BIN)/python -m benchmarks.$$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "bench: missed:$$failed" >&2; exit 1; fi
 
 # The reference server under a fixed per-language load NIGHTLY_RUNS times, gated by `llmchaos regress`
 # against NIGHTLY_BASELINE (tonight's runs become it when it is empty); JUnit and HTML next to the runs
 # (compose/nightly.py lists the NIGHTLY_* settings; PUSHGATEWAY_URL pushes every run).
-nightly: $(STAMP)
+nightly: install
 	$(BIN)/python -m compose.nightly
 
 tokenizer: $(STAMP)

@@ -34,6 +34,7 @@ class Call:
 
 class Adapter(Protocol):
     name: str
+    ends: tuple[bytes, ...]  # bytes that every event ending a stream (terminator, error) contains
 
     def call(
         self,
@@ -76,6 +77,7 @@ def _loads(data: str | bytes) -> dict:
 class OpenAIChat:
     name = "openai-chat"
     path = "/v1/chat/completions"
+    ends: tuple[bytes, ...] = (DONE_DATA.encode(), b'"error"')
 
     def _payload(self, model: str, prompt: str, max_tokens: int) -> dict:
         return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
@@ -161,6 +163,7 @@ class OpenAICompletions(OpenAIChat):
 
 class Gemini:
     name = "gemini"
+    ends: tuple[bytes, ...] = (b'"finishReason"', b'"error"')
 
     def call(
         self,

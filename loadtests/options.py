@@ -13,7 +13,7 @@ from llmchaos.errors import UsageError
 from llmchaos.units import duration
 from loadtests import guard, profile
 from loadtests.adapters import ADAPTERS, Adapter
-from loadtests.dataplane.request import Limits
+from loadtests.dataplane.response import Limits
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process (gevent): only its users may
     from configargparse import ArgumentParser

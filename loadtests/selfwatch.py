@@ -16,7 +16,7 @@ from typing import Any
 import gevent
 import psutil
 
-from loadtests.dataplane.request import LATE_S
+from loadtests.dataplane.response import LATE_S
 from loadtests.record import RequestRecord
 
 CPU_LIMIT = 0.90  # of one core, mean over the run

@@ -2,7 +2,8 @@
 which times every SSE event and classifies the outcome; the calling greenlet waits for the record.
 
 The greenlet keeps what Locust needs (users, spawning, events, stats); the bytes are read by one
-native thread per process, so a read costs no greenlet switch and no timer.
+native thread per process, so a read costs no greenlet switch and no timer: the native plane's (C,
+where it is built) or the Python plane's (https, or LLMCHAOS_PLANE=python).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from urllib.parse import urlsplit
 import gevent
 from gevent.event import Event
 
+from loadtests import dataplane
 from loadtests.adapters import Adapter, Call
 from loadtests.dataplane.connection import Connection
 from loadtests.dataplane.loop import plane
-from loadtests.dataplane.request import Exchange, Limits
+from loadtests.dataplane.native import NativeLink
+from loadtests.dataplane.request import Exchange
+from loadtests.dataplane.response import Limits
 from loadtests.record import RequestRecord
 
 USER_AGENT = "llmchaos"
@@ -45,7 +49,8 @@ class StreamClient:
         self.netloc = url.netloc.rpartition("@")[2]
         self.prefix = url.path.rstrip("/")
         self.limits = limits
-        self._conn: Connection | None = None
+        self.plane = dataplane.choose(self.https)
+        self._conn: Connection | NativeLink | None = None
 
     @property
     def connections(self) -> int:
@@ -53,7 +58,9 @@ class StreamClient:
         return self._conn.opened if self._conn is not None else 0
 
     def close(self) -> None:
-        if self._conn is not None:
+        if isinstance(self._conn, NativeLink):
+            self._conn.close()
+        elif self._conn is not None:
             plane().call(self._conn.close)
 
     def run(self, adapter: Adapter, call: Call, stream: bool, rec: RequestRecord, start: float) -> None:
@@ -64,6 +71,9 @@ class StreamClient:
             conn = self._connection()
         except OSError as e:
             rec.outcome, rec.error = "connect_error", f"{type(e).__name__}: {e}"
+            return
+        if isinstance(conn, NativeLink):
+            conn.run(adapter, self._request(call), stream, rec, start, self.limits)
             return
         done, woken = Event(), gevent.get_hub().loop.async_()  # the plane wakes this thread's hub
         woken.start(done.set)
@@ -86,13 +96,16 @@ class StreamClient:
         finally:
             woken.close()
 
-    def _connection(self) -> Connection:
+    def _connection(self) -> Connection | NativeLink:
         if self._conn is None:
             if not self.host:
                 raise OSError(f"no host in the target URL {self.netloc!r}")
             family, _, _, _, sockaddr = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
-            tls = tls_context() if self.https else None
-            self._conn = Connection(plane(), self.host, (family, sockaddr), tls)
+            if self.plane == "native":
+                self._conn = NativeLink((family, sockaddr))
+            else:
+                tls = tls_context() if self.https else None
+                self._conn = Connection(plane(), self.host, (family, sockaddr), tls)
         return self._conn
 
     def _request(self, call: Call) -> bytes:

@@ -68,3 +68,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     return f"stressed: a CPU-bound process on each of {os.cpu_count()} cores" if config.getoption("--stress") else None
+
+
+@pytest.fixture(params=["native", "python"])
+def each_plane(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test on each data plane (LLMCHAOS_PLANE, read by every client made meanwhile, in this
+    process and in the Locust processes it starts). `make install` builds the native one: a test
+    asking for it fails where it is missing."""
+    from loadtests.dataplane import native
+
+    if request.param == "native" and not native.available():
+        pytest.fail("the native plane is not built (make install builds loadtests/dataplane/_native.c)")
+    monkeypatch.setenv("LLMCHAOS_PLANE", request.param)
+    return str(request.param)

@@ -13,7 +13,7 @@ import pytest
 
 from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
-from loadtests.dataplane.request import LATE_S, Limits
+from loadtests.dataplane.response import LATE_S, Limits
 from loadtests.record import RequestRecord
 from loadtests.selfwatch import COALESCED_LIMIT, CPU_LIMIT
 from loadtests.stream_client import StreamClient
@@ -22,6 +22,7 @@ from tests.integration.test_sse_proxy import proxy
 from tests.noise import WakeNoise
 from tests.servers import raw_upstream, scripted
 
+pytestmark = pytest.mark.usefixtures("each_plane")
 HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n"
 
 

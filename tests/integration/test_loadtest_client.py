@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 
 from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests.adapters import ADAPTERS, Call
-from loadtests.dataplane.request import Limits
+from loadtests.dataplane.response import Limits
 from loadtests.record import RequestRecord
 from loadtests.stream_client import StreamClient
 from tests.servers import scripted
 from tests.servers.accepting import Accepting
 
+pytestmark = pytest.mark.usefixtures("each_plane")
 FAST = {"ttft_ms": [5, 5], "itl_ms": [5, 5]}
 LIMITS = Limits(connect=2.0, ttft=10.0, stall=10.0, request=20.0)
 

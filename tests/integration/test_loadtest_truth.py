@@ -10,6 +10,7 @@ from tests.integration.loadtest_helpers import distributed, locust, only_run, su
 from tests.noise import WakeNoise
 from tests.servers import scripted
 
+pytestmark = pytest.mark.usefixtures("each_plane")
 LANGS = ("en", "de", "zh", "ja")
 MAX_TOKENS = 30
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from loadtests.adapters import ADAPTERS
-from loadtests.dataplane.request import LATE_S, Exchange, Limits
+from loadtests.dataplane.request import Exchange
+from loadtests.dataplane.response import LATE_S, Limits
 from loadtests.record import RequestRecord
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"

@@ -1,0 +1,48 @@
+"""Types of the native read loop (`_native.c`)."""
+
+E_NONE: int
+E_COMPLETE: int
+E_CLOSED: int
+E_ERROR: int
+E_CONNECT_TIMEOUT: int
+E_HTTP: int
+E_UPGRADE: int
+
+# take(): status, headers, events (data, valid UTF-8, stamp, held, read number), body, head, end, errno,
+# message, end_at, comments, pending, send_at, expired_at
+News = tuple[
+    int,
+    list[tuple[str, str]] | None,
+    list[tuple[str, bool, float, float, int]],
+    bytes,
+    bytes,
+    int,
+    int,
+    str,
+    float,
+    int,
+    bool,
+    float,
+    float | None,
+]
+
+class Plane:
+    def connection(
+        self, family: int, host: str, port: int, flowinfo: int = ..., scope_id: int = ...
+    ) -> tuple[int, int]: ...
+    def start(
+        self,
+        id: int,
+        request: bytes,
+        stream: bool,
+        connect_s: float,
+        deadline: float,
+        stall_s: float,
+        needles: tuple[bytes, ...],
+    ) -> int: ...
+    def take(self, id: int, seq: int) -> News: ...
+    def arm(self, id: int, seq: int, deadline: float, stall_s: float, content: bool) -> None: ...
+    def finish(self, id: int, seq: int, keep: bool) -> None: ...
+    def close(self, id: int) -> None: ...
+    def drop(self, id: int) -> None: ...
+    def opened(self, id: int) -> int: ...

@@ -1,0 +1,175 @@
+"""What a response means, whichever plane framed it: its outcome, its events timed, its record filled.
+
+The Python plane (`request.Exchange`) and the native one (`native.NativeExchange`) each frame the
+bytes and stamp the reads; both hand the status, headers, events and bodies to one `Response`, so a
+stream is judged the same on either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadtests.adapters import Adapter
+from loadtests.record import RequestRecord
+
+ERROR_TEXT = 500  # bytes of an error body kept as the record's error
+LATE_S = 0.001  # the kernel held a read's last bytes this long or more: the generator was late to it (an
+# idle one reads within 0.1 ms here); several events in a read taken on time came so from the network
+
+Outcome = tuple[str, str | None]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When a request is given up, in seconds from its start (latencies count from the same start):
+    `ttft` for the first content event (the response headers included), `request` for the
+    terminator; `stall` between two events once content flows; `connect` to open a connection."""
+
+    connect: float = 5.0
+    ttft: float = 300.0
+    stall: float = 30.0
+    request: float = 600.0
+
+    def silence(self, why: str) -> str:
+        """The error of a request given up for `why`."""
+        if why == "ttft_timeout":
+            return f"no content within {self.ttft:g}s"
+        if why == "stalled":
+            return f"no event for {self.stall:g}s"
+        return f"not done within {self.request:g}s"
+
+
+def count_read(rec: RequestRecord, events: int, held: float) -> None:
+    """Count a read that brought `events` content events, its last bytes `held` seconds in the kernel
+    before it; several share one kernel receive stamp (a coalesced read: the gaps between them are
+    lost, one before them inflated). Coalesced and late (held LATE_S or more) is the generator's
+    doing; coalesced and on time, the network's (a burst, a proxy's hold: the stream as it came)."""
+    if events:
+        rec.reads += 1
+        if events > 1:
+            rec.coalesced_reads += 1
+            if held >= LATE_S:
+                rec.late_reads += 1
+
+
+class Response:
+    """A request's response as it comes in: `end` (the plane's) is called once with its outcome."""
+
+    def __init__(self, adapter: Adapter, stream: bool, rec: RequestRecord, start: float, limits: Limits) -> None:
+        self.adapter, self.stream, self.rec, self.start, self.limits = adapter, stream, rec, start, limits
+        self.headers: dict[str, str] = {}
+        self.mode = ""  # once the headers are in: "stream", "not_sse", "body" (a whole non-stream body) or "error"
+        self.done = False  # the record is whole and handed back
+        self.last_event = self.last_content = start
+        self.seen = 0  # events decoded
+        self.head = b""  # a stream's first bytes (to show what a non-stream was), an error body's text
+        self.limit, self.why = self._limit() if stream else (start + limits.request, "timeout")
+
+    def end(self, outcome: str, error: str | None) -> None:
+        raise NotImplementedError
+
+    # -- the head ------------------------------------------------------------------------------
+    def header(self, name: str, value: str) -> None:
+        key = name.lower()
+        self.headers[key] = f"{self.headers[key]}, {value}" if key in self.headers else value
+
+    def headers_complete(self, status: int) -> None:
+        self.rec.status = status
+        if status != 200:
+            self.mode = "error"
+        elif not self.stream:
+            self.mode = "body"
+        else:
+            sse = self.headers.get("content-type", "").startswith("text/event-stream")
+            self.mode = "stream" if sse else "not_sse"
+
+    # -- the body ------------------------------------------------------------------------------
+    def _limit(self) -> tuple[float, str]:
+        """The time this stream must show its next sign of life by, and the outcome if it does not:
+        the first content by the TTFT limit (a wait for it is TTFT, never a stall), then each event
+        within the stall limit of the one before, and the terminator by the request limit."""
+        lim, start = self.limits, self.start
+        limit, why = (self.last_event + lim.stall, "stalled") if self.rec.chunks else (start + lim.ttft, "ttft_timeout")
+        return (limit, why) if limit < start + lim.request else (start + lim.request, "timeout")
+
+    def event(self, data: str, valid_utf8: bool, now: float) -> Outcome | None:
+        """One SSE event's data, timed `now`; the outcome when it ends the request."""
+        rec = self.rec
+        chunks = rec.chunks
+        self.seen += 1
+        self.last_event = now
+        if not data:  # `data:` alone carries nothing to read
+            return None
+        if not valid_utf8:
+            return "malformed", "invalid UTF-8 in an event"
+        try:
+            parsed = self.adapter.event(data)
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            return "malformed", f"event {data[:80]!r}: {e}"
+        if parsed.error is not None:
+            return f"http_{parsed.error_code or 500}", parsed.error
+        if parsed.text or parsed.reasoning:  # tokens of either kind: thinking counts in TTFT and ITL
+            if chunks:
+                rec.gaps.append(now - self.last_content)
+            else:
+                rec.ttft = now - self.start
+            if parsed.text and rec.ttfa is None:
+                rec.ttfa = now - self.start
+            if parsed.reasoning:
+                rec.thinking[len(chunks)] = len(parsed.reasoning)
+            chunks.append(parsed.reasoning + parsed.text)
+            self.last_content = now
+        if parsed.usage_tokens is not None:
+            rec.usage_tokens = parsed.usage_tokens
+            rec.usage_reasoning = parsed.usage_reasoning
+        if parsed.done:  # the stream ended: ok, with or without text (an EOS first token)
+            rec.e2e = now - self.start
+            return "ok", None
+        return None
+
+    def cut(self, comments: int, pending: bool) -> None:
+        """The body ended (HTTP framed it) before the terminator: was it a stream cut short, or never
+        a stream at all?"""
+        if not self.seen and not comments and pending:
+            self.end("malformed", f"not an event stream: {self.head[:80]!r}")
+        else:
+            self.end("truncated", "stream ended without a terminator")
+
+    def whole_body(self, raw: bytes, now: float) -> None:
+        rec = self.rec
+        try:
+            ev = self.adapter.body(raw)
+        except (ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError) as e:
+            self.end("malformed", f"body: {e}")
+            return
+        if ev.error is not None:
+            self.end(f"http_{ev.error_code or 500}", ev.error)
+            return
+        rec.chunks, rec.usage_tokens, rec.usage_reasoning = (
+            [ev.reasoning + ev.text],
+            ev.usage_tokens,
+            ev.usage_reasoning,
+        )
+        rec.ttft = rec.e2e = now - self.start
+        rec.ttfa = rec.ttft if ev.text else None
+        rec.thinking = {0: len(ev.reasoning)} if ev.reasoning else {}
+        self.end("ok", None)
+
+    def error_status(self) -> None:
+        status = self.rec.status
+        self.rec.retry_after = self.headers.get("retry-after")
+        outcome = "rate_limited" if status == 429 else f"http_{status}"
+        self.end(outcome, self.head[:ERROR_TEXT].decode("utf-8", "replace"))
+
+    def lost(self, error: OSError | None) -> None:
+        """The connection closed (`error` None: by the peer) or failed before the response was whole."""
+        if self.rec.status is None:
+            why = f"{type(error).__name__}: {error}" if error else "connection closed before the response"
+            self.end("connect_error", why)
+        elif self.mode == "error":
+            self.error_status()
+        else:
+            self.end("truncated", f"{type(error).__name__}: {error}" if error else "connection closed in the body")
+
+    def give_up(self) -> None:
+        self.end(self.why, self.limits.silence(self.why))
