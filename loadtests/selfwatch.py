@@ -16,6 +16,7 @@ from typing import Any
 import gevent
 import psutil
 
+from loadtests import dataplane
 from loadtests.dataplane.response import LATE_S
 from loadtests.record import RequestRecord
 
@@ -82,6 +83,7 @@ class SelfWatch:
             "coalesced": self.coalesced,
             "late": self.late,
             "phases": [[phase, *row] for phase, row in self.phases.items()],
+            "planes": sorted(dataplane.used),
         }
         self.cpu, self.lags, self.reads, self.coalesced, self.late, self.phases = [], [], 0, 0, 0, {}
         return out
@@ -116,6 +118,7 @@ def verdict(per_process: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "reads": reads,
             "coalesced_reads": coalesced,
             "late_reads": late,
+            "plane": "+".join(sorted(set(s.get("planes", [])))) or "none",  # the data planes its clients read on
         }
         over = []
         if len(s["cpu"]) >= CPU_MIN_SAMPLES and cpu >= CPU_LIMIT:
