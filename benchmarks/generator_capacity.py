@@ -155,9 +155,10 @@ def ours(server: list[str], streams: int) -> Level:
         )
         (run_dir,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
         res = run.load(run_dir)
+        lines = list(res.requests())
         measured = {
             r.request_id: Measured(r.intended, r.ttft, r.gaps)
-            for r in res.requests()
+            for r in lines
             if r.outcome == "ok" and r.ttft is not None
         }
         level = judge("locust", streams, measured, truth_of(url))
@@ -167,7 +168,6 @@ def ours(server: list[str], streams: int) -> Level:
     level.coalesced = res.run.reads.coalesced / max(res.run.reads.reads, 1)
     level.lag_p95 = gen.get("loop_lag_p95_s")
     level.plane = gen.get("plane", "")
-    lines = list(res.requests())
     reads = sum(r.reads or 0 for r in lines)
     level.events_per_read = sum(len(r.gaps) + 1 for r in lines if r.ttft is not None) / reads if reads else None
     return level
@@ -186,8 +186,8 @@ def row(lv: Level) -> str:
     per_read = per_event * lv.events_per_read if per_event is not None and lv.events_per_read else None
     costs = " ".join(f"{x:6.1f}" if x is not None else f"{'-':>6}" for x in (per_event, per_read))
     return (
-        f"{lv.client + (' ' + lv.plane if lv.plane else ''):15} {lv.streams:5d} {lv.events_s:9.0f} {100 * lv.driven:5.1f}"
-        f" {errs} {lv.late_p99 * 1000:8.3f}{'!' if lv.server_fault else ' '} {cpu} {costs} {watch} {lv.load:4.1f} "
+        f"{lv.client + (' ' + lv.plane if lv.plane else ''):15} {lv.streams:5d} {lv.events_s:9.0f}"
+        f" {100 * lv.driven:5.1f} {errs} {lv.late_p99 * 1000:8.3f}{'!' if lv.server_fault else ' '} {cpu} {costs} {watch} {lv.load:4.1f} "
         f"{'yes' if lv.within else 'NO':>6} {valid:8} {lv.why}"
     )
 
