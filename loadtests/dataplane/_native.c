@@ -952,7 +952,14 @@ static PyObject *Plane_close(Plane *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "n", &id)) return NULL;
     lock(self);
     conn_t *c = conn_of(self, id);
-    if (c != NULL) close_socket(self, c), c->active = 0;
+    if (c != NULL) {
+        int waited = c->active && !c->finished; /* its request's greenlet hears of it */
+        close_socket(self, c);
+        if (waited)
+            end_with(c, E_ERROR, ECONNABORTED, NULL, mono());
+        else
+            c->active = 0;
+    }
     pthread_mutex_unlock(&self->lock);
     if (c == NULL) return NULL;
     Py_RETURN_NONE;

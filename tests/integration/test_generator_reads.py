@@ -69,7 +69,7 @@ def test_events_written_far_apart_are_no_coalesced_read(upstream):
 
 
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])
-def test_a_run_counts_its_coalesced_reads_per_phase(tmp_path, mode):
+def test_a_run_counts_its_coalesced_reads_per_phase(tmp_path, mode, each_plane):
     # No gap between events: they are written back to back and read several at a time; the run
     # counts them (per request in requests.jsonl, per phase and per process in run.json) and prints
     # them; a master adds up its workers' counts. (Whether the generator kept up with a server this
@@ -91,6 +91,7 @@ def test_a_run_counts_its_coalesced_reads_per_phase(tmp_path, mode):
     procs = run["generator"]
     assert len(procs) == (1 if mode == "one process" else 2)
     assert sum(p["coalesced_reads"] for p in procs.values()) == reads["coalesced"]
+    assert {p["plane"] for p in procs.values() if p["reads"]} == {each_plane}  # each process says which read
     assert "events the network delivered together, share of reads by phase: baseline " in proc.stdout + proc.stderr
 
 
