@@ -494,7 +494,7 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
                     if (d < 0) break;
                     size = size * 16 + d;
                 }
-                if (i == 0 || (i < len && s[i] != ';' && s[i] != ' ' && s[i] != '\t')) {
+                if (i == 0 || (i < len && s[i] != ';')) { /* as strict as llhttp: no space before an extension */
                     snprintf(c->msg, sizeof c->msg, "invalid character in chunk size");
                     return E_HTTP;
                 }

@@ -59,6 +59,7 @@ class Exchange(Response):
         self.began = False  # a response byte has arrived
         self.parser = httptools.HttpResponseParser(self)
         self.complete = False  # the response ended as HTTP frames it
+        self.interim = False  # an interim (1xx) response is being parsed
         self._pieces: list[bytes] = []  # body bytes of the read being parsed
         self._whole: list[bytes] = []  # a non-stream body's, until it ends
         self.decoder = sse_codec.Decoder()
@@ -71,12 +72,20 @@ class Exchange(Response):
         self.header(name.decode("latin-1"), value.decode("latin-1"))
 
     def on_headers_complete(self) -> None:
-        self.headers_complete(self.parser.get_status_code())
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # an interim response (100 Continue, 103 Early Hints): the real one follows
+            self.headers.clear()
+            self.interim = True
+            return
+        self.headers_complete(status)
 
     def on_body(self, body: bytes) -> None:
         self._pieces.append(body)
 
     def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            return
         self.complete = True
 
     # -- from the connection -----------------------------------------------------------------------
@@ -108,7 +117,11 @@ class Exchange(Response):
             self.end("malformed", "HTTP: an upgrade where a response was due")
             return
         except httptools.HttpParserError as e:
-            self.end("malformed" if self.rec.status is None else "truncated", f"HTTP: {e}")
+            if self._pieces and self.mode:  # the body before the fault counts (a terminator in it: ok)
+                self._dispatch(b"".join(self._pieces), now, held)
+                self._pieces.clear()
+            if not self.done:
+                self.end("malformed" if self.rec.status is None else "truncated", f"HTTP: {e}")
             return
         pieces = self._pieces
         if not self.mode or (not pieces and not self.complete and self.mode in ("body", "error")):
@@ -172,7 +185,7 @@ class Exchange(Response):
         now = max(now, self.last_event)
         rec = self.rec
         chunks, before = rec.chunks, len(rec.chunks)
-        self.head = self.head or data
+        self.head += data[: ERROR_TEXT - len(self.head)]  # its first bytes, to show what a non-stream was
         outcome = self._events(data, now)
         count_read(rec, len(chunks) - before, held)
         if outcome is not None:

@@ -1,0 +1,103 @@
+"""The native plane frames HTTP and splits SSE in C, the Python one with httptools and sse_codec: for
+any response (framed by length, by chunks with extensions and trailers, or by the connection's end;
+an interim 100 first; an error status; not an event stream; a broken chunk line; cut anywhere into
+reads) both make the same record: outcome, status, the events' texts, and the error, but for the
+wording of an HTTP parse error (httptools has its own)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loadtests.adapters import ADAPTERS
+from loadtests.dataplane.response import Limits
+from loadtests.record import RequestRecord
+from loadtests.stream_client import StreamClient
+from tests.integration.test_loadtest_client import RawServer
+
+LIMITS = Limits(connect=2.0, ttft=5.0, stall=5.0, request=10.0)
+
+
+@pytest.fixture(scope="module")
+def raw() -> Iterator[RawServer]:
+    server = RawServer()
+    yield server
+    server.close()
+
+
+def event(text: str) -> bytes:
+    return ("data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) + "\n\n").encode()
+
+
+@st.composite
+def responses(draw: st.DrawFn) -> tuple[list[bytes], bool]:
+    """(the response's pieces, aborted at the end: never)."""
+    status = draw(st.sampled_from([200, 200, 200, 429, 500]))
+    sse = draw(st.booleans()) if status == 200 else False
+    texts = draw(st.lists(st.text(max_size=5), max_size=5))
+    body = b"".join(map(event, texts)) + (b"data: [DONE]\n\n" if draw(st.booleans()) else b"")
+    if not sse:
+        body = b'{"error": {"message": "busy"}}' if status != 200 else b"<html>not a stream</html>"
+    framing = draw(st.sampled_from(["chunked", "length", "close"]))
+    head = f"HTTP/1.1 {status} X\r\ncontent-type: {'text/event-stream' if sse else 'application/json'}\r\n"
+    if status == 429:
+        head += "Retry-After: 3\r\n"
+    cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=4)))
+    parts = [body[a:b] for a, b in itertools.pairwise([0, *cuts, len(body)]) if b > a]
+    if framing == "chunked":
+        head += "Transfer-Encoding: chunked\r\n"
+        broken = sse or status != 200  # (a 200 that is no stream ends at its head, whatever follows)
+        ext = draw(st.sampled_from(["", ";x=1", " ;y"] if broken else ["", ";x=1"]))  # " ;y": llhttp refuses it
+        wire = [b"%x%s\r\n%s\r\n" % (len(p), ext.encode(), p) for p in parts]
+        if broken and draw(st.integers(0, 9)) == 0:
+            wire.insert(draw(st.integers(0, len(wire))), b"zz\r\n")  # not a chunk size
+        wire.append(b"0\r\n" + draw(st.sampled_from([b"", b"x-trailer: 1\r\n"])) + b"\r\n")
+    elif framing == "length":
+        head += f"content-length: {len(body)}\r\n"
+        wire = parts
+    else:
+        head += "connection: close\r\n"
+        wire = parts
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" if draw(st.integers(0, 4)) == 0 else b""
+    pieces = [interim + (head + "\r\n").encode(), *wire]
+    if draw(st.integers(0, 5)) == 0 and len(pieces) > 1:
+        pieces.pop()  # cut short, then closed (an abort's RST races the bytes before it: not compared here)
+    return pieces, False
+
+
+def record(raw: RawServer, pieces: list[bytes], cut: bool, plane: str) -> RequestRecord:
+    raw.responses.put((pieces, cut))
+    adapter = ADAPTERS["openai-chat"]
+    rec = RequestRecord("en", adapter.name, raw.url)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LLMCHAOS_PLANE", plane)  # read when the client is made
+        client = StreamClient(raw.url, LIMITS)
+    assert client.plane == plane
+    try:
+        client.run(adapter, adapter.call("m", "x", "en", 8, True, False, None), True, rec, time.perf_counter())
+    finally:
+        client.close()
+    return rec
+
+
+@pytest.mark.fuzz
+@given(case=responses())
+def test_both_planes_make_the_same_record_of_any_response(raw, case):
+    pieces, cut = case
+    native, python = (record(raw, pieces, cut, plane) for plane in ("native", "python"))
+    assert (native.outcome, native.status, native.chunks, native.retry_after) == (
+        python.outcome,
+        python.status,
+        python.chunks,
+        python.retry_after,
+    ), (native.error, python.error)
+    if not str(python.error).startswith("HTTP: "):
+        assert native.error == python.error
+    assert (native.ttft is None) == (python.ttft is None)
+    assert len(native.gaps) == len(python.gaps)
