@@ -187,8 +187,8 @@ def row(lv: Level) -> str:
     costs = " ".join(f"{x:6.1f}" if x is not None else f"{'-':>6}" for x in (per_event, per_read))
     return (
         f"{lv.client + (' ' + lv.plane if lv.plane else ''):15} {lv.streams:5d} {lv.events_s:9.0f}"
-        f" {100 * lv.driven:5.1f} {errs} {lv.late_p99 * 1000:8.3f}{'!' if lv.server_fault else ' '} {cpu} {costs} {watch} {lv.load:4.1f} "
-        f"{'yes' if lv.within else 'NO':>6} {valid:8} {lv.why}"
+        f" {100 * lv.driven:5.1f} {errs} {lv.late_p99 * 1000:8.3f}{'!' if lv.server_fault else ' '} {cpu} {costs}"
+        f" {watch} {lv.load:4.1f} {'yes' if lv.within else 'NO':>6} {valid:8} {lv.why}"
     )
 
 
