@@ -39,6 +39,7 @@ TOLERANCE = {50: (0.001, 0.01), 99: (0.001, 0.01)}
 def check(run: dict, url: str, requests: list[dict]) -> list[str]:
     """Every language's p50 and p99 of TTFT and ITL against the truth, within TOLERANCE."""
     problems, t = [], truth(url, requests)
+    worst: dict[str, float] = {}
     for lang in LANGS:
         for metric in ("ttft", "itl"):
             row = summary(run, lang, metric)
@@ -46,8 +47,10 @@ def check(run: dict, url: str, requests: list[dict]) -> list[str]:
             for pct, name in ((50, "p50"), (99, "p99")):
                 want, got = nearest_rank(t[lang][metric], pct), row[name]
                 absolute, relative = TOLERANCE[pct]
+                worst[f"{metric} {name}"] = max(worst.get(f"{metric} {name}", 0.0), abs(got - want))
                 if abs(got - want) > max(absolute, relative * want):
                     problems.append(f"{lang} {metric} {name}: harness {got * 1000:.2f} ms, truth {want * 1000:.2f} ms")
+    print("largest error over the languages, ms: " + ", ".join(f"{k} {v * 1000:.3f}" for k, v in worst.items()))
     return problems
 
 
