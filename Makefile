@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 # build says so and the load tests use the Python plane (the client tests then fail for want of it).
 NATIVE := $(VENV)/.native
 $(NATIVE): loadtests/dataplane/_native.c setup.py $(STAMP)
+	@command -v cc >/dev/null || [ "$$(id -u)" != 0 ] || { export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev; }
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $(NATIVE)
 
