@@ -17,7 +17,7 @@ from locust.runners import WorkerRunner
 
 from llmchaos import languages
 from llmchaos.errors import UsageError
-from loadtests import webui
+from loadtests import dataplane, webui
 from loadtests.harness import Harness, SourceType, harness, quiet_gc
 from loadtests.options import add_arguments, parsed_options
 from loadtests.sources import Loop
@@ -25,6 +25,7 @@ from loadtests.sources import Loop
 
 def on_init(environment: Environment, source_type: SourceType = Loop, **kw: object) -> None:
     try:
+        dataplane.asked()
         h = Harness(environment, source_type)
     except UsageError as e:
         print(f"llmchaos: error: {e}", file=sys.stderr)
