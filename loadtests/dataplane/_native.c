@@ -30,6 +30,8 @@
 #define HEAD_KEEP 512  /* a body's first bytes kept to show what it was */
 #define NEEDLES 4
 #define DRAIN_S 1.0
+#define TAKE_EVENTS 4096      /* events held for Python at most before it is woken to take them */
+#define TAKE_BYTES (1 << 20) /* ... and their bytes: a long stream's are taken in batches */
 
 enum { C_CLOSED, C_CONNECTING, C_SENDING, C_OPEN };
 enum { H_HEAD, H_LENGTH, H_CHUNK_SIZE, H_CHUNK_DATA, H_CHUNK_CRLF, H_TRAILER, H_CLOSE, H_DONE };
@@ -166,6 +168,21 @@ static void rearm(Plane *pl, double d) {
 }
 
 static void do_send(Plane *pl, conn_t *c, Py_ssize_t id);
+static void begin(Plane *pl, conn_t *c, Py_ssize_t id);
+
+/* The connection closed (`err` 0: by the peer) or failed under the exchange. A request sent on a
+ * kept connection that brought no byte back goes once more on a new one (the server had closed it
+ * meanwhile), as HTTP clients do; otherwise the exchange ends with it. */
+static void lost(Plane *pl, conn_t *c, Py_ssize_t id, int err, double at) {
+    close_socket(pl, c);
+    if (c->active && !c->finished && c->reused && !c->began && !c->retried) {
+        c->retried = 1;
+        begin(pl, c, id);
+        return;
+    }
+    end_with(c, err ? E_ERROR : E_CLOSED, err, NULL, at);
+    if (c->finished) c->active = 0;
+}
 
 static void do_connect(Plane *pl, conn_t *c, Py_ssize_t id) {
     int fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -198,9 +215,7 @@ static void do_send(Plane *pl, conn_t *c, Py_ssize_t id) {
                 watch(pl, c, EPOLLOUT, id);
                 return;
             }
-            int e = errno;
-            close_socket(pl, c);
-            end_with(c, E_ERROR, e, NULL, mono());
+            lost(pl, c, id, errno, mono());
             return;
         }
         c->sent += (size_t)n;
@@ -237,7 +252,7 @@ static int dispatch_event(conn_t *c, double stamp, double held) {
     if (buf_add(&c->blob, c->data.p ? c->data.p : "", len) < 0) return -1;
     c->data.len = 0;
     c->last_event = stamp;
-    if (!c->content_armed) {
+    if (!c->content_armed || c->nevents >= TAKE_EVENTS || c->blob.len >= TAKE_BYTES) {
         c->notify_events = 1;
     } else {
         for (int i = 0; i < c->nneedles; i++)
@@ -537,7 +552,8 @@ static int on_readable(Plane *pl, conn_t *c, Py_ssize_t id) {
     char cbuf[CMSG_SPACE(sizeof(struct timespec))];
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
     ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    int e = n < 0 ? errno : 0;
+    if (e == EAGAIN || e == EWOULDBLOCK) return 0;
     double now = mono(), held = 0.0;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPNS) {
@@ -553,21 +569,15 @@ static int on_readable(Plane *pl, conn_t *c, Py_ssize_t id) {
         if (c->active && c->finished) c->active = 0;
         return 1;
     }
-    if (n <= 0) {
-        int e = n < 0 ? errno : 0;
+    if (n == 0 && c->hstate == H_CLOSE) { /* the body framed by the connection's end */
         close_socket(pl, c);
-        if (c->reused && !c->began && !c->retried) { /* the server had closed the kept connection */
-            c->retried = 1;
-            begin(pl, c, id);
-            return 1;
-        }
-        if (n == 0 && c->hstate == H_CLOSE) {
-            c->hstate = H_DONE;
-            end_with(c, E_COMPLETE, 0, NULL, now);
-        } else {
-            end_with(c, n == 0 ? E_CLOSED : E_ERROR, e, NULL, now);
-        }
+        c->hstate = H_DONE;
+        end_with(c, E_COMPLETE, 0, NULL, now);
         if (c->finished) c->active = 0;
+        return 1;
+    }
+    if (n <= 0) {
+        lost(pl, c, id, e, now);
         return 1;
     }
     c->began = 1;
