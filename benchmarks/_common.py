@@ -17,6 +17,7 @@ from typing import cast
 import httpx
 import psutil
 
+from llmchaos import tokenizer
 from llmchaos.procs import free_port, stop
 
 ROOT = Path(__file__).resolve().parent.parent  # the repo root: the cwd of every process a benchmark starts
@@ -56,6 +57,20 @@ def process(argv: list[str], cpu: int | None, health: str) -> Iterator[tuple[str
         yield url, ps
     finally:
         stop(proc)
+
+
+def total(url: str, name: str) -> float:
+    """The server's metric `name` (a sample's full name, e.g. vllm:prompt_tokens_total) summed over its labels."""
+    text = httpx.get(url + "/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.split("{", 1)[0] == name)
+
+
+def template(url: str) -> int:
+    """The server's tokens beyond the prompt's own (our tokenizer's count) in one chat request (its chat template)."""
+    text = " The quick brown fox jumps over the lazy dog." * 10
+    body = {"model": "llmchaos-sim-8b", "messages": [{"role": "user", "content": text}], "max_tokens": 1}
+    usage = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["usage"]
+    return int(usage["prompt_tokens"]) - tokenizer.count(text)
 
 
 @dataclass

@@ -18,38 +18,23 @@ Run from the repo root: python -m benchmarks.long_context_replay
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import orjson
 import psutil
 
-from benchmarks._common import ROOT, llmchaos, process
-from llmchaos import run, tokenizer
+from benchmarks._common import ROOT, llmchaos, process, template, total
+from llmchaos import run
 
 TRACE = ROOT.parent / "shared" / "traces" / "mooncake_synthetic.jsonl"
 ROWS, SPEED = 100, 3.0  # about 10 s of schedule; ~13k-token prompts, several in flight
 REPLAY = [sys.executable, "-m", "locust", "-f", "loadtests/replay/locustfile.py", "--headless", "--only-summary"]
 MIB = 1 << 20
 LAG_TARGET, RSS_TARGET = 0.005, 128 * MIB
-PROMPT = re.compile(r"^vllm:prompt_tokens_total\{[^}]*\} ([0-9.e+]+)$", re.M)
-
-
-def prompt_tokens(url: str) -> float:
-    return sum(float(v) for v in PROMPT.findall(httpx.get(url + "/metrics", timeout=30).text))
-
-
-def template(url: str) -> int:
-    """The server's tokens beyond the prompt's own (our tokenizer's count) in one chat request (its chat template)."""
-    text = " The quick brown fox jumps over the lazy dog." * 10
-    body = {"model": "llmchaos-sim-8b", "messages": [{"role": "user", "content": text}], "max_tokens": 1}
-    usage = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["usage"]
-    return int(usage["prompt_tokens"]) - tokenizer.count(text)
 
 
 def replay(url: str, log: Path, tmp: Path, processes: int) -> dict[str, float]:
@@ -112,9 +97,9 @@ def main() -> int:
             short.write_bytes(b"\n".join(map(orjson.dumps, tiny)) + b"\n")
             reference = replay(url, short, Path(tmp) / "ref", processes)
             extra = template(url)
-            before = prompt_tokens(url)
+            before = total(url, "vllm:prompt_tokens_total")
             r = replay(url, log, Path(tmp) / "long", processes)
-            got = prompt_tokens(url) - before
+            got = total(url, "vllm:prompt_tokens_total") - before
         over = r["rss_max"] - reference["rss_max"]
         want = sum(row["input_length"] + extra for row in rows)
         met = r["ok"] == r["requests"] == ROWS and got == want

@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator
 
 from llmchaos import tokenizer
 from reference_server.config import EngineConfig
-from reference_server.executors import Executor
+from reference_server.executors import Executor, Sampled
 from reference_server.metrics import EngineMetrics
 from reference_server.pacer import paced
 from reference_server.scheduler import Scheduler
 from reference_server.sequence import Delta, SamplingParams, Sequence, Status
 
 log = logging.getLogger("llmchaos.engine")
+SEND_CHUNK = 8  # streams woken to send a step's tokens between two reads of the sockets (~20-40 us each)
 
 
 class QueueFull(Exception):
@@ -189,16 +190,30 @@ class Engine:
                 continue
             self.scheduler.commit(batch)
             now = time.monotonic()
+            sampled = list(zip(batch.sampling, tokens, strict=False))
+            first = [item for item in sampled if not item[0].output_token_ids]
+            rest = [item for item in sampled if item[0].output_token_ids]
+            # First tokens first (a request's TTFT does not wait behind every running stream's send:
+            # 0.8 ms at 31 req/s, 1.5 at 62), then the rest a few streams at a time: between chunks the
+            # loop reads what came in, so a request is stamped received when it comes, not after a
+            # whole step's sends (2-4 ms at 92 req/s). All are sent before the next step is made.
             made = 0
-            for seq, token in zip(batch.sampling, tokens, strict=False):
-                if isinstance(token, Exception):
-                    log.error("sampling failed for request %d; failing it alone", seq.seq_id, exc_info=token)
-                    self._finish(seq, "error", now)
-                elif seq.status is Status.RUNNING:
-                    self._append(seq, token, now)
-                    made += 1
+            for chunk in [first, *(rest[i : i + SEND_CHUNK] for i in range(0, len(rest), SEND_CHUNK))]:
+                made += self._deliver(chunk, now)
+                await asyncio.sleep(0)
             self.metrics.on_step(batch, made)
-            await asyncio.sleep(0)  # the streams send this step's tokens before the next step is made
+
+    def _deliver(self, sampled: list[tuple[Sequence, Sampled]], now: float) -> int:
+        """Append each sequence's token (its stream is woken), or fail it alone; how many were appended."""
+        made = 0
+        for seq, token in sampled:
+            if isinstance(token, Exception):
+                log.error("sampling failed for request %d; failing it alone", seq.seq_id, exc_info=token)
+                self._finish(seq, "error", now)
+            elif seq.status is Status.RUNNING:
+                self._append(seq, token, now)
+                made += 1
+        return made
 
     def _append(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_token_ids.append(token)

@@ -2,7 +2,7 @@ import asyncio
 
 from llmchaos import tokenizer
 from reference_server.config import EngineConfig
-from reference_server.engine import Engine, _holdback
+from reference_server.engine import SEND_CHUNK, Engine, _holdback
 from reference_server.executors.sim import SimExecutor
 from reference_server.profile import StepModel
 from reference_server.sequence import SamplingParams
@@ -151,3 +151,65 @@ def test_a_request_waits_its_frontend_time_and_an_abort_meanwhile_leaves_nothing
         await engine.stop()
 
     asyncio.run(go())
+
+
+def test_a_first_token_reaches_its_stream_before_the_running_streams_tokens_of_that_step_are_made():
+    """A request's TTFT does not wait behind every running stream's delta: when its reader gets its
+    first token, no running sequence has been given its token of the same step yet."""
+
+    async def go() -> tuple[float, list[float | None], int]:
+        engine = Engine(FREE, SimExecutor(StepModel()))
+        engine.start()
+        engine.state = "ready"
+        params = SamplingParams(max_tokens=200, ignore_eos=True)
+        running = [engine.submit(tokenizer.encode("Hello there"), params, "en") for _ in range(8)]
+        readers = [asyncio.create_task(_drain(engine, s)) for s in running]
+        while min(len(s.output_token_ids) for s in running) < 3:
+            await asyncio.sleep(0)
+        new = engine.submit(tokenizer.encode("Hello there"), SamplingParams(max_tokens=2), "en")
+        await anext(aiter(engine.deltas(new)))
+        seen = [s.last_token_time for s in running]  # when the reader was handed its first token
+        assert new.first_token_time is not None
+        engine.abort(new)
+        for s in running:
+            engine.abort(s)
+        await asyncio.gather(*readers)
+        await engine.stop()
+        return new.first_token_time, seen, len(engine.scheduler.running)
+
+    first, seen, left = asyncio.run(go())
+    assert all(t is not None and t < first for t in seen)  # their tokens of first's step not made yet
+    assert left == 0
+
+
+def test_a_steps_tokens_go_out_a_few_streams_at_a_time_with_the_loop_running_between():
+    """Other work (the server reading its sockets) runs between a step's chunks of sends, so a request
+    that comes meanwhile is received then, not after every stream has been sent its token."""
+
+    async def go() -> tuple[int, int]:
+        engine = Engine(FREE, SimExecutor(StepModel()))
+        engine.start()
+        engine.state = "ready"
+        params = SamplingParams(max_tokens=200, ignore_eos=True)
+        running = [engine.submit(tokenizer.encode("Hello there"), params, "en") for _ in range(3 * SEND_CHUNK)]
+        readers = [asyncio.create_task(_drain(engine, s)) for s in running]
+        while min(len(s.output_token_ids) for s in running) < 3:
+            await asyncio.sleep(0)
+        made = len(running[0].output_token_ids)
+        while len(running[0].output_token_ids) == made:  # this task runs once per turn of the loop
+            await asyncio.sleep(0)
+        step = running[0].last_token_time
+        given = sum(s.last_token_time == step for s in running)  # of that step's tokens, when this ran
+        for s in running:
+            engine.abort(s)
+        await asyncio.gather(*readers)
+        await engine.stop()
+        return given, len(running)
+
+    given, streams = asyncio.run(go())
+    assert given < streams
+
+
+async def _drain(engine: Engine, seq) -> None:
+    async for _ in engine.deltas(seq):
+        pass
