@@ -82,6 +82,7 @@ faults:
         assert delayed["p50"] > base["p50"] + 0.25  # the proxy held the first event 0.3 s
         # 1980/660 = 3x step time. A request is in the phase it started in: one that began in the
         # window's last 0.8 s (8 tokens at 3x) ran partly at full clock; nine in ten ran all locked.
-        assert slow["p50"] > 2.5 * summary(run, lang, "itl", "baseline")["p50"]
+        # Over 2.2x: a whole make test's busy machine made it 2.44x once (an unlocked clock: 1x).
+        assert slow["p50"] > 2.2 * summary(run, lang, "itl", "baseline")["p50"]
     phases = {r["phase"] for r in requests}
     assert {"baseline", "first-token-delay", "gpu-at-660mhz"} <= phases

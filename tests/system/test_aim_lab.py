@@ -144,7 +144,7 @@ def test_a_sigkilled_run_is_recovered_to_exactly_the_original_qdiscs(lab, aim):
     out = lab({**spec({"delay": f"{DELAY_MS}ms", **aim}), "baseline": False, "via": "crash"})
     during, killed = out["during"]["b"], out["killed"]["b"]
     print(f"\nSIGKILL in the window of {out['params']}: recover said {out['recover']['stdout'].strip()!r}")
-    assert during != out["before"]["b"]
+    assert during != out["before"]["b"], out.get("run")  # the run's output: why nothing was applied
     assert killed == during  # nothing ran to undo it ...
     assert out["recover"]["returncode"] == 0, out["recover"]
     assert out["recover"]["stdout"].startswith("reverted netem drill")
