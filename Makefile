@@ -48,7 +48,7 @@ install: $(STAMP) $(NATIVE)
 
 test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
 
 # The fast tier, for every change: lint, types and the unit tests (tests/unit: in-process, no servers).
 check: lint
