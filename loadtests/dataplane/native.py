@@ -127,7 +127,7 @@ class NativeExchange(Response):
             self.headers_complete(status)
         self.head = first
         if self.mode == "not_sse":
-            self.end("malformed", f"content-type {self.headers.get('content-type', '')!r}")
+            self.not_a_stream()
             return
         if events and self._events(events):
             return
@@ -155,7 +155,7 @@ class NativeExchange(Response):
                 read, content, held = read_no, 0, read_held
             now = max(stamp, self.last_event)  # never before the read ahead of it
             if now >= self.limit:  # an event, but after the limit: no sign of life by it
-                outcome = (self.why, self.limits.silence(self.why))
+                outcome = self.silent()
                 break
             before = len(chunks)
             outcome = self.event(data, valid, now)
@@ -179,10 +179,10 @@ class NativeExchange(Response):
             else:
                 self.error_status()
         elif end == _native.E_CONNECT_TIMEOUT:
-            self.end("connect_error", "TimeoutError: timed out")
+            self.connect_timeout()
         elif end == _native.E_UPGRADE:
-            self.end("malformed", "HTTP: an upgrade where a response was due")
+            self.upgrade()
         elif end == _native.E_HTTP:
-            self.end("malformed" if self.rec.status is None else "truncated", f"HTTP: {message}")
+            self.http_fault(message)
         else:
             self.lost(OSError(err, os.strerror(err)) if end == _native.E_ERROR else None)

@@ -114,14 +114,14 @@ class Exchange(Response):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self.end("malformed", "HTTP: an upgrade where a response was due")
+            self.upgrade()
             return
         except httptools.HttpParserError as e:
             if self._pieces and self.mode:  # the body before the fault counts (a terminator in it: ok)
                 self._dispatch(b"".join(self._pieces), now, held)
                 self._pieces.clear()
             if not self.done:
-                self.end("malformed" if self.rec.status is None else "truncated", f"HTTP: {e}")
+                self.http_fault(str(e))
             return
         pieces = self._pieces
         if not self.mode or (not pieces and not self.complete and self.mode in ("body", "error")):
@@ -135,7 +135,7 @@ class Exchange(Response):
         if self.mode == "stream":
             self._stream(body, now, held)
         elif self.mode == "not_sse":
-            self.end("malformed", f"content-type {self.headers.get('content-type', '')!r}")
+            self.not_a_stream()
         elif self.mode == "body":
             self._whole.append(body)
             if self.complete:
@@ -170,7 +170,7 @@ class Exchange(Response):
             elif self.conn is not None:  # an event in time moved the limit
                 self.conn.plane.due(self)
         elif self.connect_by is not None:
-            self.end("connect_error", "TimeoutError: timed out")
+            self.connect_timeout()
 
     def cancel(self) -> None:
         """The request's greenlet was killed (the test is stopping): drop the connection."""

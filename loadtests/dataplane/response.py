@@ -171,5 +171,23 @@ class Response:
         else:
             self.end("truncated", f"{type(error).__name__}: {error}" if error else "connection closed in the body")
 
+    def silent(self) -> Outcome:
+        """The outcome of a request that showed no sign of life by its limit."""
+        return self.why, self.limits.silence(self.why)
+
     def give_up(self) -> None:
-        self.end(self.why, self.limits.silence(self.why))
+        self.end(*self.silent())
+
+    def not_a_stream(self) -> None:
+        """A stream was asked for; the response's content type says it is none."""
+        self.end("malformed", f"content-type {self.headers.get('content-type', '')!r}")
+
+    def http_fault(self, message: str) -> None:
+        """The bytes are no HTTP response (`message` says why), before its status or within its body."""
+        self.end("malformed" if self.rec.status is None else "truncated", f"HTTP: {message}")
+
+    def upgrade(self) -> None:
+        self.end("malformed", "HTTP: an upgrade where a response was due")
+
+    def connect_timeout(self) -> None:
+        self.end("connect_error", "TimeoutError: timed out")
