@@ -126,7 +126,7 @@ static void notify(conn_t *c) {
 static void end_with(conn_t *c, int end, int err, const char *msg, double at) {
     if (c->end == E_NONE) {
         c->end = end, c->err = err, c->end_at = at;
-        snprintf(c->msg, sizeof c->msg, "%s", msg ? msg : "");
+        if (msg != c->msg) snprintf(c->msg, sizeof c->msg, "%s", msg ? msg : ""); /* c->msg: set already */
     }
     notify(c);
 }
@@ -378,6 +378,12 @@ static int parse_head(conn_t *c, size_t end) {
             snprintf(c->msg, sizeof c->msg, "invalid header line");
             return -1;
         }
+        for (size_t i = 0; i < n; i++) {
+            if ((unsigned char)p[i] < 0x20 && p[i] != '\t') {
+                snprintf(c->msg, sizeof c->msg, "a control character in a header");
+                return -1;
+            }
+        }
         size_t nlen = (size_t)(colon - p);
         char *v = colon + 1, *vend = p + n;
         while (v < vend && (*v == ' ' || *v == '\t')) v++;
@@ -432,6 +438,11 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
                 size_t take = n;
                 if (before + take > HEAD_MAX) take = HEAD_MAX - before;
                 buf_add(&c->head, p, take);
+                size_t known = c->head.len < 7 ? c->head.len : 7;
+                if (memcmp(c->head.p, "HTTP/1.", known) != 0) { /* told at its first bytes, as httptools does */
+                    snprintf(c->msg, sizeof c->msg, "not an HTTP/1.x status line");
+                    return E_HTTP;
+                }
                 char *end = NULL;
                 size_t from = before > 3 ? before - 3 : 0;
                 for (char *q = c->head.p + from; q + 1 < c->head.p + c->head.len; q++) {

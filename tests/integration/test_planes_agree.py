@@ -101,3 +101,20 @@ def test_both_planes_make_the_same_record_of_any_response(raw, case):
         assert native.error == python.error
     assert (native.ttft is None) == (python.ttft is None)
     assert len(native.gaps) == len(python.gaps)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        bytes(range(256)) * 10,  # no HTTP at all: told at its first bytes, not when the connection ends
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nx: a\0b\r\n\r\n",
+    ],
+    ids=["binary", "bad status", "NUL in a header"],
+)
+@pytest.mark.parametrize("plane", ["native", "python"])
+def test_what_is_no_http_response_is_malformed_and_says_why(raw, head, plane):
+    rec = record(raw, [head], False, plane)
+    assert rec.outcome == "malformed"
+    assert str(rec.error).startswith("HTTP: ")
+    assert len(str(rec.error)) > len("HTTP: ")  # the parser's reason, never empty
