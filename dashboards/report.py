@@ -1,17 +1,15 @@
-"""`llmchaos report RUN [--html FILE]`: a run's report, read back through the core's run model: the
-same per-language table the load test prints at its end, then the fault windows as they ran (a fault
-host's as it acknowledged them, and each fault host's clock and contact) and the guard's trips;
-`--html` writes the self-contained report a person reads (`formats.html.run_report`)."""
+"""`llmchaos report RUN [--html FILE]`: a run's report, read back through the core's run model: its
+summary as text (`formats.run_summary`: the per-language table, the fault windows as they ran, the
+guard's trips) and, with `--html`, the self-contained report a person reads (`formats.html`). Both
+are imported when the command runs, not when its parser is built."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from llmchaos import run
 from llmchaos.cli import Subparsers
 from llmchaos.errors import UsageError
-from llmchaos.run.table import table
 
 
 def register(sub: Subparsers) -> None:
@@ -22,74 +20,12 @@ def register(sub: Subparsers) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from dashboards.formats.run_summary import summary
+
     print(summary(args.run))
     if args.html:
         write_html(args.run, args.html)
     return 0
-
-
-def summary(run_dir: str | Path) -> str:
-    results = run.load(run_dir)
-    lines = [table(results.run, results.histograms, str(results.path))]
-    if results.run.config.get("k8s_workflow"):
-        lines.append(f"phases: from the cluster, Chaos Mesh Workflow {results.run.config['k8s_workflow']}'s steps")
-    for w in results.run.faults:
-        if w.host is not None:
-            lines.append(remote(w))
-            continue
-        if w.actual_start is None:
-            ran = "never applied"
-        else:
-            ran = (
-                run.iso(w.actual_start)
-                + " -> "
-                + (run.iso(w.actual_end) if w.actual_end is not None else "not reverted")
-            )
-        lines.append(f"fault {w.name} ({w.kind}): {ran}" + (f"; {w.error}" if w.error else ""))
-    lines += [host_line(h) for h in results.run.fault_hosts]
-    for t in results.run.guard:
-        lines.append(
-            f"guard: {t.lang} {t.metric} p{t.percentile:g} over {t.threshold_ms:g} ms for {len(t.windows_ms)} windows "
-            f"of {t.window_s:g} s at {run.iso(t.tripped)} in phase {t.phase}: {', '.join(t.actions)}"
-        )
-    return "\n".join(lines)
-
-
-def _after(t: float | None, intended: float, lag: float | None) -> str:
-    if t is None:
-        return "never acknowledged"
-    return f"{t - intended:+.3f} s" + (f" (heard {lag:.3f} s after intended)" if lag is not None else "")
-
-
-def remote(w: run.FaultWindow) -> str:
-    """A fault host's window: intended, acknowledged apply and revert (master's clock), unconfirmed."""
-    text = (
-        f"fault {w.name} ({w.kind}) on {w.host}: intended {run.iso(w.planned_start)} -> {run.iso(w.planned_end)}; "
-        f"applied {_after(w.actual_start, w.planned_start, w.apply_ack_lag_s)}, "
-        f"reverted {_after(w.actual_end, w.planned_end, w.revert_ack_lag_s)}"
-    )
-    if len(w.spans) > 1:
-        text += f"; applied {len(w.spans)} times"
-    if w.unconfirmed:
-        gaps = ", ".join(f"{a - w.planned_start:+.1f} s to {b - w.planned_start:+.1f} s" for a, b in w.unconfirmed)
-        text += f"; unconfirmed (requests in phase {w.name}:unconfirmed) {gaps}"
-    if w.why:
-        text += f"; last reverted: {w.why}"
-    return text + (f"; {w.error}" if w.error else "")
-
-
-def host_line(h: run.FaultHost) -> str:
-    if not h.connected:
-        return f"fault host {h.name}: never connected"
-    clock = (
-        f"clock offset {h.offset_s * 1000:+.2f} ms ± {(h.uncertainty_s or 0) * 1000:.2f} ms over {h.acks} leases"
-        if h.offset_s is not None
-        else "no lease answered"
-    )
-    lost = "; ".join(
-        f"lost contact {run.iso(a)} -> {run.iso(b) if b is not None else 'the end'}" for a, b in h.lost_contact
-    )
-    return f"fault host {h.name}: {clock}" + (f"; {lost}" if lost else "")
 
 
 def write_html(run_dir: str | Path, path: str | Path) -> None:

@@ -66,10 +66,10 @@ def register(sub: Subparsers) -> None:
 
 
 def run_proxy(args: argparse.Namespace) -> None:
-    from faults import proxy
+    from faults.proxy.server import serve
 
     # a bad address: UsageError, before it listens
-    proxy.serve(args.listen, args.upstream, args.seed, args.header_timeout, args.control_listen)
+    serve(args.listen, args.upstream, args.seed, args.header_timeout, args.control_listen)
 
 
 def _iso(t: float) -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from llmchaos import yamlfile
 from llmchaos.errors import UsageError
+
+if TYPE_CHECKING:  # the YAML is read and written by functions that import it: `serve --help` needs none
+    import yaml
+
+    from llmchaos import yamlfile
 
 NAMED = Path(__file__).with_name("profiles")
 DEFAULT = "vllm-llama3-8b-h100"
@@ -149,6 +151,8 @@ TOP = {
 
 
 def _read(path: str, seen: set[str]) -> Profile:
+    from llmchaos import yamlfile
+
     root, r = yamlfile.compose(path), yamlfile.Reader(path)
     top = r.mapping(root, "", "a profile is a mapping (name, step, limits, ...)")
     for key, (k, _) in top.items():
@@ -256,6 +260,8 @@ def _value(r: yamlfile.Reader, node: yaml.Node, where: str, kind: str | tuple[st
 
 def dump(p: Profile) -> str:
     """The profile as `load` reads it, every field with what it means."""
+    import yaml
+
     s, lim, rs = p.step, p.limits, p.reasoning
     about, source = (_block(text) for text in (p.about, p.source))
     pacer = f"{{rate: {p.pacer_rate:g}, max_gap: {p.pacer_max_gap:g}}}" if p.pacer_rate else "off"

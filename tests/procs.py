@@ -8,14 +8,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
 
 from llmchaos.procs import free_port, stop
 
-__all__ = ["ROOT", "Server", "free_port", "serve", "stop"]
+__all__ = ["ROOT", "Server", "free_port", "serve", "stop", "wait_for"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,3 +75,13 @@ def serve(*args: str, wait_ready: bool = True, timeout: float = 300.0) -> Iterat
         stop(proc)
         log.close()
         os.unlink(log.name)
+
+
+def wait_for(done: Callable[[], bool], proc: subprocess.Popen, what: str) -> None:
+    """Poll `done()` every 20 ms until it holds, while `proc` runs: a run that ends by itself (`faults
+    run` of a finite schedule), so no deadline is guessed for its start, which a busy machine stretches
+    to seconds. If `proc` ends first, fail saying `what` did not happen, with its output."""
+    while not done():
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} before the run ended ({proc.returncode}): {proc.communicate(timeout=10)}")
+        time.sleep(0.02)

@@ -1,19 +1,18 @@
-"""`llmchaos faults host`: run this machine's fault host, joined to a Locust master's port."""
+"""`llmchaos faults host`: run this machine's fault host, joined to a Locust master's port.
+
+Its parser needs `reach` (what the host may touch) and the secret's variable alone; the agent, the
+executor (and through it every injector) and the journal are imported when the host runs."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
 
 from faults.allow import is_name
 from faults.host import reach
-from faults.host.agent import Agent, hello_summary
-from faults.host.executor import LEFT, Executor
 from faults.host.wire import SECRET_ENV, read_secret
-from faults.journal import DEFAULT, Journal
 from llmchaos.cli import positive
 from llmchaos.errors import UsageError
 
@@ -51,6 +50,12 @@ def add_parser(fsub: argparse._SubParsersAction) -> None:
 
 
 def run_host(args: argparse.Namespace) -> int:
+    import logging
+
+    from faults.host.agent import Agent, hello_summary
+    from faults.host.executor import LEFT, Executor
+    from faults.journal import DEFAULT, Journal
+
     if not is_name(args.name):
         raise UsageError(f"must be one word, got {args.name!r}", field="--name")
     if not 0 < args.master_port < 65536:

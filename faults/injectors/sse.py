@@ -9,8 +9,8 @@ import httpx
 
 from faults.allow import Allowlist
 from faults.injectors.base import FieldError, InjectError, only_keys
-from faults.proxy import CONTROL, SSEFault
-from faults.proxy.fault import FaultError
+from faults.proxy.fault import FaultError, SSEFault
+from faults.proxy.wire import CONTROL
 
 
 class SSE:

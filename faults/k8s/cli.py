@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
-
-import yaml
 
 from faults.k8s import names
 from llmchaos.cli import Subparsers, positive
@@ -75,31 +72,11 @@ def _name(value: str, flag: str, pattern: re.Pattern[str] = names.DNS_LABEL) -> 
     return value
 
 
-def _write(docs: list[dict], path: Path | None) -> None:
-    text = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=120)
-    if path is None:
-        sys.stdout.write(text)
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise UsageError(e.strerror or str(e), file=str(path), field="--out") from None
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the GPU Job's script, the windows' files) as blocks a person reads."""
-
-
-_Dumper.add_representer(
-    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
-)
-
-
 def run_render(args: argparse.Namespace) -> int:
     from faults import schedule
     from faults.injectors import KINDS
     from faults.k8s.cluster import Cluster
+    from faults.k8s.dump import write
     from faults.k8s.workflow import render
     from faults.proxy.address import upstream_target
 
@@ -121,15 +98,16 @@ def run_render(args: argparse.Namespace) -> int:
     )
     rendered = render(plan, args.schedule, cluster, args.duration or plan.end())
     if args.out is None:
-        _write(rendered.objects(), None)
+        write(rendered.objects(), None)
     else:
         if rendered.setup:
-            _write(rendered.setup, Path(args.out) / "setup.yaml")
-        _write(rendered.run, Path(args.out) / "run.yaml")
+            write(rendered.setup, Path(args.out) / "setup.yaml")
+        write(rendered.run, Path(args.out) / "run.yaml")
     return 0
 
 
 def run_render_load(args: argparse.Namespace) -> int:
+    from faults.k8s.dump import write
     from faults.k8s.load import Load, render
 
     extra = args.locust_args[1:] if args.locust_args[:1] == ["--"] else args.locust_args
@@ -148,7 +126,7 @@ def run_render_load(args: argparse.Namespace) -> int:
     )
     if load.workflow and "schedule" in load.files:
         raise UsageError("give one source of phases: --schedule runs faults in the master", field="--k8s-workflow")
-    _write(render(load), Path(args.out) / "load.yaml" if args.out else None)
+    write(render(load), Path(args.out) / "load.yaml" if args.out else None)
     return 0
 
 

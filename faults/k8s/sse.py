@@ -12,7 +12,7 @@ import yaml
 
 from faults.injectors.base import FieldError
 from faults.k8s.cluster import Cluster, Piece, Step, go_duration
-from faults.proxy import CONTROL
+from faults.proxy.wire import CONTROL
 from faults.schedule import FaultSpec
 
 CONTROL_PORT = 9199

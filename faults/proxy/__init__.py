@@ -13,10 +13,5 @@ The pieces: `fault` (what a fault does, checked), `events` (SSE event boundaries
 `misbehave` (one stream through a fault), `wire` (HTTP pieces), `address` (the command line's
 addresses), `upstream` (connections and their pool), `exchange` (one request and its answer),
 `client` (one client connection), `server` (the shared state, the control API, `serve`).
+The package imports none of them: `llmchaos faults` builds its parser without the proxy's server.
 """
-
-from faults.proxy.fault import SSEFault
-from faults.proxy.server import serve
-from faults.proxy.wire import CONTROL
-
-__all__ = ["CONTROL", "SSEFault", "serve"]

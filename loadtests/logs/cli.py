@@ -12,6 +12,7 @@ from typing import IO, TYPE_CHECKING
 
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
+from loadtests.logs.flags import MAX_LINE_BYTES, NAMES
 
 if TYPE_CHECKING:
     from loadtests.logs.log_record import LogRecord
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
 
 
 def _source_arguments(p: argparse.ArgumentParser) -> None:
-    from loadtests.logs.formats import NAMES
-    from loadtests.logs.lines import MAX_LINE_BYTES
-
     p.add_argument("file", help="the log or trace (gzip read as it is; - or a pipe: read once)")
     p.add_argument("--format", default="auto", help=f"one of {', '.join(NAMES)}")
     p.add_argument("--columns", default="", help="our field=the file's name,... e.g. ts=time,user=meta.user_id")

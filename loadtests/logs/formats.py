@@ -20,6 +20,7 @@ from llmchaos import languages
 from llmchaos.errors import UsageError
 from loadtests.adapters import ADAPTERS
 from loadtests.logs import azure, burstgpt, gemini_log, jsonl, mooncake, openai_log
+from loadtests.logs.flags import NAMES
 from loadtests.logs.lines import MAX_LINE_BYTES, Lines, Parsed, opened
 from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import LogProblem, Problems
@@ -27,7 +28,6 @@ from loadtests.logs.problems import LogProblem, Problems
 JSON_FORMATS: tuple[ModuleType, ...] = (jsonl, mooncake, openai_log, gemini_log)  # sniffed in this order
 CSV_FORMATS: tuple[ModuleType, ...] = (azure, burstgpt)
 FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (*JSON_FORMATS, *CSV_FORMATS)}
-NAMES = ("auto", *FORMATS)
 QUOTED = 200  # bytes of a first line quoted when it tells no format
 
 

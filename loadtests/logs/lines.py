@@ -14,11 +14,11 @@ from typing import IO, Any
 
 from llmchaos.errors import UsageError
 from loadtests.logs.fields import json_object
+from loadtests.logs.flags import MAX_LINE_BYTES
 from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import LogProblem
 
 Parsed = tuple[int, LogRecord | LogProblem]
-MAX_LINE_BYTES = 8 * 2**20  # a request body of a million-token prompt fits; memory follows this, not the file
 GZIP_MAGIC = b"\x1f\x8b"
 SKIP = 2**16  # bytes read at a time past the end of a line too long to keep
 UNREADABLE = (OSError, EOFError, zlib.error)  # a truncated or corrupt gzip stream, a read error

@@ -7,10 +7,13 @@ import argparse
 import shlex
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
-from reference_server.profile import Profile
+
+if TYPE_CHECKING:
+    from reference_server.profile import Profile
 
 EVALS = 400
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from llmchaos.errors import UsageError
-from reference_server.batch import Batch
 from reference_server.profile import H100_CLOCKS, StepModel
+
+if TYPE_CHECKING:  # the engine's types (asyncio and all): not for `llmchaos serve --help`
+    from reference_server.batch import Batch
 
 Sampled = int | Exception  # a sequence's next token, or why sampling it failed
 

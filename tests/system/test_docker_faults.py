@@ -21,7 +21,7 @@ import pytest
 
 from faults.injectors.docker import Docker
 from tests.noise import WakeNoise
-from tests.procs import ROOT
+from tests.procs import ROOT, wait_for
 from tests.system.dockerd import ALLOW, sleeper, sock
 
 TICKER = "while :; do n=0; while [ $n -lt 1000 ]; do n=$((n+1)); done; echo x >> /out/ticks; done"
@@ -200,11 +200,13 @@ def test_a_killed_runner_leaves_nothing_paused_or_throttled(daemon, ticker, tmp_
 """)
         journal = tmp_path / "journal.json"
         proc = faults("run", str(path), "--journal", str(journal))
-        wait_status(c, "paused")
-        deadline = time.monotonic() + 10
-        while other.attrs["HostConfig"]["CpuQuota"] != 25_000:
-            assert time.monotonic() < deadline
+        wait_for(lambda: status(c) == "paused", proc, f"{c.name} never paused")
+
+        def throttled() -> bool:
             other.reload()
+            return other.attrs["HostConfig"]["CpuQuota"] == 25_000
+
+        wait_for(throttled, proc, f"{other.name} never throttled")
         saved = {e["name"]: e["saved"] for e in json.loads(journal.read_text())}
         assert saved["throttle"]["containers"][0]["cpu_quota"] == 0  # read before the throttle
         with WakeNoise() as noise:
@@ -331,7 +333,7 @@ def test_a_leftover_whose_container_is_gone_is_dropped_and_said_so(daemon, tmp_p
         path = schedule(tmp_path, sock(client), c.name, "freeze|0s|60s|{action: pause}")
         journal = tmp_path / "journal.json"
         proc = faults("run", path, "--journal", str(journal))
-        wait_status(c, "paused")
+        wait_for(lambda: status(c) == "paused", proc, f"{c.name} never paused")
         proc.kill()
         proc.communicate(timeout=30)
     finally:

@@ -17,7 +17,7 @@ from faults.injectors.base import InjectError
 from faults.injectors.netem import Netem
 from faults.injectors.tbf import Tbf
 from tests.noise import WakeNoise
-from tests.procs import ROOT
+from tests.procs import ROOT, wait_for
 from tests.system.netns import in_netns, veth_pair
 
 SINK = """
@@ -150,11 +150,7 @@ def run_until_applied(path, journal, tbf: Tbf) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 10
-    while tbf.read_back()["kind"] != "tbf":
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.02)
+    wait_for(lambda: tbf.read_back()["kind"] == "tbf", proc, "the tbf never read back")
     return proc
 
 

@@ -33,7 +33,7 @@ def test_every_component_owns_its_subcommands():
         "compare": "dashboards.compare",
         "regress": "dashboards.regress",
         "dashboards": "dashboards.grafana.cli",
-        "stack": "compose.stack",
+        "stack": "compose.cli",
         "k8s": "faults.k8s.cli",
     }
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from faults.proxy import SSEFault
+from faults.proxy.fault import SSEFault
 
 BAD = [
     ({"seed": {}}, "seed must be an integer"),

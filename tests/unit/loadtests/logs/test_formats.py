@@ -7,9 +7,13 @@ import tracemalloc
 import pytest
 
 from llmchaos.errors import UsageError
-from loadtests.logs import formats
+from loadtests.logs import flags, formats
 from loadtests.logs.problems import Problems
 from tests.unit.loadtests.logs.reading import read
+
+
+def test_the_parsers_names_are_the_readers():
+    assert ("auto", *formats.FORMATS) == flags.NAMES
 
 
 def test_unknown_format_and_missing_file_are_usage_errors(tmp_path):
