@@ -19,6 +19,9 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from tests.inprocess import llmchaos
 from tests.integration.loadtest_helpers import LOCUST
 from tests.procs import ROOT, free_port, serve
 from tests.services import prometheus
@@ -109,3 +112,16 @@ def test_compare_over_prometheus_agrees_with_compare_over_the_results_directorie
     for c in from_prom:
         for side in "ab":
             assert abs(c[side] - attained[(c["lang"], side)]) < 0.05, (c, attained)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [  # the bad flags' cases, which need no socket: tests/unit/dashboards/test_commands.py
+        (["--a", "x", "--b", "y", "--range", "100,200"], "--prometheus: cannot read Prometheus at http://127.0.0.1:9"),
+    ],
+)
+def test_bad_prometheus_input_is_one_line_and_exit_2(args, message, capsys):
+    r = llmchaos(capsys, "compare", "--prometheus", "http://127.0.0.1:9", *args)  # port 9 (discard): nothing listens
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("llmchaos: error: " + message), r.stderr

@@ -1,12 +1,11 @@
 """The floor plan, held against the code: which component may import which (DESIGN's Layout).
 
 Every import statement of every module is read from its AST, function-level (lazy) imports
-included, so a new arrow that runs the wrong way fails here.
+included, so a new arrow that runs the wrong way fails here. What a command really loads when it runs:
+tests/integration/test_lazy_imports.py (a fresh interpreter each).
 """
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,16 +85,3 @@ def test_nothing_but_locustfiles_and_tests_imports_loadtests():
         if "loadtests" in imported_packages(p)
     }
     assert importers <= {"loadtests"}
-
-
-def test_the_fault_host_command_loads_neither_locust_nor_gevent():
-    """It shares the GPU host with the server: locust would gevent-patch it (faults/host/wire.py)."""
-    code = (
-        "import runpy, sys\n"
-        "sys.argv = ['llmchaos', 'faults', 'host', '--help']\n"
-        "try:\n    runpy.run_module('llmchaos.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('locust', 'gevent')))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert "--allow-sim" in done.stdout  # it got as far as the command's own parser
-    assert done.stdout.splitlines()[-1] == "[]"

@@ -1,24 +1,11 @@
-"""The stack's state: a recorded process is signalled only while it is the one `up` started."""
-
-import subprocess
-import sys
+"""The stack's state: a file not ours is refused; `status` and `down` without a stack. That a recorded
+process is signalled only while it is the one `up` started: tests/integration/test_stack_state.py."""
 
 import pytest
 
-from compose.state import Service, Stack
+from compose.state import Stack
 from llmchaos.errors import UsageError
-
-
-def test_down_stops_what_up_started_and_never_a_reused_pid(tmp_path):
-    stack = Stack(tmp_path)
-    stack.start(Service("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"]), tmp_path)
-    (s,) = Stack.load(tmp_path).services
-    assert s.process() is not None
-    impostor = Service("other", [], pid=s.pid, started=s.started - 5.0)  # same PID, another process
-    assert impostor.process() is None
-    assert Stack.load(tmp_path).stop() == ["sleeper"]
-    assert s.process() is None
-    assert Stack.load(tmp_path).services == []
+from tests.inprocess import llmchaos
 
 
 def test_a_state_file_that_is_not_ours_is_one_line_naming_it(tmp_path):
@@ -27,13 +14,8 @@ def test_a_state_file_that_is_not_ours_is_one_line_naming_it(tmp_path):
         Stack.load(tmp_path)
 
 
-def test_status_and_down_without_a_stack(tmp_path):
+def test_status_and_down_without_a_stack(tmp_path, capsys):
     for verb in ("status", "down"):
-        r = subprocess.run(
-            [sys.executable, "-m", "llmchaos.cli", "stack", verb, "--state-dir", str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        r = llmchaos(capsys, "stack", verb, "--state-dir", str(tmp_path))
         assert r.returncode == 0, r.stderr
         assert str(tmp_path) in r.stdout

@@ -5,23 +5,15 @@ one line; every output format read back by its own reader (JSON, JUnit XML, Mark
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from benchmarks._synthetic_run import write
-from tests.procs import ROOT
+from tests.inprocess import llmchaos
 
 N = 6000  # requests per run: 30 s at 200/s
-
-
-def llmchaos(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +32,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def test_a_and_a_no_cell_worse_exit_0(runs, tmp_path):
-    r = llmchaos("compare", str(runs["a"]), str(runs["a2"]), "--json", "--junit", str(tmp_path / "j.xml"))
+def test_a_and_a_no_cell_worse_exit_0(runs, tmp_path, capsys):
+    r = llmchaos(capsys, "compare", str(runs["a"]), str(runs["a2"]), "--json", "--junit", str(tmp_path / "j.xml"))
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["verdict"] == "no worse"
@@ -53,9 +45,9 @@ def test_a_and_a_no_cell_worse_exit_0(runs, tmp_path):
     assert suite.get("failures") == "0"
 
 
-def test_a_slower_b_is_worse_exit_1_in_every_format(runs, tmp_path):
+def test_a_slower_b_is_worse_exit_1_in_every_format(runs, tmp_path, capsys):
     junit, html = tmp_path / "j.xml", tmp_path / "r.html"
-    r = llmchaos("compare", str(runs["a"]), str(runs["b"]), "--md", "--junit", str(junit), "--html", str(html))
+    r = llmchaos(capsys, "compare", str(runs["a"]), str(runs["b"]), "--md", "--junit", str(junit), "--html", str(html))
     assert r.returncode == 1, r.stderr
     assert r.stdout.startswith("### llmchaos: WORSE: B is worse than A in ")
     assert "| 🔴 worse | de ITL p50 (baseline) |" in r.stdout
@@ -66,16 +58,16 @@ def test_a_slower_b_is_worse_exit_1_in_every_format(runs, tmp_path):
     assert page.index('id="verdict"') < page.index("<svg")  # the verdict comes first
     assert "WORSE: B is worse than A" in page
     assert page.count("<svg") >= 10
-    doc = json.loads(llmchaos("compare", str(runs["a"]), str(runs["b"]), "--json").stdout)
+    doc = json.loads(llmchaos(capsys, "compare", str(runs["a"]), str(runs["b"]), "--json").stdout)
     itl = next(c for c in doc["cells"] if (c["lang"], c["metric"], c["stat"]) == ("en", "itl", "p50"))
     assert itl["verdict"] == "worse"
     assert 0.15 < itl["rel_ci"][0] < itl["rel"] < itl["rel_ci"][1] < 0.25
     assert itl["mde_rel"] < 0.05
 
 
-def test_the_terminal_table_puts_worse_cells_first_and_colours_only_when_asked(runs):
-    plain = llmchaos("compare", str(runs["a"]), str(runs["b"]))
-    coloured = llmchaos("compare", str(runs["a"]), str(runs["b"]), "--color")
+def test_the_terminal_table_puts_worse_cells_first_and_colours_only_when_asked(runs, capsys):
+    plain = llmchaos(capsys, "compare", str(runs["a"]), str(runs["b"]))
+    coloured = llmchaos(capsys, "compare", str(runs["a"]), str(runs["b"]), "--color")
     assert "\033[" not in plain.stdout  # not a terminal
     assert "\033[31;1mworse" in coloured.stdout
     verdicts = [line.split()[0] for line in plain.stdout.splitlines()[5:] if line.split()[:1] in (["worse"], ["no"])]
@@ -83,22 +75,22 @@ def test_the_terminal_table_puts_worse_cells_first_and_colours_only_when_asked(r
     assert "no" not in verdicts[: verdicts.count("worse")]
 
 
-def test_repetitions_are_compared_as_runs(runs):
-    r = llmchaos("compare", "--a", f"{runs['a']},{runs['a2']}", "--b", f"{runs['b']},{runs['b2']}", "--json")
+def test_repetitions_are_compared_as_runs(runs, capsys):
+    r = llmchaos(capsys, "compare", "--a", f"{runs['a']},{runs['a2']}", "--b", f"{runs['b']},{runs['b2']}", "--json")
     assert r.returncode == 1
     cells = json.loads(r.stdout)["cells"]
     assert {c["method"] for c in cells} == {"runs as units (Welch t)"}
     assert any(c["verdict"] == "worse" and c["metric"] == "itl" for c in cells)
 
 
-def test_a_replay_directory_is_its_two_sides(runs):
-    r = llmchaos("compare", str(runs["replay"]), "--json")
+def test_a_replay_directory_is_its_two_sides(runs, capsys):
+    r = llmchaos(capsys, "compare", str(runs["replay"]), "--json")
     assert r.returncode == 1
     assert json.loads(r.stdout)["a"] == [str(runs["replay"] / "a")]
 
 
-def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_them(runs, tmp_path):
-    r = llmchaos("regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--json")
+def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_them(runs, tmp_path, capsys):
+    r = llmchaos(capsys, "regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--json")
     assert r.returncode == 1
     gated = {(c["metric"], c["stat"]) for c in json.loads(r.stdout)["cells"] if c["gated"]}
     assert gated == {("ttft", p) for p in ("p50", "p90", "p95", "p99")} | {
@@ -106,7 +98,7 @@ def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_the
     } | {("error_rate", "rate")}
     rules = tmp_path / "rules.yaml"
     rules.write_text("defaults: {increase_pct: 30}\n")  # a 20 % slowdown is allowed
-    r = llmchaos("regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--rules", str(rules))
+    r = llmchaos(capsys, "regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--rules", str(rules))
     assert r.returncode == 0, r.stdout[-2000:]
     assert r.stdout.startswith("NO WORSE")
 
@@ -120,7 +112,7 @@ def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_the
         ("unknown metric", "{d}/rules.yaml:2: de.ttfb: unknown metric (known: ttft, ttfa, itl"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message):
+def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message, capsys):
     d = tmp_path
     if case == "missing":
         args = ["compare", str(d / "nosuch"), str(runs["a"])]
@@ -134,14 +126,14 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message):
     else:
         (d / "rules.yaml").write_text("defaults: {confidence: 0.99}\nde: {ttfb: {increase_pct: 5}}\n")
         args = ["regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--rules", str(d / "rules.yaml")]
-    r = llmchaos(*args)
+    r = llmchaos(capsys, *args)
     assert r.returncode == 2
     assert r.stdout == ""
     assert r.stderr.count("\n") == 1
     assert r.stderr.startswith("llmchaos: error: " + message.format(d=d))
 
 
-def test_regress_history_shows_the_change_points_apache_otava_finds(tmp_path):
+def test_regress_history_shows_the_change_points_apache_otava_finds(tmp_path, capsys):
     history = tmp_path / "history"
     for night in range(10):  # the build got 30 % slower from night 5 on
         start = 1.8e9 + night * 86400
@@ -149,6 +141,7 @@ def test_regress_history_shows_the_change_points_apache_otava_finds(tmp_path):
         write(history / f"night{night}", 3000, seed=20 + night, slowdown=slowdown, start=start, drift=0.0)
     page = tmp_path / "r.html"
     r = llmchaos(
+        capsys,
         "regress",
         *("--baseline", str(history / "night0"), "--current", str(history / "night9")),
         *("--history", str(history), "--json", "--html", str(page)),
@@ -170,17 +163,16 @@ def test_regress_history_shows_the_change_points_apache_otava_finds(tmp_path):
         (["--a", "x", "--b", "y"], "--range: give the time range"),
         (["--a", "x", "--b", "y", "--range", "200,100"], "--range: the end must come after the start"),
         (["--a", "x", "--b", "y", "--range", "yesterday,200"], "--range: not a time (RFC 3339 or unix seconds)"),
-        (["--a", "x", "--b", "y", "--range", "100,200"], "--prometheus: cannot read Prometheus at http://127.0.0.1:9"),
-    ],
+    ],  # and a Prometheus that does not answer: tests/integration/test_compare_prometheus.py (a socket)
 )
-def test_bad_prometheus_input_is_one_line_and_exit_2(args, message):
-    r = llmchaos("compare", "--prometheus", "http://127.0.0.1:9", *args)  # port 9 (discard): nothing listens
+def test_bad_prometheus_input_is_one_line_and_exit_2(args, message, capsys):
+    r = llmchaos(capsys, "compare", "--prometheus", "http://127.0.0.1:9", *args)  # port 9 (discard): nothing listens
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1
     assert r.stderr.startswith("llmchaos: error: " + message), r.stderr
 
 
-def test_a_mirrored_replay_shows_its_output_drift_in_the_html_report(tmp_path):
+def test_a_mirrored_replay_shows_its_output_drift_in_the_html_report(tmp_path, capsys):
     replay = tmp_path / "replay"
     for side, seed in (("a", 11), ("b", 12)):
         write(replay / side, 2000, seed=seed, drift=0.0)
@@ -199,7 +191,7 @@ def test_a_mirrored_replay_shows_its_output_drift_in_the_html_report(tmp_path):
     }
     (replay / "a" / "run.json").write_text(json.dumps(doc))
     page = tmp_path / "r.html"
-    r = llmchaos("compare", str(replay), "--html", str(page))
+    r = llmchaos(capsys, "compare", str(replay), "--html", str(page))
     assert r.returncode in (0, 1), r.stderr
     html = page.read_text()
     assert "<h2>Output drift (mirrored pairs)</h2>" in html

@@ -1,43 +1,16 @@
-"""The recovery journal: shared by processes, written atomically, a damaged one refused in one line."""
+"""The recovery journal: written atomically, a damaged one refused in one line (shared by processes:
+tests/integration/test_journal_processes.py)."""
 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from faults.journal import Journal
 from llmchaos.errors import UsageError
-from tests.procs import ROOT
-
-ENTRIES_PER_PROCESS = 150
-
-
-def _churn(path: str, tag: str) -> None:
-    """Add entries while the other process does too; remove every other one of its own."""
-    journal = Journal(path)
-    for i in range(ENTRIES_PER_PROCESS):
-        entry = journal.add(f"{tag}-{i}", "sse", {"proxy": "127.0.0.1:9"}, {}, {})
-        if i % 2:
-            journal.remove(entry)
-
-
-def test_two_processes_lose_no_entry_and_resurrect_none(tmp_path):
-    path = str(tmp_path / "journal.json")
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_churn, args=(path, tag)) for tag in ("a", "b")]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    names = sorted(e["name"] for e in Journal(path).entries())
-    kept = sorted(f"{tag}-{i}" for tag in ("a", "b") for i in range(0, ENTRIES_PER_PROCESS, 2))
-    assert names == kept
+from tests.inprocess import llmchaos
 
 
 def test_a_write_leaves_no_temporary_file(tmp_path):
@@ -69,15 +42,10 @@ def test_a_damaged_journal_is_refused_in_one_line_and_kept_aside(tmp_path, text)
 
 
 @pytest.mark.parametrize("text", DAMAGED.values(), ids=DAMAGED.keys())
-def test_recover_on_a_damaged_journal_exits_2_with_one_line(tmp_path, text):
+def test_recover_on_a_damaged_journal_exits_2_with_one_line(tmp_path, text, capsys):
     path = tmp_path / "journal.json"
     path.write_text(text)
-    r = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "faults", "recover", "--journal", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    r = llmchaos(capsys, "faults", "recover", "--journal", str(path))
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "damaged" in r.stderr

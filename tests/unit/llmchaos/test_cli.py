@@ -1,11 +1,9 @@
 """The dispatcher: each component's subcommands found by entry point; bad input is one line, exit 2."""
 
 import argparse
-import subprocess
-import sys
 
 from llmchaos.cli import build_parser
-from tests.procs import ROOT
+from tests.inprocess import llmchaos
 
 
 def owner(parser: argparse.ArgumentParser) -> str:
@@ -38,13 +36,10 @@ def test_every_component_owns_its_subcommands():
     }
 
 
-def test_serve_refuses_an_unknown_engine_with_the_list():
-    r = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "serve", "--engine", "nosuch", "--port", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_serve_refuses_an_unknown_engine_with_the_list(capsys, monkeypatch):
+    from reference_server import server
+
+    monkeypatch.setattr(server, "serve", None)  # were the engine taken: a TypeError, not a server for ever
+    r = llmchaos(capsys, "serve", "--engine", "nosuch", "--port", "1")
     assert r.returncode == 2
     assert r.stderr == "llmchaos: error: --engine: unknown engine 'nosuch' (engines: sim, torch)\n"

@@ -1,17 +1,25 @@
-"""`llmchaos serve`'s flags (reference_server/cli.py), run as the real command."""
-
-import subprocess
-import sys
+"""`llmchaos serve`'s flags (reference_server/cli.py), run as the real command (in this process)."""
 
 import pytest
 
+from tests.inprocess import llmchaos
+
+
+@pytest.fixture(autouse=True)
+def never_serve(monkeypatch):
+    """Flags these tests expect refused: were they taken, the test fails instead of serving for ever."""
+    from reference_server import server
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("llmchaos serve took the flags and would listen")
+
+    monkeypatch.setattr(server, "serve", refuse)
+
 
 @pytest.mark.parametrize("port", ["99999", "65536", "0", "-1"])
-def test_a_port_outside_1_65535_is_one_line_and_exit_2(port):
+def test_a_port_outside_1_65535_is_one_line_and_exit_2(port, capsys):
     """--port 99999 was accepted and the server listened on some other port."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "serve", "--port", port], capture_output=True, text=True, timeout=60
-    )
+    proc = llmchaos(capsys, "serve", "--port", port)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("llmchaos: error: --port: "), proc.stderr
@@ -23,11 +31,9 @@ def test_a_port_outside_1_65535_is_one_line_and_exit_2(port):
     ("flag", "value"),
     [("--header-timeout", "nan"), ("--sim-time-scale", "inf"), ("--pacer-max-gap", "inf"), ("--drain-timeout", "nan")],
 )
-def test_a_number_that_is_not_finite_is_one_line_and_exit_2(flag, value):
+def test_a_number_that_is_not_finite_is_one_line_and_exit_2(flag, value, capsys):
     """nan passed every `> 0` check and reached the timers (a header timeout of nan, a step of inf)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "serve", flag, value], capture_output=True, text=True, timeout=60
-    )
+    proc = llmchaos(capsys, "serve", flag, value)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"llmchaos: error: {flag}: must be a finite number, got {value}\n"
 
@@ -73,13 +79,11 @@ def test_torch_keeps_its_own_limits_unless_a_profile_is_named():
         (["--profile", "{bad}"], "llmchaos: error: {bad}:2: limits.num_blocks: must be a whole number >= 1"),
     ],
 )
-def test_a_profile_it_cannot_serve_is_one_line_and_exit_2(tmp_path, args, message):
+def test_a_profile_it_cannot_serve_is_one_line_and_exit_2(tmp_path, args, message, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("limits:\n  num_blocks: -3\n")
     args = [a.replace("{bad}", str(bad)) for a in args]
-    proc = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "serve", *args], capture_output=True, text=True, timeout=60
-    )
+    proc = llmchaos(capsys, "serve", *args)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(message.replace("{bad}", str(bad))), proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr

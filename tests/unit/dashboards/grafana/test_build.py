@@ -4,7 +4,6 @@ makes it fail, on the real dashboards and on a new panel)."""
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -12,34 +11,28 @@ from dashboards.grafana import build, load
 from dashboards.grafana import panels as p
 from dashboards.grafana.names import defined
 from dashboards.grafana.queries import queries
-from tests.procs import ROOT
+from tests.inprocess import llmchaos
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "dashboards", "build", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    return llmchaos(capsys, "dashboards", "build", *args)
 
 
 def test_the_committed_json_is_what_the_code_builds():
     assert build.stale(build.OUT, build.rendered()) == []
 
 
-def test_check_fails_on_a_stale_or_missing_file_and_passes_once_built(tmp_path):
-    built = cli("--out", str(tmp_path))
+def test_check_fails_on_a_stale_or_missing_file_and_passes_once_built(tmp_path, capsys):
+    built = cli(capsys, "--out", str(tmp_path))
     assert built.returncode == 0, built.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(build.DASHBOARDS)
-    assert cli("--out", str(tmp_path), "--check").returncode == 0
+    assert cli(capsys, "--out", str(tmp_path), "--check").returncode == 0
     load_json = tmp_path / "llmchaos-load.json"
     data = json.loads(load_json.read_text())
     data["panels"][1]["targets"][0]["expr"] = "up"  # an edit by hand, or code changed without a rebuild
     load_json.write_text(json.dumps(data))
     (tmp_path / "llmchaos-ab.json").unlink()
-    stale = cli("--out", str(tmp_path), "--check")
+    stale = cli(capsys, "--out", str(tmp_path), "--check")
     assert stale.returncode == 1
     assert "llmchaos-load.json" in stale.stderr
     assert "llmchaos-ab.json" in stale.stderr

@@ -2,27 +2,25 @@
 API server takes, wired to the files, the results' volume, the Pushgateway and the Workflow."""
 
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.procs import ROOT
+from tests.inprocess import llmchaos
 from tests.unit.faults.k8s.schemas import errors
 
 SLO = "en: {ttft_p99_ms: 100}\n"
 
 
-def render_load(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "k8s", "render-load", *args], cwd=ROOT, capture_output=True, text=True
-    )
+def render_load(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    return llmchaos(capsys, "k8s", "render-load", *args)
 
 
-def test_master_workers_files_results_and_the_workflow_reader(tmp_path):
+def test_master_workers_files_results_and_the_workflow_reader(tmp_path, capsys):
     slo = tmp_path / "slo.yaml"
     slo.write_text(SLO)
     r = render_load(
+        capsys,
         "--host", "http://drill-proxy-9100:9100", "--namespace", "staging", "--workers", "3",
         "--slo", str(slo), "--push-gateway", "http://pushgateway:9091",
         "--k8s-workflow", "drill", "--", "--langs", "en,de",
@@ -54,8 +52,8 @@ def test_master_workers_files_results_and_the_workflow_reader(tmp_path):
     assert deployments["llmchaos-load-master"]["spec"]["strategy"] == {"type": "Recreate"}  # its volume is RWO
 
 
-def test_the_operators_locust_test(tmp_path):
-    r = render_load("--host", "http://llm:8000", "--operator", "--k8s-workflow", "drill", "--workers", "2")
+def test_the_operators_locust_test(tmp_path, capsys):
+    r = render_load(capsys, "--host", "http://llm:8000", "--operator", "--k8s-workflow", "drill", "--workers", "2")
     assert r.returncode == 0, r.stderr
     objects = list(yaml.safe_load_all(r.stdout))
     test = objects[-1]
@@ -80,17 +78,17 @@ def test_the_operators_locust_test(tmp_path):
         ),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, named):
-    r = render_load(*args)
+def test_bad_input_is_one_line_and_exit_2(args, named, capsys):
+    r = render_load(capsys, *args)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1
     assert named in r.stderr
 
 
-def test_a_broken_schedule_is_refused_before_anything_is_rendered(tmp_path):
+def test_a_broken_schedule_is_refused_before_anything_is_rendered(tmp_path, capsys):
     bad = tmp_path / "s.yaml"
     bad.write_text("faults:\n  - {name: x, kind: plague, target: {a: b}, at: 0s, duration: 1s}\n")
-    r = render_load("--host", "http://x", "--schedule", str(bad))
+    r = render_load(capsys, "--host", "http://x", "--schedule", str(bad))
     assert r.returncode == 2
     assert "faults[0].kind" in r.stderr
     assert r.stdout == ""

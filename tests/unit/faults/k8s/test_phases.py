@@ -2,7 +2,6 @@
 single-host runner labels it from the schedule, and by the cluster's times where they differ from the
 plan; the live reader through a Workflow's life; `llmchaos k8s wait`, which the GPU Job follows."""
 
-import threading
 import time
 
 import pytest
@@ -163,28 +162,6 @@ def test_the_reader_keeps_its_timeline_when_the_api_fails_a_moment(planned):
     live = phases.ClusterPhases("drills", read, poll_s=3600)
     live.poll()
     assert live.phase(t0 + 16) == "jitter+narrow"
-
-
-def test_wait_returns_when_the_step_starts_and_when_it_ends(planned):
-    _, workflow = planned
-    api = Cluster_()
-    t0 = int(time.time()) - 10  # slow-gpu, 12 s from the Workflow's start, ends in 1 to 2 s
-    result: dict = {}
-
-    def follow(until):
-        result[until] = (phases.wait(api.read, "slow-gpu", until, poll_s=0.02), time.time())
-
-    starting = threading.Thread(target=follow, args=("start",))
-    starting.start()
-    time.sleep(0.2)
-    assert result == {}  # no Workflow yet: it is waited for
-    api.workflow = workflow
-    api.nodes = nodes(workflow, t0, until=t0)
-    starting.join(20)
-    follow("end")
-    assert result["start"][0] == 0
-    assert result["end"][0] == 0
-    assert result["end"][1] >= t0 + 12  # the step's deadline
 
 
 def test_wait_for_a_step_of_a_deleted_workflow(planned):

@@ -6,7 +6,6 @@ cannot express is one line and exit 2."""
 import copy
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from faults.k8s import network, pods
 from faults.k8s.cluster import Cluster, Step
 from faults.k8s.workflow import render
 from faults.schedule import Window
+from tests.inprocess import llmchaos
 from tests.procs import ROOT
 from tests.unit.faults.k8s.schemas import errors
 
@@ -32,10 +32,8 @@ CLUSTER = Cluster(
 )
 
 
-def k8s(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "k8s", *args], cwd=ROOT, capture_output=True, text=True
-    )
+def k8s(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    return llmchaos(capsys, "k8s", *args)
 
 
 def example_schedules() -> list[str]:
@@ -75,8 +73,8 @@ def test_every_example_schedule_renders_to_objects_an_api_server_takes(name):
 
 
 @pytest.mark.parametrize("drill", sorted(DRILLS))
-def test_the_drills_render_to_their_golden_files(drill):
-    r = k8s("render", f"compose/schedules/{drill}.yaml", *DRILLS[drill])
+def test_the_drills_render_to_their_golden_files(drill, capsys):
+    r = k8s(capsys, "render", f"compose/schedules/{drill}.yaml", *DRILLS[drill])
     assert r.returncode == 0, r.stderr
     golden = GOLDEN / f"{drill}.yaml"
     if os.environ.get("LLMCHAOS_UPDATE_GOLDEN"):
@@ -94,9 +92,15 @@ def test_the_readme_shows_each_drill_as_rendered(drill):
     assert block == (GOLDEN / f"{drill}.yaml").read_text(encoding="utf-8")
 
 
-def test_the_drills_objects(tmp_path):
+def test_the_drills_objects(tmp_path, capsys):
     r = k8s(
-        "render", "compose/schedules/drill-gpu-clock.yaml", "--gpu-node", "gpu-node-1", "--out", str(tmp_path / "o")
+        capsys,
+        "render",
+        "compose/schedules/drill-gpu-clock.yaml",
+        "--gpu-node",
+        "gpu-node-1",
+        "--out",
+        str(tmp_path / "o"),
     )
     assert r.returncode == 0, r.stderr
     setup = list(yaml.safe_load_all((tmp_path / "o" / "setup.yaml").read_text()))
@@ -221,10 +225,10 @@ BAD = [
 
 
 @pytest.mark.parametrize(("text", "args", "named"), BAD)
-def test_what_a_cluster_cannot_express_is_one_line_and_exit_2(tmp_path, text, args, named):
+def test_what_a_cluster_cannot_express_is_one_line_and_exit_2(tmp_path, text, args, named, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(text)
-    r = k8s("render", str(path), *args)
+    r = k8s(capsys, "render", str(path), *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
@@ -232,7 +236,7 @@ def test_what_a_cluster_cannot_express_is_one_line_and_exit_2(tmp_path, text, ar
     assert r.stdout == ""
 
 
-def test_repeats_whose_steps_would_share_a_name_are_refused(tmp_path):
+def test_repeats_whose_steps_would_share_a_name_are_refused(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(
         "faults:\n"
@@ -240,7 +244,7 @@ def test_repeats_whose_steps_would_share_a_name_are_refused(tmp_path):
         "     params: {delay: 1ms}}\n"
         "  - {name: a-1, kind: tbf, target: {interface: eth0}, at: 0s, duration: 10s, params: {rate: 1mbit}}\n"
     )
-    r = k8s("render", str(path), "--selector", "a=b", "--duration", "120")
+    r = k8s(capsys, "render", str(path), "--selector", "a=b", "--duration", "120")
     assert r.returncode == 2
     assert "another window's" in r.stderr
 

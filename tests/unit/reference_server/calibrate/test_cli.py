@@ -1,10 +1,8 @@
 """`llmchaos calibrate`'s bad input: one line, exit 2, nothing written."""
 
-import subprocess
-import sys
-
 import pytest
 
+from tests.inprocess import llmchaos
 from tests.unit.reference_server.calibrate.test_runs import write_run
 
 
@@ -19,16 +17,11 @@ from tests.unit.reference_server.calibrate.test_runs import write_run
         (["{tmp}/nosuch", "{run}", "--prompt-tokens", "9"], "{tmp}/nosuch/run.json: No such file or directory"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
     write_run(tmp_path / "run")
     args = [a.replace("{run}", str(tmp_path / "run")).replace("{tmp}", str(tmp_path)) for a in args]
     out = tmp_path / "out.yaml"
-    proc = subprocess.run(
-        [sys.executable, "-m", "llmchaos.cli", "calibrate", *args, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = llmchaos(capsys, "calibrate", *args, "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("llmchaos: error: " + message.replace("{tmp}", str(tmp_path))), proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr

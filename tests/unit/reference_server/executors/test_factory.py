@@ -1,7 +1,5 @@
-"""The executor factory (reference_server/executors/__init__.py)."""
-
-import subprocess
-import sys
+"""The executor factory (reference_server/executors/__init__.py). That a backend is imported only when
+chosen: tests/integration/test_lazy_imports.py (a fresh interpreter each)."""
 
 import pytest
 
@@ -25,12 +23,6 @@ def test_an_unknown_engine_is_refused_with_the_list():
     assert str(e.value) == f"--engine: unknown engine 'nosuch' (engines: {', '.join(ENGINES)})"
 
 
-def test_a_backend_is_imported_only_when_chosen():
-    code = "import sys, reference_server.executors; print('reference_server.executors.sim' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
-
-
 def test_torch_is_built_by_the_factory_with_a_pool_of_the_block_managers_size():
     from reference_server.executors.torch.executor import TorchExecutor
 
@@ -40,12 +32,3 @@ def test_torch_is_built_by_the_factory_with_a_pool_of_the_block_managers_size():
     assert executor.model_card["engine"] == "torch"
     assert executor.gpu_uuid is None
     assert executor.device is not None  # the simulated clock the admin API sets on the CPU
-
-
-def test_torch_and_transformers_are_imported_only_when_the_torch_engine_is_chosen():
-    code = (
-        "import sys; from reference_server.executors import ExecutorOptions, create; create(ExecutorOptions('sim'));"
-        "print(sorted(m for m in ('torch', 'transformers', 'reference_server.executors.torch') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"

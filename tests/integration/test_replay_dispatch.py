@@ -1,0 +1,118 @@
+"""The replay's schedule served on the wall clock: sessions in order when strict, at their offsets when
+timed, what fell due unsent handed back at stop, the user idle last takes the next request (the
+schedule's offsets, windows and shares: tests/unit/loadtests/replay/test_dispatch.py)."""
+
+import json
+import time
+
+import gevent
+import pytest
+
+from loadtests.replay.dispatch import ReplayPlan, ReplaySchedule, sleep_until
+from loadtests.replay.fidelity import ReplayStats
+from tests.unit.loadtests.replay import test_dispatch as unit
+
+log = unit.log  # the fixture: twenty requests one second apart
+settings = unit.settings
+
+
+def run_schedule(log, *argv):
+    """Serve the schedule with one taker that holds each request 0.15 s; the order of what happened."""
+    s = settings(log, "--speed", "200", "--end", "4s", *argv)
+    events: list[tuple[str, int, bool | None]] = []
+    finished: list[bool] = []
+    sched = ReplaySchedule(ReplayStats(), lambda: finished.append(True))
+    sched.start(ReplayPlan(time.time() + 0.02, 0, 1, s.options))
+
+    def taker():
+        while True:
+            due = sched.next()
+            events.append(("start", due.rec.line, due.intended <= time.time()))
+            gevent.sleep(0.15)
+            events.append(("end", due.rec.line, None))
+            sched.done(due)
+
+    workers = [gevent.spawn(taker) for _ in range(4)]
+    gevent.sleep(1.0)
+    gevent.killall(workers)
+    return events, finished, sched
+
+
+def test_strict_sessions_wait_for_the_turn_before(log):
+    events, finished, sched = run_schedule(log)
+    order = [(what, line) for what, line, _ in events]
+    for first, second in ((1, 2), (3, 4)):  # two turns of sessions s0 and s1, 5 ms apart in the replay
+        assert order.index(("end", first)) < order.index(("start", second))
+    assert all(on_time for what, _, on_time in events if what == "start")
+    assert sched.stats.held == 2
+    assert finished == [True]
+    assert sched.stop() == []
+
+
+def test_timed_sessions_go_at_their_offsets(log):
+    events, finished, _ = run_schedule(log, "--session-order", "timed")
+    order = [(what, line) for what, line, _ in events]
+    assert order.index(("start", 2)) < order.index(("end", 1))  # the second turn did not wait
+    assert finished == [True]
+
+
+def test_stop_hands_back_what_fell_due_unsent(log):
+    s = settings(log, "--speed", "200", "--end", "4s")
+    sched = ReplaySchedule(ReplayStats(), lambda: None)
+    sched.start(ReplayPlan(time.time(), 0, 1, s.options))
+    gevent.sleep(0.2)  # every request falls due, none is taken
+    unsent = sched.stop()
+    assert sorted(d.rec.line for d in unsent) == [1, 2, 3, 4]  # turns held for their session included
+
+
+@pytest.mark.timing
+def test_sleep_until_returns_at_its_time_with_other_greenlets_running():
+    ran: list[float] = []
+    for k in range(20):
+        due = time.time() + 0.0005 * (k % 5)  # due now, or within the last 2 ms libev cannot time
+        g = gevent.spawn(lambda: ran.append(time.time()))  # ready: runs before sleep_until blocks
+        sleep_until(due)
+        assert time.time() >= due
+        assert g.dead
+    assert len(ran) == 20
+    ticks = []
+
+    def other():
+        while True:
+            ticks.append(time.time())
+            gevent.sleep(0)
+
+    g = gevent.spawn(other)
+    try:
+        due = time.time() + 0.002
+        sleep_until(due)
+    finally:
+        g.kill()
+    assert len([t for t in ticks if t < due]) > 1  # it kept running between the naps
+
+
+def test_the_user_idle_last_takes_the_next_request(tmp_path):
+    """Requests 20 ms apart, each over in 1 ms: one user (of four) takes them all, its connection
+    kept warm, the others' left to idle; one taken while another runs goes to another user."""
+    p = tmp_path / "spaced.jsonl"
+    rows = [{"ts": i * 0.02, "user_id": f"u{i}", "input_tokens": 8} for i in range(10)]
+    rows.append({"ts": 0.181, "user_id": "late", "input_tokens": 8})  # due while line 10 is taken
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sched = ReplaySchedule(ReplayStats(), lambda: None)
+    sched.start(ReplayPlan(time.time() + 0.02, 0, 1, settings(p).options))
+    taken: dict[int, str] = {}
+
+    def taker(name: str, hold: float) -> None:
+        while True:
+            due = sched.next()
+            taken[due.rec.line] = name
+            gevent.sleep(hold if due.rec.line == 10 else 0.001)
+            sched.done(due)
+
+    users = [gevent.spawn(taker, f"t{k}", 0.01) for k in range(4)]
+    gevent.sleep(0.4)
+    gevent.killall(users)
+    assert len(taken) == 11
+    assert len({taken[line] for line in range(1, 11)}) == 1
+    assert taken[11] != taken[10]
+    assert sched.finished
