@@ -23,17 +23,17 @@ $(NATIVE): loadtests/dataplane/_native.c setup.py $(STAMP)
 
 # Real Prometheus, Pushgateway and Docker daemon for the tests, and a static busybox to build a
 # test image from, and Chromium to open the HTML reports headless, docker-compose and debootstrap for
-# the compose stack, and the kernel lab's user-mode Linux (sch_netem, sch_prio, ifb: tests/system/
-# kernel_lab.py) with kmod's insmod and iproute2's netem tables (Debian packages). The tests start
+# the compose stack, and the kernel lab's kernels, user-mode Linux or QEMU (sch_netem, sch_prio, ifb: tests/
+# system/kernel_lab.py), with kmod's insmod and iproute2's netem tables (Debian packages). The tests start
 # them on their own; a temporary policy-rc.d (exit 101) keeps the postinst from starting services.
 DEBIAN_DEPS := prometheus prometheus-pushgateway docker.io busybox-static chromium docker-compose debootstrap \
-	user-mode-linux kmod iproute2
+	user-mode-linux kmod iproute2 qemu-system-x86
 debian-deps:
 	@if command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null \
 		&& command -v dockerd >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 \
 		&& command -v chromium >/dev/null && command -v docker-compose >/dev/null \
 		&& command -v debootstrap >/dev/null && command -v linux.uml >/dev/null \
-		&& command -v insmod >/dev/null && dpkg -s iproute2 >/dev/null 2>&1; then exit 0; fi; \
+		&& command -v insmod >/dev/null && dpkg -s iproute2 >/dev/null 2>&1 && command -v qemu-system-x86_64 >/dev/null; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "debian-deps: not root, skipping; install $(DEBIAN_DEPS) by hand" >&2; exit 0; fi; \
 	set -e; made=; \
@@ -46,22 +46,32 @@ debian-deps:
 
 install: $(STAMP) $(NATIVE)
 
+# Every test but the timing ones runs on JOBS workers at once (most wait on servers and sockets, not
+# on the CPU; tests/conftest.py keeps each integration module, the system tier and the kernel lab each
+# on one worker), then the timing tests one at a time, so that no other test competes with them.
+# Both groups run even when the first fails; the 25 slowest of each are listed.
+JOBS ?= 4
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
+	@status=0; \
+	$(PYTEST) -n $(JOBS) --dist loadgroup -m "not timing" --durations=25 tests || status=$$?; \
+	$(PYTEST) -m timing --durations=25 tests || status=$$?; \
+	exit $$status
 
-# The fast tier, for every change: lint, types and the unit tests (tests/unit: in-process, no servers).
+# The fast tier, for every change: lint, types and the unit tests (tests/unit: in-process, no servers,
+# no sleeping), on both cores.
 check: lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m unit tests/unit
+	$(PYTEST) -n 2 -m unit tests/unit
 
 # The tests that assert something about time, with a CPU-bound process on every core meanwhile: they
 # must hold on a slow, busy machine, not only on a quiet one.
 test-stressed: install debian-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m timing --stress tests
+	$(PYTEST) -m timing --stress tests
 
 # The fuzz tests with many more examples, fresh ones each time (make test runs them with a fixed few).
 fuzz: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m fuzz --hypothesis-profile=soak tests
+	$(PYTEST) -m fuzz --hypothesis-profile=soak tests
 
 lint: $(STAMP) $(NATIVE)
 	$(BIN)/ruff check .
@@ -72,7 +82,7 @@ demo: install debian-deps
 	$(BIN)/python -m compose.demo
 
 # Every benchmark runs even when one misses its target; the target fails if any did.
-BENCHMARKS := server_throughput server_memory standin_accuracy client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity long_context_replay
+BENCHMARKS := server_throughput server_memory standin_accuracy client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity long_context_replay cli_start
 bench: install
 	@failed=; for b in $(BENCHMARKS); do $(BIN)/python -m benchmarks.$$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "bench: missed:$$failed" >&2; exit 1; fi

@@ -28,11 +28,28 @@ TESTS = Path(__file__).parent
 TIERS = ("unit", "integration", "system", "calibration")
 
 
+# The system tier's modules that boot the kernel lab (a real-time kernel that takes a CPU of its own).
+KERNEL_LAB = ("test_kernel_lab", "test_netem_lab", "test_aim_lab", "test_drill_lab")
+
+
+def group(item: pytest.Item, folder: str) -> str | None:
+    """The test's group for `pytest -n N --dist loadgroup` (one worker runs a group's tests one after
+    another): the kernel lab's tests, the rest of the system tier (namespaces, one dockerd), and each
+    integration module, so that its module-scoped servers start once."""
+    if folder == "system":
+        return "kernel-lab" if item.path.stem in KERNEL_LAB else "system"
+    return item.path.stem if folder == "integration" else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier (its folder) and its group."""
     for item in items:
         folder = item.path.relative_to(TESTS).parts[0]
         if folder in TIERS:
             item.add_marker(folder)
+        if name := group(item, folder):
+            item.add_marker(pytest.mark.xdist_group(name))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
