@@ -38,6 +38,7 @@ def run_schedule(log, *argv):
     return events, finished, sched
 
 
+@pytest.mark.timing
 def test_strict_sessions_wait_for_the_turn_before(log):
     events, finished, sched = run_schedule(log)
     order = [(what, line) for what, line, _ in events]
@@ -49,6 +50,7 @@ def test_strict_sessions_wait_for_the_turn_before(log):
     assert sched.stop() == []
 
 
+@pytest.mark.timing
 def test_timed_sessions_go_at_their_offsets(log):
     events, finished, _ = run_schedule(log, "--session-order", "timed")
     order = [(what, line) for what, line, _ in events]
@@ -91,6 +93,7 @@ def test_sleep_until_returns_at_its_time_with_other_greenlets_running():
     assert len([t for t in ticks if t < due]) > 1  # it kept running between the naps
 
 
+@pytest.mark.timing
 def test_the_user_idle_last_takes_the_next_request(tmp_path):
     """Requests 20 ms apart, each over in 1 ms: one user (of four) takes them all, its connection
     kept warm, the others' left to idle; one taken while another runs goes to another user."""

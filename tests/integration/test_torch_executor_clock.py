@@ -34,6 +34,7 @@ async def _step_seconds(executor, batch: Batch) -> float:
     return time.monotonic() - start
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mhz", [990.0, 495.0])
 def test_a_locked_simulated_clock_stretches_cpu_steps_in_proportion(tiny, mhz):
     """The same step, alternately at full clock and locked (so that the machine's other load falls on both)."""
