@@ -77,6 +77,11 @@ def stats(side: Path) -> tuple[float, float]:
 
 
 def test_a_profile_calibrated_on_two_torch_levels_predicts_a_third(tmp_path):
+    """A profile fitted on the torch server at 4 and 24 requests/s predicts its TTFT and TPOT p50 at 12 requests/s.
+
+    Long (about 105 s here): seven replays of a 10 s log (five against the torch server, whose transformer runs on
+    this CPU: a warm-up, the held-out level twice and the two fitted ones; one against the fitted sim and one
+    against a free server), and a fit of 150 evaluations in between."""
     with serve(*TORCH) as torch_server:
         level(torch_server, FITTED[0], tmp_path)  # a warm-up: the first level on a fresh server
         before = level(torch_server, HELD_OUT, tmp_path)

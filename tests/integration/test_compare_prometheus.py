@@ -52,6 +52,9 @@ def why(doc: dict) -> list[tuple[str, str, str]]:
 
 
 def test_compare_over_prometheus_agrees_with_compare_over_the_results_directories(tmp_path):
+    """Two load tests side by side under one Prometheus; compare over Prometheus and over the directories agree.
+
+    Long (about 110 s here): two 90 s load runs side by side; the module docstring says why they need 90 s."""
     ports = {"a": free_port(), "b": free_port()}
     with (
         serve() as server_a,

@@ -223,6 +223,10 @@ def test_the_master_refuses_before_any_load_in_one_line(tmp_path, secret, monkey
 
 @pytest.mark.timing
 def test_stack_up_starts_a_fault_host_that_the_masters_schedule_reaches(tmp_path):
+    """`stack up --fault-host` starts a fault host beside the server; the master's windows for it are applied there.
+
+    Long (about 30 s here): `stack up` starts its processes and the fault host one after another, each waited for,
+    the load runs at least 8 s (its windows are 3 s in, for 3 s), and `down` stops them one at a time."""
     state, port, proxy_port = tmp_path / "stack", free_port(), free_port()
     plan = schedule(tmp_path, f"http://127.0.0.1:{port}")
     with plan.open("a") as f:  # the stack's proxy, on the fault host too: its allowlist has it

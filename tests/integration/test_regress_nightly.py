@@ -67,6 +67,10 @@ def nights(top: Path) -> list[Path]:
 
 @pytest.mark.timing
 def test_nightly_sets_a_baseline_is_green_unchanged_and_red_on_a_slower_build(tmp_path):
+    """Three nights: the first sets the baseline, an unchanged build is green, a build 20 % slower is red.
+
+    Long (about 80 s here): three `make nightly`s, each starting the server for one 24 s run and gating it, and a
+    compare between two of them (the `nightly` helper says why a run needs those 24 s)."""
     top, rules = tmp_path / "nightly", tmp_path / "rules.yaml"
     # the medians only: another process crowding this host doubled an unchanged build's ITL p95
     rules.write_text(

@@ -53,6 +53,10 @@ def assignment(tmp_path, log, servers, workers, *more):
 
 
 def test_a_user_lands_on_the_same_side_every_time(tmp_path, log, servers):
+    """Each user goes to the side its id's hash says, the same in two runs, with two workers and with --processes 2.
+
+    Long (about 85 s here): four replays of the 20 s log (2 s each at --speed 10), each a fresh Locust that starts,
+    reads the log and writes both sides' results, two of them a master with two worker processes."""
     once = assignment(tmp_path / "one", log, servers, workers=0)
     again = assignment(tmp_path / "two", log, servers, workers=0)
     spread = assignment(tmp_path / "workers", log, servers, workers=2)

@@ -51,6 +51,10 @@ def check_flows(out: dict, probes: tuple[dict, ...]) -> None:
     [("egress", True, False), ("ingress", False, True), ("both", True, True)],
 )
 def test_direction_delays_the_way_it_names(lab, direction, out_delayed, in_delayed):
+    """egress delays what b sends, ingress what it receives (through an IFB), both both; the rest keeps its baseline.
+
+    Long (about 34 s here): it boots the kernel lab (one CPU) and runs the probe in it; the probes themselves, 200
+    packets 2 ms apart each way before and during the fault, take a few seconds."""
     probes = (flow("out", out_delayed), flow("in", in_delayed, side="a"))
     out = lab(spec({"delay": f"{DELAY_MS}ms", "direction": direction}, *probes))
     check_flows(out, probes)
@@ -141,6 +145,10 @@ def test_tbf_limits_only_what_it_aims_at(lab, aim, limited, free):
     "aim", [{}, {"direction": "both", "match": {"dport": 9001}}], ids=["egress", "both-with-match"]
 )
 def test_a_sigkilled_run_is_recovered_to_exactly_the_original_qdiscs(lab, aim):
+    """`faults run` SIGKILLed in its window leaves its qdiscs; `faults recover` restores both namespaces exactly.
+
+    Long (about 40 s here): it boots the kernel lab (one CPU) and starts two llmchaos commands in it, `faults run`
+    until it has applied the fault, then `faults recover`."""
     out = lab({**spec({"delay": f"{DELAY_MS}ms", **aim}), "baseline": False, "via": "crash"})
     during, killed = out["during"]["b"], out["killed"]["b"]
     print(f"\nSIGKILL in the window of {out['params']}: recover said {out['recover']['stdout'].strip()!r}")
@@ -157,6 +165,10 @@ def test_a_sigkilled_run_is_recovered_to_exactly_the_original_qdiscs(lab, aim):
     [("ifb", {"direction": "ingress"}, "direction"), ("sch_prio", {"match": {"dport": 9001}}, "match")],
 )
 def test_a_kernel_without_what_the_aim_needs_is_refused_before_anything_is_applied(lab, missing, aim, field):
+    """A kernel without ifb (for ingress) or sch_prio (for a match): `faults run` exits 2 in one line, nothing applied.
+
+    Long (30 to 40 s here for each case): it boots the kernel lab (one CPU) without that module and starts two
+    llmchaos commands in it, `faults run` and `faults recover`."""
     modules = tuple(m for m in kernel_lab.NET_MODULES if m != missing)
     out = lab({**spec({"delay": f"{DELAY_MS}ms", **aim}), "baseline": False, "via": "cli"}, modules=modules)
     run = out["run"]

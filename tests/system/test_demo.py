@@ -20,6 +20,10 @@ from tests.procs import ROOT
 
 @pytest.mark.timing
 def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
+    """The demo, shortened to 30 s, finishes green, each fault phase differs from the baseline, and nothing is left.
+
+    Long (about 55 s here): the whole demo, shortened to 30 s of load: the stack and a namespace of workers up, the
+    load with its three fault windows, the report and dashboards written, and everything stopped."""
     before = set(netns.listnetns())
     r = subprocess.run(
         [sys.executable, "-m", "compose.demo", "--seconds", "30", "--dir", str(tmp_path)],

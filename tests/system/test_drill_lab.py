@@ -33,6 +33,10 @@ def table(out: dict) -> str:
 
 
 def test_the_jitter_drill_delays_first_tokens_by_its_mean_and_spreads_the_tokens(tmp_path):
+    """The drill's window raises TTFT p50 by about netem's 100 ms mean delay and spreads ITL's tail.
+
+    Long (about 70 s here): it boots the kernel lab (one CPU), starts the server in it and runs 25 s of load there
+    (10 s of baseline, the 10 s window, 5 s after): the window needs enough requests on each side of it."""
     command = f"{shlex.quote(sys.executable)} -m tests.system.lab_drill {tmp_path}/out.json"
     lab = kernel_lab.run(command, tmp_path, timeout=400)
     assert lab.returncode == 0, lab.failure()

@@ -52,6 +52,11 @@ def phases_of(requests: list[dict], window: dict) -> tuple[list[dict], list[dict
 
 @pytest.mark.timing
 def test_phases_follow_the_acknowledged_times_and_the_faults_move_the_latencies(tmp_path):
+    """Each window's phase follows the times the fault host acknowledged (what a watcher on the GPU host saw), and
+    the thin link slows TTFT and the clock lock ITL.
+
+    Long (about 35 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
+    started and stopped) and a 26 s run: two 6 s windows, each with baseline on both sides."""
     math = math_bound(tmp_path)  # steps all math: the lock slows ITL in proportion (the default's decode hardly)
     with fl.staged(tmp_path, "--profile", math, "--sim-time-scale", "0.3") as (lab, procs, secret, journal):
         with WakeNoise() as noise, fl.Watch(lab, "g2c") as watch:
@@ -102,6 +107,10 @@ def test_phases_follow_the_acknowledged_times_and_the_faults_move_the_latencies(
 
 @pytest.mark.timing
 def test_a_master_killed_mid_window_leaves_nothing_after_its_lease(tmp_path):
+    """A master killed while both windows are applied: the fault host reverts both once the lease runs out.
+
+    Long (about 40 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
+    started and stopped), a run until both windows are on (4 s in), then the 2 s lease and the revert waited for."""
     lease = 2.0
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
         with WakeNoise() as noise:
@@ -140,6 +149,11 @@ def test_a_master_killed_mid_window_leaves_nothing_after_its_lease(tmp_path):
 
 @pytest.mark.timing
 def test_a_cut_link_reverts_within_the_lease_and_no_request_of_that_time_is_baseline(tmp_path):
+    """The link to the fault host cut mid-window: the host reverts within the lease, and the master labels the
+    requests of the time it could not confirm unconfirmed, never baseline.
+
+    Long (about 32 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
+    started and stopped) and a 24 s run, its link down for about 6 s of it."""
     lease = 2.0
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
         with WakeNoise() as noise:
@@ -177,6 +191,11 @@ def test_a_cut_link_reverts_within_the_lease_and_no_request_of_that_time_is_base
 
 @pytest.mark.timing
 def test_a_killed_fault_host_is_unacknowledged_then_recovered_and_a_new_one_resyncs(tmp_path):
+    """A fault host killed mid-window: its fault stays and is unacknowledged, `faults recover` reverts it, and a new
+    fault host applies the window again.
+
+    Long (about 40 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
+    started and stopped) and a 30 s run, in which a second fault host is started."""
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
         fl.load(procs, lab, secret, schedule(tmp_path, 4, 22, 40, 1), tmp_path / "results", 30, "--fault-lease", "2")
         fl.wait_for("applied", lambda: fl.inside(lab.gpu, lambda: fl.root_qdisc("g2c") == "tbf"), 60)

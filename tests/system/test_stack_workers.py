@@ -15,6 +15,10 @@ from tests.integration.test_stack import assert_all_gone, services, short_run, s
 
 
 def test_workers_in_their_own_namespace_join_the_master_over_the_network(tmp_path):
+    """Two workers started in a namespace of their own join the master over the veth link and run its load.
+
+    Long (about 30 s here): two `stack up`s (the master's side, then the workers' in the namespace), each waiting
+    for its processes to answer, a short run until Prometheus scrapes ok requests, and two `stack down`s."""
     home, away = tmp_path / "stack", tmp_path / "workers"
     with namespace_with_link() as link:
         ns, host_addr = link.namespace, link.host_address
