@@ -1,15 +1,17 @@
 """Inside the kernel lab (kernel_lab.py): two namespaces joined by a veth pair, a qdisc fault applied by
 the real `faults` code, and one-way delays measured with UDP probes; everything comes back as JSON.
 
-    python -m tests.system.lab_probe SPEC.json OUT.json
+    python -m tests.system.lab_probe CASES.json OUT.json
 
+CASES: {name: SPEC}, measured one after another in one boot, each on a veth pair of its own; OUT:
+{name: what it measured, or {"error": its traceback}}, so one case's failure is its test's alone.
 SPEC: `fault` {kind, params (direction and match beside them), side: a|b, the namespace whose veth0
 it targets}; `via`: `injector` (save, apply, probe, revert in this process), `crash` (`llmchaos faults
 run`, SIGKILLed once applied, then `llmchaos faults recover`) or `cli` (`llmchaos faults run` to its
 end, probes during its window); `probes`: each {name, from: a|b, port, count, gap_ms, size, to:
 v4|v4b|v6 (which of the other side's addresses: a has a second IPv4 one)}, run one after another,
-before (`baseline`) and during the fault. OUT: the interfaces' tc state before, during and after, and
-each probe's packets:
+before (`baseline`) and during the fault. A case's result: the interfaces' tc state before, during and after,
+and each probe's packets:
 `sent` [seq, ns] and `received` [seq, ns] (the kernel's receive timestamp; a duplicate appears twice).
 Send and receive times come from one kernel's clock, so a packet's delay is their difference.
 """
@@ -25,6 +27,7 @@ import struct
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from pyroute2 import netns
@@ -199,9 +202,19 @@ def applied(names: dict[str, str], before: dict, run: subprocess.Popen) -> dict:
     return state(names)
 
 
-def main(spec_path: str, out_path: str) -> None:
-    spec = json.loads(Path(spec_path).read_text())
-    work = Path(out_path).parent
+def main(cases_path: str, out_path: str) -> None:
+    results = {}
+    for n, (name, spec) in enumerate(json.loads(Path(cases_path).read_text()).items()):
+        work = Path(out_path).parent / f"case-{n}"  # its schedule and journal
+        work.mkdir(exist_ok=True)
+        try:
+            results[name] = measure(spec, work)
+        except Exception:  # noqa: BLE001 - its test fails with the traceback; the other cases go on
+            results[name] = {"error": traceback.format_exc()}
+    Path(out_path).write_text(json.dumps(results))
+
+
+def measure(spec: dict, work: Path) -> dict:
     out: dict = {"kernel": os.uname().release, "baseline": {}, "probes": {}}
     probes, linger = spec.get("probes", []), spec.get("linger_s", 0.5)
     with veth_pair() as (a, b, addr_a, addr_b):
@@ -243,7 +256,7 @@ def main(spec_path: str, out_path: str) -> None:
             out["recover"] = {"returncode": recover.returncode, "stdout": recover.stdout, "stderr": recover.stderr}
             out["journal"] = json.loads(journal.read_text()) if journal.exists() else None
         out["after"] = state(names)
-    Path(out_path).write_text(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ go b -> a (b's egress), `in` probes a -> b (b's ingress, through the IFB); a mat
 connections it names and every other packet keeps its baseline (its median within 1 ms, over 200 packets each).
 A run SIGKILLed in its window leaves its qdiscs, IFB and filters to `llmchaos faults recover`, which
 restores both namespaces exactly; a kernel without ifb or sch_prio is refused before anything is applied.
+Each test names its case of CASES (at the end), which conftest's `lab` measures with the module's others.
 """
 
 from __future__ import annotations
@@ -46,23 +47,26 @@ def check_flows(out: dict, probes: tuple[dict, ...]) -> None:
     assert out["after"] == out["before"], "the revert left something behind"
 
 
-@pytest.mark.parametrize(
-    ("direction", "out_delayed", "in_delayed"),
-    [("egress", True, False), ("ingress", False, True), ("both", True, True)],
-)
-def test_direction_delays_the_way_it_names(lab, direction, out_delayed, in_delayed):
+DIRECTIONS = {"egress": (True, False), "ingress": (False, True), "both": (True, True)}  # (out delayed, in delayed)
+
+
+def direction_flows(case: str) -> tuple[dict, dict]:
+    out_delayed, in_delayed = DIRECTIONS[case]
+    return flow("out", out_delayed), flow("in", in_delayed, side="a")
+
+
+@pytest.mark.parametrize("case", sorted(DIRECTIONS))
+def test_direction_delays_the_way_it_names(lab, case):
     """egress delays what b sends, ingress what it receives (through an IFB), both both; the rest keeps its baseline.
 
-    Long (about 34 s here): it boots the kernel lab (one CPU) and runs the probe in it; the probes themselves, 200
-    packets 2 ms apart each way before and during the fault, take a few seconds."""
-    probes = (flow("out", out_delayed), flow("in", in_delayed, side="a"))
-    out = lab(spec({"delay": f"{DELAY_MS}ms", "direction": direction}, *probes))
-    check_flows(out, probes)
+    Long for the module's first test (its boot of the kernel lab, one CPU, with every case of the module): each case
+    itself, 200 packets 2 ms apart each way before and during the fault, takes a few seconds."""
+    check_flows(out := lab(case), direction_flows(case))
     ifbs = [link for link in out["during"]["b"]["links"] if link[1] == "ifb"]
-    assert len(ifbs) == (direction != "egress")
+    assert len(ifbs) == (case != "egress")
 
 
-MATCHES = {
+MATCHES: dict[str, tuple[dict, list[dict]]] = {
     "port": (
         {"dport": 9001},
         [
@@ -88,24 +92,25 @@ MATCHES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(MATCHES))
+@pytest.mark.parametrize("case", [f"match {name}" for name in sorted(MATCHES)])
 def test_a_match_delays_only_the_connections_it_names(lab, case):
-    match, probes = MATCHES[case]
-    out = lab(spec({"delay": f"{DELAY_MS}ms", "match": match}, *probes))
-    check_flows(out, tuple(probes))
+    check_flows(lab(case), tuple(MATCHES[case.removeprefix("match ")][1]))
 
 
-@pytest.mark.parametrize("direction", ["ingress", "both"])
-def test_an_ingress_match_names_the_connection_and_delays_its_answers(lab, direction):
-    """match {dst: a, dport: 9001} on b: b's packets to a:9001 (egress), a's answers from port 9001 (ingress)."""
-    probes = (
+def answer_flows(direction: str) -> tuple[dict, ...]:
+    """For match {dst: a, dport: 9001} on b: b's packets to a:9001 (egress), a's answers from port 9001 (ingress)."""
+    return (
         flow("to a:9001", direction == "both"),
         flow("a:9001 answers", True, side="a", port=9500, sport=9001),
         flow("a:9002 answers", False, side="a", port=9500, sport=9002),
         flow("to a:9002", False, port=9002),
     )
-    params = {"delay": f"{DELAY_MS}ms", "direction": direction, "match": {"dst": "@a.v4", "dport": 9001}}
-    check_flows(lab(spec(params, *probes)), probes)
+
+
+@pytest.mark.parametrize("case", ["answers ingress", "answers both"])
+def test_an_ingress_match_names_the_connection_and_delays_its_answers(lab, case):
+    """match {dst: a, dport: 9001} on b: b's packets to a:9001 (egress), a's answers from port 9001 (ingress)."""
+    check_flows(lab(case), answer_flows(case.removeprefix("answers ")))
 
 
 def burst(name: str, side: str = "b", port: int = 9001) -> dict:
@@ -122,14 +127,16 @@ TBF = {"rate": "8mbit", "burst": 16384, "latency": "1000ms"}  # a queue long eno
 TBF_GAP_MS = (1000 + 8 + 20 + 14) * 8 / 8e6 * 1e3  # a packet of 1000 bytes with its headers at 8 Mbit/s
 
 
-@pytest.mark.parametrize(
-    ("aim", "limited", "free"),
-    [({"direction": "ingress"}, "in", "out"), ({"match": {"dport": 9001}}, "9001", "9002")],
-    ids=["ingress", "match"],
-)
-def test_tbf_limits_only_what_it_aims_at(lab, aim, limited, free):
-    probes = {"in": burst("in", side="a"), "out": burst("out"), "9001": burst("9001"), "9002": burst("9002", port=9002)}
-    out = lab(spec({**TBF, **aim}, probes[limited], probes[free], kind="tbf", baseline=False))
+TBF_AIMS = {  # case: (aim, the burst it limits, the burst it leaves free)
+    "tbf ingress": ({"direction": "ingress"}, burst("in", side="a"), burst("out")),
+    "tbf match": ({"match": {"dport": 9001}}, burst("9001"), burst("9002", port=9002)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TBF_AIMS))
+def test_tbf_limits_only_what_it_aims_at(lab, case):
+    limited, free = (b["name"] for b in TBF_AIMS[case][1:])
+    out = lab(case)
     gap, free_gap = spacing_ms(out["probes"][limited]), spacing_ms(out["probes"][free])
     print(
         f"\ntbf {out['params']}, kernel {out['kernel']}, 300 packets of 1000 bytes: {limited} {gap:.4f} ms apart "
@@ -141,15 +148,10 @@ def test_tbf_limits_only_what_it_aims_at(lab, aim, limited, free):
     assert out["after"] == out["before"]
 
 
-@pytest.mark.parametrize(
-    "aim", [{}, {"direction": "both", "match": {"dport": 9001}}], ids=["egress", "both-with-match"]
-)
-def test_a_sigkilled_run_is_recovered_to_exactly_the_original_qdiscs(lab, aim):
-    """`faults run` SIGKILLed in its window leaves its qdiscs; `faults recover` restores both namespaces exactly.
-
-    Long (about 40 s here): it boots the kernel lab (one CPU) and starts two llmchaos commands in it, `faults run`
-    until it has applied the fault, then `faults recover`."""
-    out = lab({**spec({"delay": f"{DELAY_MS}ms", **aim}), "baseline": False, "via": "crash"})
+@pytest.mark.parametrize("case", ["sigkill egress", "sigkill both-with-match"])
+def test_a_sigkilled_run_is_recovered_to_exactly_the_original_qdiscs(lab, case):
+    """`faults run` SIGKILLed in its window leaves its qdiscs; `faults recover` restores both namespaces exactly."""
+    out = lab(case)
     during, killed = out["during"]["b"], out["killed"]["b"]
     print(f"\nSIGKILL in the window of {out['params']}: recover said {out['recover']['stdout'].strip()!r}")
     assert during != out["before"]["b"], out.get("run")  # the run's output: why nothing was applied
@@ -160,17 +162,21 @@ def test_a_sigkilled_run_is_recovered_to_exactly_the_original_qdiscs(lab, aim):
     assert out["journal"] == []
 
 
-@pytest.mark.parametrize(
-    ("missing", "aim", "field"),
-    [("ifb", {"direction": "ingress"}, "direction"), ("sch_prio", {"match": {"dport": 9001}}, "match")],
-)
-def test_a_kernel_without_what_the_aim_needs_is_refused_before_anything_is_applied(lab, missing, aim, field):
+WITHOUT: dict[str, tuple[dict, str]] = {
+    "ifb": ({"direction": "ingress"}, "direction"),
+    "sch_prio": ({"match": {"dport": 9001}}, "match"),
+}
+
+
+@pytest.mark.parametrize("case", [f"without {module}" for module in sorted(WITHOUT)])
+def test_a_kernel_without_what_the_aim_needs_is_refused_before_anything_is_applied(lab, case):
     """A kernel without ifb (for ingress) or sch_prio (for a match): `faults run` exits 2 in one line, nothing applied.
 
-    Long (30 to 40 s here for each case): it boots the kernel lab (one CPU) without that module and starts two
-    llmchaos commands in it, `faults run` and `faults recover`."""
-    modules = tuple(m for m in kernel_lab.NET_MODULES if m != missing)
-    out = lab({**spec({"delay": f"{DELAY_MS}ms", **aim}), "baseline": False, "via": "cli"}, modules=modules)
+    Both cases run in one kernel lab booted without either module (each aim needs only its own); the first of them
+    is long (about 30 s here) for that boot and its two llmchaos commands, `faults run` and `faults recover`."""
+    missing = case.removeprefix("without ")
+    field = WITHOUT[missing][1]
+    out = lab(case)
     run = out["run"]
     print(f"\nwithout {missing}: exit {run['returncode']}: {run['stderr'].strip()}")
     assert run["returncode"] == 2
@@ -178,3 +184,33 @@ def test_a_kernel_without_what_the_aim_needs_is_refused_before_anything_is_appli
     assert f"faults[0].{field}: this kernel has no {missing} (try: modprobe {missing})" in run["stderr"]
     assert out["during"] == out["before"] == out["after"]
     assert out["journal"] in (None, [])
+
+
+DELAY = {"delay": f"{DELAY_MS}ms"}
+CASES = {  # what conftest's `lab` measures, in one boot per set of modules
+    **{case: spec({**DELAY, "direction": case}, *direction_flows(case)) for case in DIRECTIONS},
+    **{f"match {name}": spec({**DELAY, "match": match}, *probes) for name, (match, probes) in MATCHES.items()},
+    **{
+        f"answers {d}": spec({**DELAY, "direction": d, "match": {"dst": "@a.v4", "dport": 9001}}, *answer_flows(d))
+        for d in ("ingress", "both")
+    },
+    **{
+        case: spec({**TBF, **aim}, limited, free, kind="tbf", baseline=False)
+        for case, (aim, limited, free) in TBF_AIMS.items()
+    },
+    "sigkill egress": {**spec(DELAY), "baseline": False, "via": "crash"},
+    "sigkill both-with-match": {
+        **spec({**DELAY, "direction": "both", "match": {"dport": 9001}}),
+        "baseline": False,
+        "via": "crash",
+    },
+    **{
+        f"without {missing}": {
+            **spec({**DELAY, **aim}),
+            "baseline": False,
+            "via": "cli",
+            "modules": [m for m in kernel_lab.NET_MODULES if m not in WITHOUT],  # one boot for both
+        }
+        for missing, (aim, _) in WITHOUT.items()
+    },
+}

@@ -7,6 +7,8 @@ How many packets, and why: 1000 for a distribution (the KS test's 1 % critical D
 = 0.052, the mean's standard error 17.3/sqrt(1000) = 0.55 ms against a 3 ms bound), 2000 for the
 normal table (its mean's error 0.67 ms, its sd's 0.5 ms against 3 and 4 ms), 5000 for a percentage
 (loss 15 %: a standard error of 0.5 %, the 2 % bound 4 of them), 4000 for each correlation.
+
+Each test names its case of CASES (at the end), which conftest's `lab` measures with the module's others.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ def reverted(out: dict) -> None:
     assert out["after"] == out["before"], "the revert left something behind"
 
 
-def test_the_seed_drill_is_uniform_over_70_to_130_ms(lab):
-    out = lab(
-        drill({"delay": "100ms", "jitter": "30ms", "distribution": "uniform"}, probe("drill", 1000), baseline=True)
-    )
+@pytest.mark.parametrize("case", ["seed"])
+def test_the_seed_drill_is_uniform_over_70_to_130_ms(lab, case):
+    """Long as the module's first test: it boots the kernel lab (one CPU) and measures every case of the module."""
+    out = lab(case)
     base, d = delays(out["baseline"]["drill"]), delays(out["probes"]["drill"])
     ks = stats.kstest(d, stats.uniform(70, 60).cdf)
     print(
@@ -62,8 +64,9 @@ def test_the_seed_drill_is_uniform_over_70_to_130_ms(lab):
     reverted(out)
 
 
-def test_normal_takes_iproute2s_table(lab):
-    out = lab(drill({"delay": "100ms", "jitter": "30ms", "distribution": "normal"}, probe("normal", 2000)))
+@pytest.mark.parametrize("case", ["normal"])
+def test_normal_takes_iproute2s_table(lab, case):
+    out = lab(case)
     d = delays(out["probes"]["normal"])
     ks = stats.kstest(d, empirical_cdf(table_delays_ms("normal", 100, 30)))
     uniform = stats.kstest(d, stats.uniform(70, 60).cdf)
@@ -80,9 +83,9 @@ def test_normal_takes_iproute2s_table(lab):
     reverted(out)
 
 
-@pytest.mark.parametrize("name", ["pareto", "paretonormal"])
-def test_pareto_tables_are_taken_as_iproute2_ships_them(lab, name):
-    out = lab(drill({"delay": "100ms", "jitter": "30ms", "distribution": name}, probe(name, 1000)))
+@pytest.mark.parametrize("case", ["pareto", "paretonormal"])
+def test_pareto_tables_are_taken_as_iproute2_ships_them(lab, case):
+    out, name = lab(case), case
     d = delays(out["probes"][name])
     expected = table_delays_ms(name, 100, 30)
     ks = stats.kstest(d, empirical_cdf(expected))
@@ -100,16 +103,18 @@ def test_pareto_tables_are_taken_as_iproute2_ships_them(lab, name):
     reverted(out)
 
 
-def test_loss_drops_its_share(lab):
-    out = lab(drill({"loss": "15%"}, probe("loss", 5000, gap_ms=0.2)))
+@pytest.mark.parametrize("case", ["loss"])
+def test_loss_drops_its_share(lab, case):
+    out = lab(case)
     share = lost(out["probes"]["loss"]).mean()
     print(f"\nloss 15%, kernel {out['kernel']}, 5000 packets: {100 * share:.2f} % lost")
     assert abs(share - 0.15) <= 0.02
     reverted(out)
 
 
-def test_duplicate_sends_its_share_twice(lab):
-    out = lab(drill({"duplicate": "10%"}, probe("duplicate", 4000, gap_ms=0.25)))
+@pytest.mark.parametrize("case", ["duplicate"])
+def test_duplicate_sends_its_share_twice(lab, case):
+    out = lab(case)
     n = copies(out["probes"]["duplicate"])
     share = (n == 2).mean()
     print(f"\nduplicate 10%, kernel {out['kernel']}, 4000 packets: {100 * share:.2f} % twice, {(n == 0).sum()} lost")
@@ -118,8 +123,9 @@ def test_duplicate_sends_its_share_twice(lab):
     reverted(out)
 
 
-def test_reorder_sends_its_share_at_once_ahead_of_the_delayed(lab):
-    out = lab(drill({"delay": "10ms", "reorder": "25%"}, probe("reorder", 2000)))
+@pytest.mark.parametrize("case", ["reorder"])
+def test_reorder_sends_its_share_at_once_ahead_of_the_delayed(lab, case):
+    out = lab(case)
     result = out["probes"]["reorder"]
     d = delays(result)
     early = d < 5
@@ -138,19 +144,19 @@ def test_reorder_sends_its_share_at_once_ahead_of_the_delayed(lab):
     reverted(out)
 
 
-@pytest.mark.parametrize(
-    ("params", "events"),
-    [
-        ({"loss": "30%", "loss_correlation": "50%"}, lost),
-        ({"duplicate": "30%", "duplicate_correlation": "50%"}, lambda r: copies(r) == 2),
-        ({"delay": "10ms", "reorder": "30%", "reorder_correlation": "50%"}, lambda r: delays(r) < 5),
-    ],
-    ids=["loss", "duplicate", "reorder"],
-)
-def test_a_correlation_makes_events_come_in_runs_as_the_kernels_arithmetic_says(lab, params, events):
+CORRELATED = {  # case: (params, the events they make, per packet sent)
+    "loss correlated": ({"loss": "30%", "loss_correlation": "50%"}, lost),
+    "duplicate correlated": ({"duplicate": "30%", "duplicate_correlation": "50%"}, lambda r: copies(r) == 2),
+    "reorder correlated": ({"delay": "10ms", "reorder": "30%", "reorder_correlation": "50%"}, lambda r: delays(r) < 5),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRELATED))
+def test_a_correlation_makes_events_come_in_runs_as_the_kernels_arithmetic_says(lab, case):
     """Events come in runs (likelier after one), and rarer than asked: the kernel's correlated draw
     clusters around the middle of its range, so `p >= draw` holds less often (30 % becomes 13 %)."""
-    out = lab(drill(params, probe("corr", 4000, gap_ms=0.5)))
+    params, events = CORRELATED[case]
+    out = lab(case)
     seen = events(out["probes"]["corr"])
     pct, rho = (float(v.rstrip("%")) for k, v in params.items() if k != "delay")
     expected = crandom(pct, rho, 200_000)
@@ -165,13 +171,11 @@ def test_a_correlation_makes_events_come_in_runs_as_the_kernels_arithmetic_says(
     reverted(out)
 
 
-def test_delay_correlation_is_what_the_kernels_arithmetic_makes_of_it(lab):
+@pytest.mark.parametrize("case", ["delay correlated"])
+def test_delay_correlation_is_what_the_kernels_arithmetic_makes_of_it(lab, case):
     """The kernel takes its correlated draw modulo twice the jitter (tabledist()): with a 30 ms jitter
-    that scrambles the correlation away, which this measures rather than hides.
-
-    Long (about 36 s here): it boots the kernel lab (one CPU) and sends 2,000 packets 1 ms apart through the delay
-    there, then replays 200,000 of the kernel's correlated draws in Python."""
-    out = lab(drill({"delay": "100ms", "jitter": "30ms", "correlation": "75%"}, probe("corr", 2000)))
+    that scrambles the correlation away, which this measures rather than hides."""
+    out = lab(case)
     d = delays(out["probes"]["corr"])
     sigma = 30_000_000
     expected = ((draws(75, 200_000) % (2 * sigma)) + 100_000_000 - sigma) / 1e6
@@ -187,8 +191,9 @@ def test_delay_correlation_is_what_the_kernels_arithmetic_makes_of_it(lab):
     reverted(out)
 
 
-def test_rate_spaces_packets_by_their_size(lab):
-    out = lab(drill({"rate": "8mbit"}, probe("rate", 300, gap_ms=0, size=1000)))
+@pytest.mark.parametrize("case", ["rate"])
+def test_rate_spaces_packets_by_their_size(lab, case):
+    out = lab(case)
     arrival = np.sort([t for _, t in out["probes"]["rate"]["received"]]) / 1e6
     gap = np.median(np.diff(arrival))
     expected = (1000 + 8 + 20 + 14) * 8 / 8e6 * 1e3  # UDP, IPv4 and Ethernet headers count too
@@ -199,3 +204,17 @@ def test_rate_spaces_packets_by_their_size(lab):
     assert len(arrival) == 300
     assert abs(gap - expected) <= 0.02 * expected
     reverted(out)
+
+
+JITTER = {"delay": "100ms", "jitter": "30ms"}
+CASES = {  # what conftest's `lab` measures, in one boot
+    "seed": drill({**JITTER, "distribution": "uniform"}, probe("drill", 1000), baseline=True),
+    "normal": drill({**JITTER, "distribution": "normal"}, probe("normal", 2000)),
+    **{name: drill({**JITTER, "distribution": name}, probe(name, 1000)) for name in ("pareto", "paretonormal")},
+    "loss": drill({"loss": "15%"}, probe("loss", 5000, gap_ms=0.2)),
+    "duplicate": drill({"duplicate": "10%"}, probe("duplicate", 4000, gap_ms=0.25)),
+    "reorder": drill({"delay": "10ms", "reorder": "25%"}, probe("reorder", 2000)),
+    **{case: drill(params, probe("corr", 4000, gap_ms=0.5)) for case, (params, _) in CORRELATED.items()},
+    "delay correlated": drill({**JITTER, "correlation": "75%"}, probe("corr", 2000)),
+    "rate": drill({"rate": "8mbit"}, probe("rate", 300, gap_ms=0, size=1000)),
+}
