@@ -22,7 +22,7 @@ from faults.k8s import phases
 from faults.k8s.cluster import Cluster
 from faults.k8s.workflow import render
 from tests.integration.loadtest_helpers import locust, only_run
-from tests.procs import ROOT, serve
+from tests.procs import ROOT, serve, wait_for
 from tests.servers.kube_api import KubeAPI, running
 from tests.unit.faults.k8s.recorded import iso, nodes
 
@@ -134,6 +134,7 @@ def smi_calls(tmp_path: Path) -> list[tuple[float, str]]:
     return [(float(t), args) for t, _, args in (line.partition(" ") for line in lines)]
 
 
+@pytest.mark.timing  # the lock within a second of its step's start: the job's start must not be held up
 def test_the_gpu_job_resets_locks_while_its_step_runs_and_resets(tmp_path):
     _, (workflow, job) = rendered(tmp_path, GPU % (2, 500))
     t0 = int(time.time()) + 1
@@ -180,7 +181,10 @@ def test_the_gpu_job_ends_without_a_lock_when_the_workflow_is_deleted_first(tmp_
     api = KubeAPI(workflow, lambda now: nodes(workflow, int(now), until=now))
     with running(api, tmp_path) as config:
         proc = gpu_job(tmp_path, config, job)
-        time.sleep(3)
+        # deleted once the job's waiter has seen it (not after a guessed 3 s: a busy machine took longer to
+        # start it, and a Workflow not there yet is one to wait for)
+        read = f"/workflows/{workflow['metadata']['name']}"
+        wait_for(lambda: any(path.endswith(read) for path in api.paths), proc, "the job read its Workflow")
         api.workflow = None
         assert proc.wait(30) == 0
     assert "-lgc" not in str(smi_calls(tmp_path))

@@ -24,16 +24,11 @@ class KubeAPI:
     def answer(self, path: str) -> tuple[int, dict]:
         self.paths.append(path)
         wf = self.workflow
-        if wf is not None:
-            base = PREFIX + wf["metadata"]["namespace"]
-            if path == f"{base}/workflows/{wf['metadata']['name']}":
-                return 200, wf
-            if path == f"{base}/workflownodes":
-                return 200, {
-                    "apiVersion": "chaos-mesh.org/v1alpha1",
-                    "kind": "WorkflowNodeList",
-                    "items": self.nodes(time.time()),
-                }
+        if path.startswith(PREFIX) and path.endswith("/workflownodes"):  # a list: 200, empty once it is deleted
+            items = self.nodes(time.time()) if wf is not None else []  # (its nodes are its own: deleted with it)
+            return 200, {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "WorkflowNodeList", "items": items}
+        if wf is not None and path == f"{PREFIX}{wf['metadata']['namespace']}/workflows/{wf['metadata']['name']}":
+            return 200, wf
         return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
 
 

@@ -314,6 +314,7 @@ def links_and_qdiscs(ns: str) -> dict:
     return {"links": sorted(links.values(), key=str), "qdiscs": qdiscs}
 
 
+@pytest.mark.timing  # measures a rate (beside a busy test run: 5.7 Mbit/s through an 8 Mbit/s bucket)
 def test_tbf_on_ingress_limits_what_arrives_through_an_ifb_and_leaves_nothing():
     """This host's kernel has ifb, sch_ingress, cls_u32 and act_mirred: ingress shaping runs here too."""
     if steer.lacks("ingress"):
