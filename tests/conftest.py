@@ -43,13 +43,18 @@ def group(item: pytest.Item, folder: str) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier (its folder) and its group."""
+    """Mark each test with its tier (its folder), its group and `kernel_lab` where it boots the lab.
+    The system tier goes first, the kernel lab first of all: their groups take minutes on one worker
+    each, so they start first and the short work of the rest fills the other workers around them."""
     for item in items:
         folder = item.path.relative_to(TESTS).parts[0]
         if folder in TIERS:
             item.add_marker(folder)
         if name := group(item, folder):
             item.add_marker(pytest.mark.xdist_group(name))
+        if item.path.stem in KERNEL_LAB:
+            item.add_marker("kernel_lab")
+    items.sort(key=lambda item: (item.path.stem not in KERNEL_LAB, item.path.relative_to(TESTS).parts[0] != "system"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
