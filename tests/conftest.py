@@ -32,13 +32,21 @@ TIERS = ("unit", "integration", "system", "calibration")
 KERNEL_LAB = ("test_kernel_lab", "test_netem_lab", "test_aim_lab", "test_drill_lab")
 
 
-def group(item: pytest.Item, folder: str) -> str | None:
+def folder(item: pytest.Item) -> str:
+    return item.path.relative_to(TESTS).parts[0]
+
+
+def in_lab(item: pytest.Item) -> bool:
+    return folder(item) == "system" and item.path.stem in KERNEL_LAB
+
+
+def group(item: pytest.Item) -> str | None:
     """The test's group for `pytest -n N --dist loadgroup` (one worker runs a group's tests one after
     another): the kernel lab's tests, the rest of the system tier (namespaces, one dockerd), and each
     integration module, so that its module-scoped servers start once."""
-    if folder == "system":
-        return "kernel-lab" if item.path.stem in KERNEL_LAB else "system"
-    return item.path.stem if folder == "integration" else None
+    if folder(item) == "system":
+        return "kernel-lab" if in_lab(item) else "system"
+    return item.path.stem if folder(item) == "integration" else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -47,14 +55,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     The system tier goes first, the kernel lab first of all: their groups take minutes on one worker
     each, so they start first and the short work of the rest fills the other workers around them."""
     for item in items:
-        folder = item.path.relative_to(TESTS).parts[0]
-        if folder in TIERS:
-            item.add_marker(folder)
-        if name := group(item, folder):
+        if folder(item) in TIERS:
+            item.add_marker(folder(item))
+        if name := group(item):
             item.add_marker(pytest.mark.xdist_group(name))
-        if item.path.stem in KERNEL_LAB:
+        if in_lab(item):
             item.add_marker("kernel_lab")
-    items.sort(key=lambda item: (item.path.stem not in KERNEL_LAB, item.path.relative_to(TESTS).parts[0] != "system"))
+    items.sort(key=lambda item: (not in_lab(item), folder(item) != "system"))  # stable: the rest keep their order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

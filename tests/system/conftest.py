@@ -31,6 +31,8 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     cases: dict[str, dict] = request.module.CASES
     wanted = {case for item in request.session.items if item.path == request.path and (case := _case(item))}
     boots: dict[tuple[str, ...], dict[str, dict]] = {}
+    if unknown := wanted - cases.keys():
+        pytest.fail(f"{request.path.name}: cases its tests name but CASES lacks: {sorted(unknown)}")
     for name in sorted(wanted):
         spec = dict(cases[name])
         boots.setdefault(tuple(spec.pop("modules", kernel_lab.NET_MODULES)), {})[name] = spec

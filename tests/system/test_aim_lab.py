@@ -172,8 +172,8 @@ WITHOUT: dict[str, tuple[dict, str]] = {
 def test_a_kernel_without_what_the_aim_needs_is_refused_before_anything_is_applied(lab, case):
     """A kernel without ifb (for ingress) or sch_prio (for a match): `faults run` exits 2 in one line, nothing applied.
 
-    Both cases run in one kernel lab booted without either module (each aim needs only its own); the first of them
-    is long (about 30 s here) for that boot and its two llmchaos commands, `faults run` and `faults recover`."""
+    Both cases run in one kernel lab booted without either module (each aim needs only its own), a boot of conftest's
+    `lab` at the module's start."""
     missing = case.removeprefix("without ")
     field = WITHOUT[missing][1]
     out = lab(case)
