@@ -46,21 +46,18 @@ debian-deps:
 
 install: $(STAMP) $(NATIVE)
 
-# Every test but the timing ones runs on JOBS workers at once (most wait on servers and sockets, not
-# on the CPU; tests/conftest.py keeps each integration module, the system tier and the kernel lab each
-# on one worker), then the timing tests one at a time, so that no other test competes with them. The
-# kernel lab's timing tests run in the first group, on a worker of their own: its kernel runs at
-# real-time priority, first in line for a CPU, so the others do not reach its clock. A timing test of
-# the second group that fails runs once more (listed as a rerun in the summary: a defect to fix); one
-# that fails twice fails. Both groups run even when the first fails; the 25 slowest of each are listed.
+# Every test runs on JOBS workers at once (most wait on servers and sockets, not on the CPU);
+# tests/conftest.py keeps each integration module, the system tier, the kernel lab and the timing
+# tests each on one worker, and starts the long groups first. The timing tests run one after another,
+# each ahead of the rest in a cpu cgroup of the highest weight (tests/ahead.py), so that the other
+# tests get only the CPU a timing test leaves; the kernel lab runs its kernel at real-time priority.
+# A timing test that fails runs once more (listed as a rerun in the summary: a defect to fix); one
+# that fails twice fails. The 25 slowest tests are listed.
 JOBS ?= 4
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 test: lint debian-deps
 	$(BIN)/llmchaos dashboards build --check
-	@status=0; \
-	$(PYTEST) -n $(JOBS) --dist loadgroup -m "not timing or kernel_lab" --durations=25 tests || status=$$?; \
-	$(PYTEST) -m "timing and not kernel_lab" --reruns 1 -r R --durations=25 tests || status=$$?; \
-	exit $$status
+	$(PYTEST) -n $(JOBS) --dist loadgroup --no-loadscope-reorder -r R --durations=25 tests
 
 # The fast tier, for every change: lint, types and the unit tests (tests/unit: in-process, no servers,
 # no sleeping), on both cores.

@@ -2,15 +2,22 @@
 set of examples; `soak` (make fuzz) runs many fresh ones. Every test is marked with its tier by the
 folder it is in (a new file lands in the right tier). No test module may import locust into the test
 process. And `--stress` (make test-stressed) runs a CPU-bound process on every core for the whole
-session: tests marked `timing` must pass under it."""
+session: tests marked `timing` must pass under it.
+
+When tests run in parallel (`make test`), the timing tests run one after another on a worker of
+their own, each ahead of the other tests running meanwhile (tests/ahead.py), and one that fails
+runs once more (a rerun, listed in the summary: a defect to fix)."""
 
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.ahead import Ahead
 
 settings.register_profile(
     "ci",
@@ -40,10 +47,17 @@ def in_lab(item: pytest.Item) -> bool:
     return folder(item) == "system" and item.path.stem in KERNEL_LAB
 
 
+def timed(item: pytest.Item) -> bool:
+    """A timing test that runs ahead of the rest (the kernel lab's run their kernel at real-time priority)."""
+    return item.get_closest_marker("timing") is not None and not in_lab(item)
+
+
 def group(item: pytest.Item) -> str | None:
     """The test's group for `pytest -n N --dist loadgroup` (one worker runs a group's tests one after
-    another): the kernel lab's tests, the rest of the system tier (namespaces, one dockerd), and each
-    integration module, so that its module-scoped servers start once."""
+    another): the timing tests, the kernel lab's tests, the rest of the system tier (namespaces, one
+    dockerd), and each integration module, so that its module-scoped servers start once."""
+    if timed(item):
+        return "timing"
     if folder(item) == "system":
         return "kernel-lab" if in_lab(item) else "system"
     return item.path.stem if folder(item) == "integration" else None
@@ -51,9 +65,12 @@ def group(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier (its folder), its group and `kernel_lab` where it boots the lab.
-    The system tier goes first, the kernel lab first of all: their groups take minutes on one worker
-    each, so they start first and the short work of the rest fills the other workers around them."""
+    """Mark each test with its tier (its folder), its group, `kernel_lab` where it boots the lab and,
+    in parallel, one rerun for a timing test. The timing tests go first, then the kernel lab, then
+    the rest of the system tier: their groups take minutes on one worker each, so they start first
+    (make test keeps this order: --no-loadscope-reorder) and the short work of the rest fills the
+    other workers around them."""
+    parallel = "PYTEST_XDIST_WORKER" in os.environ
     for item in items:
         if folder(item) in TIERS:
             item.add_marker(folder(item))
@@ -61,7 +78,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(name))
         if in_lab(item):
             item.add_marker("kernel_lab")
-    items.sort(key=lambda item: (not in_lab(item), folder(item) != "system"))  # stable: the rest keep their order
+        if parallel and timed(item):
+            item.add_marker(pytest.mark.flaky(reruns=1))
+    items.sort(key=lambda item: (not timed(item), not in_lab(item), folder(item) != "system"))  # stable
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -80,6 +99,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _hogs: list[subprocess.Popen] = []
+_ahead = Ahead()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """In parallel, a timing test (its reruns, its fixtures and every process it starts) runs ahead."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or not timed(item):
+        return (yield)
+    with _ahead.running():
+        return (yield)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -89,6 +118,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _ahead.remove()
     for hog in _hogs:
         hog.kill()
         hog.wait()

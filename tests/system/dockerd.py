@@ -17,6 +17,8 @@ from pathlib import Path
 import docker
 from docker.models.containers import Container
 
+from tests import ahead
+
 IMAGE = "llmchaos-test/busybox:1"
 DOCKERFILE = """FROM scratch
 COPY busybox /bin/busybox
@@ -45,8 +47,10 @@ def install_missing() -> None:
 
 @contextlib.contextmanager
 def dockerd() -> Iterator[docker.DockerClient]:
-    """Start dockerd (no iptables, no default bridge) on a private socket; stop it and remove its files."""
+    """Start dockerd (no iptables, no default bridge) on a private socket; stop it and remove its files.
+    Started by a timing test, its containers run ahead of the other tests too (tests/ahead.py)."""
     install_missing()
+    parent = ahead.cgroup()
     root = Path(tempfile.mkdtemp(prefix="llmc-dockerd-"))
     url = f"unix://{root}/docker.sock"
     log = open(root / "dockerd.log", "wb")  # noqa: SIM115 - closed below
@@ -64,6 +68,7 @@ def dockerd() -> Iterator[docker.DockerClient]:
             str(root / "dockerd.pid"),
             "-H",
             url,
+            *(["--cgroup-parent", parent] if parent else []),
         ],
         stdout=log,
         stderr=log,

@@ -1,0 +1,79 @@
+"""Run a timing test ahead of the other tests running meanwhile: its worker (and every process it
+starts, in whatever session) moves into a cpu cgroup of the highest weight for the test's duration.
+
+A cgroup, not nice: the kernel groups each session (`setsid`: the servers that `stack up` starts)
+into an autogroup of its own, and a nice value counts only inside its autogroup; inside a cgroup
+other than the root, autogroups do not apply. The other tests get the CPU the timing test leaves.
+A dockerd started there puts its containers there too (`cgroup()`: its --cgroup-parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+V1, V2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+PREFIX = "llmchaos-timing-"
+
+
+def controller() -> tuple[Path, str, int]:
+    """The cpu controller's root, its weight file and the highest weight (cgroup v1, else v2)."""
+    if (V1 / "cpu.shares").exists():
+        return V1, "cpu.shares", 262144
+    control = V2 / "cgroup.subtree_control"
+    if control.exists() and "cpu" in control.read_text().split():
+        return V2, "cpu.weight", 10000
+    raise RuntimeError(f"no cpu cgroup controller ({V1} or {V2}) to run the timing tests ahead of the rest")
+
+
+def cgroup() -> str | None:
+    """The cgroup this process runs ahead in, from its controller's root (a dockerd's --cgroup-parent)."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            cpu = not controllers or "cpu" in controllers.split(",")  # v2's one hierarchy, or v1's cpu
+            if cpu and path.startswith(f"/{PREFIX}"):
+                return path
+    return None
+
+
+class Ahead:
+    """This process's cgroup of the highest CPU weight, made on first use and removed by `remove`."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.root = Path()
+
+    def _made(self) -> Path:
+        if self.path is None:
+            self.root, weight, highest = controller()
+            path = self.root / f"{PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
+            path.mkdir()
+            (path / weight).write_text(str(highest))
+            self.path = path
+        return self.path
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """This process, and what it starts meanwhile, ahead of the rest until the block ends."""
+        (self._made() / "cgroup.procs").write_text(str(os.getpid()))
+        try:
+            yield
+        finally:
+            (self.root / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        """Remove the cgroup, first moving back any process a test left in it, and what a dockerd made
+        under its name (in each v1 controller: its containers' cgroups are gone with the containers)."""
+        if self.path is None:
+            return
+        for pid in (self.path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):  # gone since the read
+                (self.root / "cgroup.procs").write_text(pid)
+        for made in {self.path, *V2.glob(f"*/{self.path.name}")}:
+            for path in sorted(made.glob("**/"), key=lambda p: len(p.parts), reverse=True):
+                path.rmdir()
+        self.path = None
