@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
@@ -31,7 +33,7 @@ from reference_server.sequence import Sequence
 
 RANDOM_EOS_PROBABILITY = 1 / 64  # a random model's replies end after 64 tokens on average (at temperature 1)
 MEMORY_SHARE = 0.9  # the KV pool may take this much of the memory free when it is made
-TYPICAL_WEIGHT = 0.2  # of the newest full-clock step in its size's moving average
+TYPICAL_STEPS = 9  # a step size's typical time at full clock: the median of its last so many
 BACK_TO_BACK_S = 0.005  # a step that starts this soon after the last one returned continues from it
 
 
@@ -58,7 +60,7 @@ class TorchExecutor:
         self.gpu_uuid = f"GPU-{torch.cuda.get_device_properties(torch_device).uuid}" if cuda else None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="torch-step")
         self._deadline = self._returned = float("-inf")  # when the last step was due to end, and returned
-        self._typical: dict[tuple[int, int], float] = {}  # a step size's time at full clock (moving average)
+        self._full_clock: dict[tuple[int, int], deque[float]] = {}  # a step size's last times at full clock
 
     def rows(self, batch: Batch) -> list[Draw]:
         return [self._row(seq) for seq in batch.sampling]
@@ -97,7 +99,8 @@ class TorchExecutor:
     def _stretched(self, start: float, size: tuple[int, int]) -> float:
         """When a step that began at `start` and has just ended is due at the device's clock: its size's
         typical time at full clock times the slowdown. Typical, not its own: a CPU that sleeps between
-        steps runs them slower (cold caches: 1.5 ms of CPU time became 2.4 ms), and that is no clock's doing.
+        steps runs them slower (cold caches: 1.5 ms of CPU time became 2.4 ms), and that is no clock's doing;
+        a median, since a step that a busy machine held off the CPU for 0.3 s is not what that size takes.
         Back to back (as on sim) a step counts from the last one's return, so the engine's own work between
         steps stretches too, and from the last one's deadline, so a sleep's overshoot is not stretched."""
         device, now = self.device, time.monotonic()
@@ -105,10 +108,10 @@ class TorchExecutor:
         back_to_back = 0.0 <= start - self._returned < BACK_TO_BACK_S
         took = now - (self._returned if back_to_back else start)
         if device.locked_mhz is None:
-            typical = self._typical.get(size)
-            self._typical[size] = took if typical is None else typical + TYPICAL_WEIGHT * (took - typical)
+            self._full_clock.setdefault(size, deque(maxlen=TYPICAL_STEPS)).append(took)
             return now
-        return (self._deadline if back_to_back else start) + self._typical.get(size, took) * device.slowdown
+        typical = statistics.median(self._full_clock[size]) if size in self._full_clock else took
+        return (self._deadline if back_to_back else start) + typical * device.slowdown
 
 
 def _size(batch: Batch) -> tuple[int, int]:
