@@ -125,6 +125,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _hogs.clear()
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Why each rerun test failed the first time (its error's lines): the defect a rerun stands for."""
+    for report in terminalreporter.stats.get("rerun", []):
+        why = [line for line in report.longreprtext.splitlines() if line.startswith("E ")][:6]
+        terminalreporter.write_line(f"rerun {report.nodeid}:")
+        for line in why or report.longreprtext.splitlines()[-6:]:
+            terminalreporter.write_line(f"  {line[:300]}")
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     return f"stressed: a CPU-bound process on each of {os.cpu_count()} cores" if config.getoption("--stress") else None
 
