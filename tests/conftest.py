@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.ahead import Ahead
+from tests.ahead import Ahead, controller
 
 settings.register_profile(
     "ci",
@@ -126,7 +126,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Why each rerun test failed the first time (its error's lines): the defect a rerun stands for."""
+    """Where the timing tests ran, in parallel; why each rerun test failed the first time (its error's
+    lines): the defect a rerun stands for."""
+    if terminalreporter.config.getoption("numprocesses", None):
+        found = controller()
+        terminalreporter.write_line(
+            f"timing tests: one at a time, each ahead of the rest in a cpu cgroup ({found[0]})"
+            if found
+            else "timing tests: one at a time, NOT ahead of the rest (no cpu cgroup controller here)"
+        )
     for report in terminalreporter.stats.get("rerun", []):
         why = [line for line in report.longreprtext.splitlines() if line.startswith("E ")][:6]
         terminalreporter.write_line(f"rerun {report.nodeid}:")
