@@ -33,7 +33,9 @@ class Server:
     def metrics(self) -> dict[str, float]:
         """Unlabelled-by-value view of /metrics: 'name{labels}' -> value."""
         out: dict[str, float] = {}
-        for line in httpx.get(self.url + "/metrics").text.splitlines():
+        # httpx's default 5 s read timeout: a torch server computing on a CPU that a timing test runs
+        # ahead of (make test) took longer to answer; a scrape waits for a busy server
+        for line in httpx.get(self.url + "/metrics", timeout=60).text.splitlines():
             if line and not line.startswith("#"):
                 key, _, value = line.rpartition(" ")
                 out[key] = float(value)
