@@ -21,13 +21,29 @@ PREFIX = "llmchaos-timing-"
 
 def controller() -> tuple[Path, str, int] | None:
     """The cpu controller's root, its weight file and the highest weight (cgroup v1, else v2); None
-    where there is none (make test's header says so: the timing tests then compete with the rest)."""
+    where there is none (make test's summary says so: the timing tests then compete with the rest)."""
     if (V1 / "cpu.shares").exists():
         return V1, "cpu.shares", 262144
     control = V2 / "cgroup.subtree_control"
     if control.exists() and "cpu" in control.read_text().split():
         return V2, "cpu.weight", 10000
     return None
+
+
+def _rmdirs(name: str) -> None:
+    """Remove the cgroup `name` (v2), or in every controller (v1: one tree each), innermost first."""
+    for made in [*V2.glob(name), *V2.glob(f"*/{name}")]:
+        for path in sorted(made.glob("**/"), key=lambda p: len(p.parts), reverse=True):
+            path.rmdir()
+
+
+def _sweep() -> None:
+    """Remove what a worker killed half-way (kill -9) left: the cgroups of processes that are gone."""
+    for made in {p.name for p in [*V2.glob(f"{PREFIX}*"), *V2.glob(f"*/{PREFIX}*")]}:
+        pid = made.removeprefix(PREFIX).split("-")[0]
+        if not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):  # a process still in it: left to whoever started it
+                _rmdirs(made)
 
 
 def cgroup() -> str | None:
@@ -50,6 +66,7 @@ class Ahead:
 
     def _made(self) -> Path | None:
         if self.path is None and (found := controller()):
+            _sweep()
             self.root, weight, highest = found
             path = self.root / f"{PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
             path.mkdir()
@@ -78,7 +95,5 @@ class Ahead:
         for pid in (self.path / "cgroup.procs").read_text().split():
             with contextlib.suppress(ProcessLookupError):  # gone since the read
                 (self.root / "cgroup.procs").write_text(pid)
-        for made in {self.path, *V2.glob(f"*/{self.path.name}")}:
-            for path in sorted(made.glob("**/"), key=lambda p: len(p.parts), reverse=True):
-                path.rmdir()
+        _rmdirs(self.path.name)
         self.path = None

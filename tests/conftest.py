@@ -47,6 +47,11 @@ def in_lab(item: pytest.Item) -> bool:
     return folder(item) == "system" and item.path.stem in KERNEL_LAB
 
 
+def parallel() -> bool:
+    """Whether this process is a pytest-xdist worker (make test)."""
+    return "PYTEST_XDIST_WORKER" in os.environ
+
+
 def timed(item: pytest.Item) -> bool:
     """A timing test that runs ahead of the rest (the kernel lab's run their kernel at real-time priority)."""
     return item.get_closest_marker("timing") is not None and not in_lab(item)
@@ -70,7 +75,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the rest of the system tier: their groups take minutes on one worker each, so they start first
     (make test keeps this order: --no-loadscope-reorder) and the short work of the rest fills the
     other workers around them."""
-    parallel = "PYTEST_XDIST_WORKER" in os.environ
     for item in items:
         if folder(item) in TIERS:
             item.add_marker(folder(item))
@@ -78,7 +82,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(name))
         if in_lab(item):
             item.add_marker("kernel_lab")
-        if parallel and timed(item):
+        if parallel() and timed(item):
             item.add_marker(pytest.mark.flaky(reruns=1))
     items.sort(key=lambda item: (not timed(item), not in_lab(item), folder(item) != "system"))  # stable
 
@@ -105,7 +109,7 @@ _ahead = Ahead()
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """In parallel, a timing test (its reruns, its fixtures and every process it starts) runs ahead."""
-    if "PYTEST_XDIST_WORKER" not in os.environ or not timed(item):
+    if not parallel() or not timed(item):
         return (yield)
     with _ahead.running():
         return (yield)
