@@ -152,6 +152,7 @@ def test_max_concurrency_caps_the_requests_in_flight(tmp_path, server):
     assert sum(r["schedule_lag"] > 0.2 for r in side.requests) >= 6  # waited for a user to be free
 
 
+@pytest.mark.timing  # the neighbours' lag is a time: a starved process lags whatever it builds
 @pytest.mark.timeout(300)
 def test_an_impossible_token_count_is_skipped_and_a_long_prompt_never_holds_the_run(tmp_path, server):
     """A Mooncake line asking for 1e11 prompt tokens is counted bad with its line; one of 300,000 is
