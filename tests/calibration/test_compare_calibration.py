@@ -17,7 +17,7 @@ def test_calibration_on_queue_correlated_runs():
     multiplied by 1.1 (its P99 +10 %): that cell is flagged in at least 90 % of them, and no other
     cell is flagged more often than the A/A pairs had any flag.
 
-    Long (about 130 s here): 400 simulated runs of 300,000 requests each, and 400 comparisons of 56 cells with
+    Long (about 45 s here): 400 simulated runs of 300,000 requests each, and 400 comparisons of 56 cells with
     200 bootstrap resamples each; fewer pairs would not pin the 5 % and 90 % rates down."""
     rng = np.random.default_rng(20261130)
     settings = Settings(alpha=ALPHA, resamples=200)

@@ -81,7 +81,7 @@ def main(out_path: str) -> None:
             log.close()
     if not (work / "results").is_dir():  # Locust wrote nothing: say why, with the server's end
         server_log = (work / "server.log").read_text()[-1500:]
-        sys.exit(f"locust exited {locust.returncode} with no results:\n{locust.stderr[-3000:]}\n--server--\n{server_log}")
+        sys.exit(f"locust exited {locust.returncode}, no results:\n{locust.stderr[-3000:]}\n--server--\n{server_log}")
     (run_dir,) = [p for p in (work / "results").iterdir() if p.is_dir()]
     results = run.load(run_dir).run.to_json()
     Path(out_path).write_text(
