@@ -27,7 +27,7 @@ LLMCHAOS = [sys.executable, "-m", "llmchaos.cli"]
 WINDOWS = (  # name, kind, start and length as fractions of the run, params
     ("first-token-delay", "sse", 0.25, 0.15, "{first_event_delay: 0.25, drop_ratio: 0.15}"),
     ("gpu-at-660mhz", "gpu_clock", 0.45, 0.15, "{graphics_mhz: 660}"),
-    ("bandwidth-400kbit", "tbf", 0.65, 0.15, "{rate: 400kbit, burst: 4096, latency: 400ms}"),
+    ("bandwidth-200kbit", "tbf", 0.65, 0.15, "{rate: 200kbit, burst: 4096, latency: 400ms}"),
 )
 
 
