@@ -152,13 +152,13 @@ def test_a_cut_link_reverts_within_the_lease_and_no_request_of_that_time_is_base
     """The link to the fault host cut mid-window: the host reverts within the lease, and the master labels the
     requests of the time it could not confirm unconfirmed, never baseline.
 
-    Long (about 32 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
-    started and stopped) and a 24 s run, its link down for about 6 s of it."""
+    Long (about 27 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
+    started and stopped) and a 20 s run, its link down for about 6 s of it (back 7 s before the end)."""
     lease = 2.0
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
         with WakeNoise() as noise:
             plan = schedule(tmp_path, 5, 7, 5, 7)  # both windows end while the link is down
-            fl.load(procs, lab, secret, plan, tmp_path / "results", 24, "--fault-lease", str(lease))
+            fl.load(procs, lab, secret, plan, tmp_path / "results", 20, "--fault-lease", str(lease))
             fl.wait_for("applied", lambda: fl.inside(lab.gpu, lambda: fl.root_qdisc("g2c") == "tbf"), 60)
             time.sleep(2.0)
             lab.link(up=False)
@@ -194,10 +194,10 @@ def test_a_killed_fault_host_is_unacknowledged_then_recovered_and_a_new_one_resy
     """A fault host killed mid-window: its fault stays and is unacknowledged, `faults recover` reverts it, and a new
     fault host applies the window again.
 
-    Long (about 40 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
-    started and stopped) and a 30 s run, in which a second fault host is started."""
+    Long (about 27 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
+    started and stopped) and a 20 s run, in which a second fault host is started (about 6 s before the window's end)."""
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
-        fl.load(procs, lab, secret, schedule(tmp_path, 4, 22, 40, 1), tmp_path / "results", 30, "--fault-lease", "2")
+        fl.load(procs, lab, secret, schedule(tmp_path, 4, 12, 40, 1), tmp_path / "results", 20, "--fault-lease", "2")
         fl.wait_for("applied", lambda: fl.inside(lab.gpu, lambda: fl.root_qdisc("g2c") == "tbf"), 60)
         time.sleep(1.0)
         procs.running["fault-host"].send_signal(signal.SIGKILL)
