@@ -32,17 +32,17 @@ from tests.procs import ROOT, Server, serve
 pytestmark = pytest.mark.timing
 
 FITTED, HELD_OUT = (4.0, 24.0), 12.0  # requests/s
-SECONDS, PROMPT, OUTPUT = 10.0, 120, 32
+SECONDS, WARM_UP, PROMPT, OUTPUT = 8.0, 3.0, 120, 32
 TOLERANCE = 0.15
 FIRST = itertools.count(0, 100_000)  # each level's first hash id
 
 
-def write_log(path: Path, rate: float, first: int) -> Path:
-    """Poisson arrivals at `rate`; every prompt its own (a hash id of its own: no prefix cache hit, not
+def write_log(path: Path, rate: float, first: int, seconds: float) -> Path:
+    """Poisson arrivals at `rate` for `seconds`; every prompt its own (a hash id of its own: no prefix cache hit, not
     even on a prompt of another level's log)."""
     rng, t, n = random.Random(int(rate)), 0.0, first
     with open(path, "w") as f:
-        while (t := t + rng.expovariate(rate)) < SECONDS:
+        while (t := t + rng.expovariate(rate)) < seconds:
             f.write(
                 f'{{"ts":{t:.6f},"user_id":"u{n}","lang":"en","input_tokens":{PROMPT},"output_tokens":{OUTPUT},'
                 f'"hash_ids":[{n}],"block_tokens":{PROMPT}}}\n'
@@ -51,13 +51,14 @@ def write_log(path: Path, rate: float, first: int) -> Path:
     return path
 
 
-def level(server: Server, rate: float, tmp: Path) -> tuple[Path, Path, Path]:
-    """One level replayed against `server`: its results directory and the scrapes before and after."""
+def level(server: Server, rate: float, tmp: Path, seconds: float = SECONDS) -> tuple[Path, Path, Path]:
+    """One level replayed against `server` (a log of `seconds`): its results directory and the scrapes
+    before and after."""
     where = Path(tempfile.mkdtemp(prefix=f"{rate:g}-", dir=tmp))
     before, after = where / "before.prom", where / "after.prom"
     before.write_text(httpx.get(server.url + "/metrics").text)
     proc = replay(
-        "--log", str(write_log(where / "log.jsonl", rate, next(FIRST))), "--target-a", server.url,
+        "--log", str(write_log(where / "log.jsonl", rate, next(FIRST), seconds)), "--target-a", server.url,
         "--force-output-length",
         "--max-concurrency", "500", "--results-dir", str(where / "results"),
     )  # fmt: skip
@@ -79,11 +80,11 @@ def stats(side: Path) -> tuple[float, float]:
 def test_a_profile_calibrated_on_two_torch_levels_predicts_a_third(tmp_path):
     """A profile fitted on the torch server at 4 and 24 requests/s predicts its TTFT and TPOT p50 at 12 requests/s.
 
-    Long (about 105 s here): seven replays of a 10 s log (five against the torch server, whose transformer runs on
-    this CPU: a warm-up, the held-out level twice and the two fitted ones; one against the fitted sim and one
-    against a free server), and a fit of 150 evaluations in between."""
+    Long (about 90 s here): seven replays of an 8 s log (five against the torch server, whose transformer runs on
+    this CPU: a 3 s warm-up, the held-out level twice and the two fitted ones; one against the fitted sim and
+    one against a free server), and a fit of 150 evaluations in between."""
     with serve(*TORCH) as torch_server:
-        level(torch_server, FITTED[0], tmp_path)  # a warm-up: the first level on a fresh server
+        level(torch_server, FITTED[0], tmp_path, WARM_UP)  # a warm-up: the first level on a fresh server
         before = level(torch_server, HELD_OUT, tmp_path)
         runs = {rate: level(torch_server, rate, tmp_path) for rate in FITTED}
         after = level(torch_server, HELD_OUT, tmp_path)
