@@ -332,7 +332,8 @@ def test_tbf_on_ingress_limits_what_arrives_through_an_ifb_and_leaves_nothing():
             saved.update(tbf.apply("slow-in", params, saved))
             try:
                 during = links_and_qdiscs(b)
-                limited = throughput_mbit(a, addr_b)
+                # the better of two transfers: a shaper caps every one, a busy machine slows any one (5.3 Mbit/s seen)
+                limited = max(throughput_mbit(a, addr_b) for _ in range(2))
             finally:
                 tbf.revert(saved)
             assert [kind for _, kind in during["links"]].count("ifb") == 1
