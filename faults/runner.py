@@ -120,19 +120,17 @@ class Runner:
         except (OSError, UsageError) as e:
             rec.error = f"reverted, but the journal could not be updated: {e}"
             log.error("%s: %s", w.name, rec.error)
-            return
-        if rec.actual_start is not None:
-            rec.actual_end = time.time()
 
     def _apply_and_revert(self, injector: Injector, w: Window, rec: FaultWindow, saved: dict, entry: str) -> bool:
         """Apply, hold until the window ends (or the run stops), revert; whether the revert worked."""
         try:
             applied = injector.apply(w.name, w.params, saved)
+            applied_at = time.time()  # in effect: before the journal's write, which a busy disk can hold up
             _test_pause("in-apply")
             if applied:
                 saved = {**saved, **applied}
                 self.journal.update(entry, saved)
-            rec.actual_start = time.time()
+            rec.actual_start = applied_at
             self.active.add(w.name)
             self.stopping.wait(max(0.0, min(rec.planned_end, self._end) - time.time()))
         except Exception as e:  # noqa: BLE001 - whatever apply raised, the revert below must still run
@@ -148,6 +146,8 @@ class Runner:
             return False
         finally:
             self.active.discard(w.name)
+        if rec.actual_start is not None:
+            rec.actual_end = time.time()  # reverted: before the journal's write, as at the start
         _test_pause("in-revert")
         return True
 
