@@ -30,12 +30,15 @@ class Server:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
             return f.read()
 
+    def scrape(self) -> str:
+        """/metrics as text. Not httpx's default 5 s read timeout: a torch server computing on a CPU that a
+        timing test runs ahead of (make test) took longer to answer; a scrape waits for a busy server."""
+        return httpx.get(self.url + "/metrics", timeout=60).text
+
     def metrics(self) -> dict[str, float]:
         """Unlabelled-by-value view of /metrics: 'name{labels}' -> value."""
         out: dict[str, float] = {}
-        # httpx's default 5 s read timeout: a torch server computing on a CPU that a timing test runs
-        # ahead of (make test) took longer to answer; a scrape waits for a busy server
-        for line in httpx.get(self.url + "/metrics", timeout=60).text.splitlines():
+        for line in self.scrape().splitlines():
             if line and not line.startswith("#"):
                 key, _, value = line.rpartition(" ")
                 out[key] = float(value)

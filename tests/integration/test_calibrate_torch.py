@@ -20,7 +20,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -56,14 +55,14 @@ def level(server: Server, rate: float, tmp: Path, seconds: float = SECONDS) -> t
     before and after."""
     where = Path(tempfile.mkdtemp(prefix=f"{rate:g}-", dir=tmp))
     before, after = where / "before.prom", where / "after.prom"
-    before.write_text(httpx.get(server.url + "/metrics").text)
+    before.write_text(server.scrape())
     proc = replay(
         "--log", str(write_log(where / "log.jsonl", rate, next(FIRST), seconds)), "--target-a", server.url,
         "--force-output-length",
         "--max-concurrency", "500", "--results-dir", str(where / "results"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    after.write_text(httpx.get(server.url + "/metrics").text)
+    after.write_text(server.scrape())
     (run_dir,) = [p for p in (where / "results").iterdir() if p.is_dir()]
     return run_dir / "a", before, after
 

@@ -168,7 +168,7 @@ def test_every_dashboard_query_returns_data_from_a_real_run(tmp_path):
             assert run.returncode == 0, err[-3000:]
         time.sleep(6)  # idle: B's last push stays on the Pushgateway, unchanged for a whole rate interval
         span = (start, time.time())
-        assert "DCGM_FI_DEV_SM_CLOCK " not in httpx.get(server.url + "/metrics").text  # no GPU here
+        assert "DCGM_FI_DEV_SM_CLOCK " not in server.scrape()  # no GPU here
         failures: list[str] = []
         for text in build.rendered().values():
             dash = json.loads(text)

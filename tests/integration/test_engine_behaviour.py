@@ -223,7 +223,7 @@ _LINE = re.compile(r"^([^{\s]+)(?:\{(.*)\})? (\S+)$")
 def samples(server: Server) -> list[tuple[str, dict[str, str], float]]:
     """/metrics as (name, labels, value) triples."""
     out = []
-    for line in httpx.get(server.url + "/metrics").text.splitlines():
+    for line in server.scrape().splitlines():
         if not line or line.startswith("#"):
             continue
         m = _LINE.match(line)
@@ -793,7 +793,7 @@ def test_metrics_have_vllms_families_labels_and_zero_series() -> None:
     the start, and each family holds what the requests really did (prompt tokens computed or found
     in the prefix cache, tokens per engine step, the max_tokens asked for)."""
     with serve("--sim-time-scale", "0.1", "--sim-jitter", "0") as s:
-        text = httpx.get(s.url + "/metrics").text
+        text = s.scrape()
         # A counter's TYPE line names it with its _total suffix (as vLLM's, from the same client library).
         types = {
             n.removesuffix("_total") if t == "counter" else n: t
@@ -948,7 +948,7 @@ def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
 
 # -- 11. GPU telemetry ----------------------------------------------------------------------------------
 def test_without_a_gpu_metrics_has_no_dcgm_gauges_and_says_why(real_time: Server, engine: str) -> None:
-    text = httpx.get(real_time.url + "/metrics").text
+    text = real_time.scrape()
     executor = {"sim": "SimExecutor", "torch": "TorchExecutor"}[engine]
     assert f"# DCGM_FI_DEV_* gauges absent: the {executor} runs on no GPU\n" in text
     assert not [line for line in text.splitlines() if line.startswith(("DCGM_", "# HELP DCGM_", "# TYPE DCGM_"))]

@@ -127,3 +127,28 @@ def sleeper(client: docker.DockerClient, prefix: str, labels: dict[str, str] = A
 def sock(client: docker.DockerClient) -> str:
     """The daemon's URL, for a schedule's docker target."""
     return "unix://" + client.api._custom_adapter.socket_path
+
+
+def change_cost(client: docker.DockerClient) -> float:
+    """What a docker window's change costs on this machine now: a spare container inspected, paused
+    and unpaused, throttled and freed in three rounds, then inspected and killed, to its exit (what a
+    kill window waits for); the slowest (seconds)."""
+    spare = sleeper(client, "llmc-spare")
+    try:
+        took = []
+        for _ in range(3):
+            t = time.monotonic()
+            spare.reload()
+            spare.pause()
+            spare.unpause()
+            spare.update(cpu_period=100_000, cpu_quota=25_000)
+            spare.update(cpu_quota=-1)
+            took.append(time.monotonic() - t)
+        t = time.monotonic()
+        spare.reload()
+        spare.kill()
+        spare.wait()
+        took.append(time.monotonic() - t)
+        return max(took)
+    finally:
+        spare.remove(force=True)

@@ -22,7 +22,7 @@ import pytest
 from faults.injectors.docker import Docker
 from tests.noise import WakeNoise
 from tests.procs import ROOT, wait_for
-from tests.system.dockerd import ALLOW, sleeper, sock
+from tests.system.dockerd import ALLOW, change_cost, sleeper, sock
 
 TICKER = "while :; do n=0; while [ $n -lt 1000 ]; do n=$((n+1)); done; echo x >> /out/ticks; done"
 
@@ -102,31 +102,6 @@ def faults(*args: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def change_cost(client) -> float:
-    """What a docker window's change costs on this machine now: a spare container inspected, paused
-    and unpaused, throttled and freed in three rounds, then inspected and killed, to its exit (what a
-    kill window waits for); the slowest (seconds)."""
-    spare = sleeper(client, "llmc-spare")
-    try:
-        took = []
-        for _ in range(3):
-            t = time.monotonic()
-            spare.reload()
-            spare.pause()
-            spare.unpause()
-            spare.update(cpu_period=100_000, cpu_quota=25_000)
-            spare.update(cpu_quota=-1)
-            took.append(time.monotonic() - t)
-        t = time.monotonic()
-        spare.reload()
-        spare.kill()
-        spare.wait()
-        took.append(time.monotonic() - t)
-        return max(took)
-    finally:
-        spare.remove(force=True)
 
 
 def status(c) -> str:

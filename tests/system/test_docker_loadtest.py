@@ -16,7 +16,7 @@ import pytest
 from tests.integration.loadtest_helpers import locust, only_run, summary
 from tests.noise import WakeNoise
 from tests.procs import ROOT, free_port
-from tests.system.dockerd import ALLOW, sock
+from tests.system.dockerd import ALLOW, change_cost, sock
 
 PAUSE_S = 2.0
 
@@ -65,6 +65,7 @@ def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path)
     params: {{action: pause}}
 """)
         with WakeNoise() as noise:
+            cost = change_cost(client)
             proc = locust(
                 "--host",
                 url,
@@ -95,7 +96,10 @@ def test_requests_in_a_paused_backend_wait_out_the_pause(daemon, tmp_path: Path)
     (window,) = run["faults"]
     assert window["name"] == "backend-frozen"
     assert window["error"] is None
-    assert abs(window["actual_start"] - window["planned_start"]) < 0.05 + 2 * noise.worst, (window, noise.worst)
+    # the pause took effect when dockerd answered: 0.1 s on a quiet machine (test_docker_faults), plus
+    # the runner's timer waking late and a pause taking what one took from here in the same run
+    late = 0.1 + noise.worst + cost
+    assert abs(window["actual_start"] - window["planned_start"]) < late, (window, noise.worst, cost)
     frozen, base = summary(run, "en", "ttft", "backend-frozen"), summary(run, "en", "ttft", "baseline")
     # a request that starts u seconds into the pause waits PAUSE_S - u: half a pause at the median
     assert frozen["count"] >= 5, (frozen, base)
