@@ -248,9 +248,10 @@ class Engine:
         """Append `piece`; on a stop string cut the text before it. Returns (reason, unsent text)."""
         start = max(0, len(seq.text) - max(map(len, seq.params.stop)))
         seq.text += piece
-        hits = [i for s in seq.params.stop if (i := seq.text.find(s, start)) >= 0]
+        hits = [(i, s) for s in seq.params.stop if (i := seq.text.find(s, start)) >= 0]
         if hits:
-            seq.text = seq.text[: min(hits)]
+            at, seq.stop_reason = min(hits)
+            seq.text = seq.text[:at]
             return "stop", seq.text[seq.num_sent_chars :]
         return None, seq.text[seq.num_sent_chars :]
 

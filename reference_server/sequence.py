@@ -93,6 +93,7 @@ class Sequence:
     internal: bool = False  # a health probe: kept out of the metrics
     block_hashes: list[int] = field(default_factory=list)  # chained hashes of full computed blocks
     text: str = ""  # detokenized output, stop strings applied
+    stop_reason: str | None = None  # the stop string that ended it (vLLM's stop_reason)
     num_sent_chars: int = 0
     outbox: Outbox = field(default_factory=Outbox)
 

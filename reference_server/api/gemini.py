@@ -234,10 +234,14 @@ class GeminiAPI:
         }
 
     async def _stream(self, seq: Sequence, sse: bool, thoughts: bool) -> AsyncIterator[bytes]:
+        """SSE events, or one JSON array written an element at a time: its "[" goes with the first
+        element (as Google's), so a client that times its first bytes times the first token."""
         rid, first, delivered = uuid.uuid4().hex, True, 0
+
+        def frame(body: str) -> bytes:
+            return (f"data: {body}\r\n\r\n" if sse else ("[" if first else ",\r\n") + body).encode()
+
         try:
-            if not sse:
-                yield b"["
             async for d in self.engine.output(seq):
                 if d is None:
                     if sse:
@@ -247,16 +251,16 @@ class GeminiAPI:
                     err = dumps(
                         {"error": {"code": 500, "message": "the engine failed while generating", "status": "INTERNAL"}}
                     )
-                    yield (f"data: {err}\r\n\r\n" if sse else ("" if first else ",\r\n") + err).encode()
+                    yield frame(err)
+                    first = False
                     break
                 delivered += d.num_tokens
                 thought = d.reasoning if thoughts else ""
                 if not d.text and not thought and d.finish_reason is None:
                     continue
-                body = dumps(self._chunk(seq, d.text, d.finish_reason, rid, delivered, thought))
-                yield (f"data: {body}\r\n\r\n" if sse else ("" if first else ",\r\n") + body).encode()
+                yield frame(dumps(self._chunk(seq, d.text, d.finish_reason, rid, delivered, thought)))
                 first = False
             if not sse:
-                yield b"]"
+                yield b"[]" if first else b"]"
         finally:
             self.engine.abort(seq)

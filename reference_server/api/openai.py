@@ -20,7 +20,6 @@ from reference_server.api.common import (
     check_ready,
     collect,
     dumps,
-    json_str,
     language,
     parse_body,
     reasoning_count,
@@ -28,8 +27,9 @@ from reference_server.api.common import (
     served,
     stops,
 )
+from reference_server.api.openai_chunks import Chunks
 from reference_server.engine import Engine
-from reference_server.sequence import Delta, SamplingParams, Sequence
+from reference_server.sequence import SamplingParams, Sequence
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -192,9 +192,15 @@ class OpenAIAPI:
         if seq.params.reasoning_tokens:
             message[self.engine.cfg.reasoning.openai_field] = thoughts
         choice = (
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": reason, "stop_reason": seq.stop_reason}
             if chat
-            else {"index": 0, "text": thoughts + body, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+            else {
+                "index": 0,
+                "text": thoughts + body,
+                "logprobs": None,
+                "finish_reason": reason,
+                "stop_reason": seq.stop_reason,
+            }
         )
         return JSONResponse(
             {
@@ -209,66 +215,39 @@ class OpenAIAPI:
 
     async def _stream(self, req: _Sampling, seq: Sequence, rid: str, chat: bool) -> AsyncIterator[bytes]:
         opts = req.stream_options or StreamOptions()
-        usage_null = ',"usage":null' if opts.include_usage else ""
-        stop_reason = "" if chat else ',"stop_reason":null'
-        head = (
-            f'data: {{"id":"{rid}","object":"{"chat.completion.chunk" if chat else "text_completion"}",'
-            f'"created":{int(time.time())},"model":{dumps(req.model)},"choices":[{{"index":0,'
-        )
-        delivered = 0  # tokens sent so far (the pacer may hold some the engine made)
+        field = self.engine.cfg.reasoning.openai_field
+        continuous = opts.include_usage and opts.continuous_usage_stats  # vLLM: the one needs the other
+        chunks = Chunks(seq, rid, req.model, chat, continuous, field)
+        delivered, started = 0, False  # tokens sent so far (the pacer may hold some the engine made)
         try:
-            if chat:
-                yield (
-                    head + '"delta":{"role":"assistant","content":""},"logprobs":null,'
-                    f'"finish_reason":null}}]{usage_null}}}\n\n'
-                ).encode()
             async for d in self.engine.output(seq):
                 if d is None:
                     yield b": keep-alive\n\n"
                     continue
                 if d.finish_reason == "error":
-                    yield (
-                        "data: "
-                        + dumps(
-                            {
-                                "error": {
-                                    "message": "the engine failed while generating",
-                                    "type": "server_error",
-                                    "param": None,
-                                    "code": 500,
-                                }
-                            }
-                        )
-                        + "\n\n"
-                    ).encode()
+                    yield ERROR
                     break
-                delivered += d.num_tokens
-                if not d.text and not d.reasoning and d.finish_reason is None:
+                if not d.num_tokens and d.finish_reason is None:
                     continue
-                usage = f',"usage":{dumps(_usage(seq, delivered))}' if opts.continuous_usage_stats else usage_null
-                parts = self._deltas(d, chat)
-                for i, content in enumerate(parts):
-                    reason = f'"{d.finish_reason}"' if d.finish_reason and i == len(parts) - 1 else "null"
-                    yield (
-                        f'{head}{content},"logprobs":null,"finish_reason":{reason}{stop_reason}}}]{usage}}}\n\n'
-                    ).encode()
+                first, started = not started, True
+                if first and chat:  # vLLM's role chunk: with the first token, not when the stream opens
+                    yield chunks.role()
+                delivered += d.num_tokens
+                yield chunks.delta(d, delivered, first)
             if opts.include_usage:
-                yield (head[: -len('{"index":0,')] + f'],"usage":{dumps(_usage(seq, delivered))}}}\n\n').encode()
+                yield chunks.usage(delivered)
             yield sse_codec.DONE
         finally:
             self.engine.abort(seq)
 
-    def _deltas(self, d: Delta, chat: bool) -> list[str]:
-        """A delta's chunk bodies: in chat, its thinking (in the profile's field) and its answer apart;
-        a completion's text is both, as a server without a reasoning parser streams it."""
-        if not chat:
-            return [f'"text":{json_str(d.reasoning + d.text)}']
-        parts = (
-            [f'"delta":{{"{self.engine.cfg.reasoning.openai_field}":{json_str(d.reasoning)}}}'] if d.reasoning else []
-        )
-        if d.text or not parts:
-            parts.append(f'"delta":{{"content":{json_str(d.text)}}}')
-        return parts
+
+ERROR = (
+    "data: "
+    + dumps(
+        {"error": {"message": "the engine failed while generating", "type": "server_error", "param": None, "code": 500}}
+    )
+    + "\n\n"
+).encode()
 
 
 def _usage(seq: Sequence, n: int) -> dict:

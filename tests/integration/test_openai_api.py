@@ -134,10 +134,8 @@ def test_chat_stream_vllm_chunks(client: httpx.Client, include_usage: bool):
         assert last["choices"] == []
         assert last["usage"]["completion_tokens"] == 20  # ignore_eos: exactly max_tokens
         assert last["usage"]["total_tokens"] == last["usage"]["prompt_tokens"] + 20
-        assert all("usage" in c and c["usage"] is None for c in chunks)
-    else:
-        assert all(c.get("usage") is None for c in chunks)
-        assert all(c["choices"] for c in chunks)
+    assert all("usage" not in c for c in chunks)  # vLLM's chat chunks leave it out, OpenAI's write null
+    assert all(c["choices"] for c in chunks)
     first, *rest = chunks
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert first["choices"][0]["finish_reason"] is None
@@ -147,6 +145,7 @@ def test_chat_stream_vllm_chunks(client: httpx.Client, include_usage: bool):
         assert set(ch["delta"]) == {"content"}
     assert [c["choices"][0]["finish_reason"] for c in rest] == [None] * (len(rest) - 1) + ["length"]
     assert len(rest) <= 20
+    assert rest[-1]["choices"][0]["stop_reason"] is None  # no stop string ended it
     text = "".join(c["choices"][0]["delta"]["content"] for c in rest)
     # the same request without streaming gives the same text (temperature 0)
     plain = client.post("/v1/chat/completions", json=chat_body(max_tokens=20, ignore_eos=True, temperature=0))
@@ -221,12 +220,15 @@ def test_completions_stream_chunks(client: httpx.Client, include_usage: bool):
         *chunks, last = chunks
         assert last["choices"] == []
         assert last["usage"]["completion_tokens"] == 15
-        assert all(c["usage"] is None for c in chunks)
+    assert all(c["usage"] is None for c in chunks)  # a completion's chunks write every field
+    first, *rest = [c["choices"][0]["prompt_token_ids"] for c in chunks]
+    assert all(ids is None for ids in rest)  # vLLM 0.11: the prompt's ids in the first chunk only
     reasons = [c["choices"][0]["finish_reason"] for c in chunks]
     assert reasons == [None] * (len(chunks) - 1) + ["length"]
     text = "".join(c["choices"][0]["text"] for c in chunks)
     plain = client.post("/v1/completions", json=comp_body(max_tokens=15, ignore_eos=True, temperature=0))
     assert plain.json()["choices"][0]["text"] == text
+    assert len(first) == plain.json()["usage"]["prompt_tokens"]
 
 
 # -- language -------------------------------------------------------------------------------------
@@ -340,6 +342,8 @@ def test_stop_sequence_truncates(client: httpx.Client, path: str):
     key = (lambda ch: ch["delta"].get("content", "")) if chat else (lambda ch: ch["text"])
     assert "".join(key(ch["choices"][0]) for ch in chunks) == prefix
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"][0]["stop_reason"] == stop  # vLLM's: the stop string that ended it
+    assert c["stop_reason"] == stop
     assert all(stop not in key(ch["choices"][0]) for ch in chunks)
 
 

@@ -1,0 +1,77 @@
+"""The OpenAI stream's events byte for byte as vLLM 0.11 writes them, so that a client that times its
+first chunk (`vllm bench serve`, GuideLLM, ...) measures the stand-in as it measures vLLM.
+
+vLLM serializes pydantic models (`vllm/entrypoints/openai/protocol.py`): fields in their declared
+order, chat with `exclude_unset` and completions with every field. So:
+- chat sends its role chunk in the same iteration as the first token (not when the stream opens);
+- a chunk goes out for every engine output that carries a token, even one with no text yet;
+- `usage` is in each chunk only with `continuous_usage_stats` and `include_usage` both, and in a last
+  chunk with no choices with `include_usage`; never `"usage":null` in chat (OpenAI's own API sends it);
+- a completion's first chunk carries the prompt's token ids (vLLM 0.10.2 to 0.11.0; vllm#27561).
+
+Written as strings rather than through pydantic: this is the per-token path."""
+
+from __future__ import annotations
+
+import time
+
+from reference_server.api.common import dumps, json_str, reasoning_count
+from reference_server.sequence import Delta, Sequence
+
+NO_DETAILS = ',"prompt_tokens_details":null'  # a completion's chunk writes every field, unset ones too
+
+
+def usage_info(seq: Sequence, n: int, fields: str = "") -> str:
+    """vLLM's UsageInfo for `n` output tokens (prompt, total, completion: its field order), then
+    `fields`; the thinking among them as OpenAI counts it, where there was any."""
+    p = seq.num_prompt_tokens
+    out = f'{{"prompt_tokens":{p},"total_tokens":{p + n},"completion_tokens":{n}{fields}'
+    if seq.params.reasoning_tokens:
+        out += f',"completion_tokens_details":{{"reasoning_tokens":{reasoning_count(seq, n)}}}'
+    return out + "}"
+
+
+class Chunks:
+    """One stream's events: the chat's `role` before the first delta's, `delta` for each, `usage`
+    after them."""
+
+    def __init__(self, seq: Sequence, rid: str, model: str, chat: bool, continuous: bool, reasoning: str) -> None:
+        self.seq, self.chat, self.reasoning, self.continuous = seq, chat, reasoning, continuous
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        self.head = f'data: {{"id":"{rid}","object":"{kind}","created":{int(time.time())},"model":{dumps(model)},'
+
+    def role(self) -> bytes:
+        """The chat's role chunk (prompt_token_ids written as null: vLLM's constructor sets it)."""
+        used = f',"usage":{usage_info(self.seq, 0)}' if self.continuous else ""
+        role = '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null'
+        return f'{self.head}"choices":[{{"index":0,{role}}}]{used},"prompt_token_ids":null}}\n\n'.encode()
+
+    def delta(self, d: Delta, delivered: int, first: bool) -> bytes:
+        """A chunk for one engine output: `delivered` output tokens so far, this one's among them."""
+        seq = self.seq
+        if d.finish_reason:
+            stop = dumps(seq.stop_reason) if d.finish_reason == "stop" else "null"
+            end = f'"finish_reason":"{d.finish_reason}","stop_reason":{stop}'
+        else:
+            end = '"finish_reason":null' if self.chat else '"finish_reason":null,"stop_reason":null'
+        if self.chat:
+            body = f'"delta":{{{self._delta(d)}}},"logprobs":null,{end},"token_ids":null'
+            used = f',"usage":{usage_info(seq, delivered)}' if self.continuous else ""
+        else:
+            ids = f"[{','.join(map(str, seq.prompt_token_ids))}]" if first else "null"
+            text = json_str(d.reasoning + d.text)
+            body = f'"text":{text},"logprobs":null,{end},"prompt_token_ids":{ids},"token_ids":null'
+            used = f',"usage":{usage_info(seq, delivered, NO_DETAILS)}' if self.continuous else ',"usage":null'
+        return f'{self.head}"choices":[{{"index":0,{body}}}]{used}}}\n\n'.encode()
+
+    def _delta(self, d: Delta) -> str:
+        """The delta's message: its answer, its thinking in the profile's field, or both (vLLM's
+        reasoning parser: one delta where the thinking ends and the answer begins)."""
+        if not d.reasoning:
+            return f'"content":{json_str(d.text)}'
+        thought = f'"{self.reasoning}":{json_str(d.reasoning)}'
+        return f'"content":{json_str(d.text)},{thought}' if d.text else thought
+
+    def usage(self, delivered: int) -> bytes:
+        """The usage of the whole answer, in a chunk with no choices (include_usage)."""
+        return f'{self.head}"choices":[],"usage":{usage_info(self.seq, delivered)}}}\n\n'.encode()
