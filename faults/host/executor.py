@@ -160,10 +160,11 @@ class Executor:
         w, injector, saved, rec = held.window, held.injector, held.saved, self._log(held.session, wid, held.window.name)
         late = time.monotonic() - held.due
         try:
-            if applied := injector.apply(w.name, w.params, saved):
+            applied = injector.apply(w.name, w.params, saved)
+            at = time.time()  # in effect: before the journal's write, which a busy disk can hold up
+            if applied:
                 held.saved = saved = {**saved, **applied}
                 self.journal.update(held.entry, saved)
-            at = time.time()
             if confirm := getattr(injector, "confirm", None):
                 confirm(w.params)  # read back before it counts as applied
         except Exception as e:  # noqa: BLE001 - whatever apply raised, what it left must be reverted
@@ -183,8 +184,9 @@ class Executor:
             self._injectors[key] = KINDS[w.kind](w.target, self.reach.allow)
         return self._injectors[key]
 
-    def _undo(self, injector: Injector, saved: dict, entry: str, name: str, rec: Log) -> bool:
-        """Revert and unjournal; whether the target reads back as before (else it stays journaled)."""
+    def _undo(self, injector: Injector, saved: dict, entry: str, name: str, rec: Log) -> float | None:
+        """Revert and unjournal; when the target read back as before (else None: it stays journaled).
+        The time is taken before the journal's write, which a busy disk can hold up."""
         try:
             injector.revert(saved)
         except TargetGone as e:
@@ -192,9 +194,10 @@ class Executor:
         except InjectError as e:
             rec.error = f"revert failed, {LEFT}: {e}"
             log.error("%s: %s", name, rec.error)
-            return False
+            return None
+        at = time.time()
         self.journal.remove(entry)
-        return True
+        return at
 
     def revert(self, wid: str, why: str) -> None:
         held = self.held.pop(wid)
@@ -202,9 +205,9 @@ class Executor:
         if not held.applied:  # journaled ahead of its start, never applied
             self.journal.remove(held.entry)
             return
-        if not self._undo(held.injector, held.saved, held.entry, held.window.name, rec):
+        if (at := self._undo(held.injector, held.saved, held.entry, held.window.name, rec)) is None:
             return
-        rec.spans[-1][1] = time.time()
+        rec.spans[-1][1] = at
         rec.why = why
         self.journal.note("reverted", held.window.name, why, window=wid)
         log.info("reverted %s: %s", held.window.name, why)
