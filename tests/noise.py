@@ -6,12 +6,13 @@ does, a little at a time: it sleeps 1 ms, and every 5th time also computes for 0
 later than asked each sleep ends and how much longer than its CPU time each computation takes (a
 process that only slept would be woken first and see no queue); and every 10th time, how many tasks
 are runnable (/proc/stat). Afterwards `noise.worst` is the largest delay and `noise.p95` its 95th
-percentile (seconds), and `noise.contention` the mean number of other runnable tasks per core (1.0:
-every core wanted all the time; above it, tasks queued for a core); `noise.slowdown`, 1 + contention,
-is how many times longer CPU work took than on an idle machine (a fair scheduler gives a task its
-share of a core). The processes a test starts (a
-server, Locust) and the test itself run at the same priority on the same cores, so none of them was
-served sooner. (A process, not a thread: a thread would be measuring this process's GIL as well.)
+percentile (seconds), `noise.over_1ms` the share of its delays of 1 ms or more, and
+`noise.contention` the mean number of other runnable tasks per core (1.0: every core wanted all the
+time; above it, tasks queued for a core); `noise.slowdown`, 1 + contention, is how many times longer
+CPU work took than on an idle machine (a fair scheduler gives a task its share of a core). The
+processes a test starts (a server, Locust) and the test itself run at the same priority on the same
+cores, so none of them was served sooner. (A process, not a thread: a thread would be measuring this
+process's GIL as well.)
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ with open("/proc/stat", "rb") as stat:
             running.append(int(line.split()[1]) - 1)  # but this probe
 late.sort()
 n = len(late)
-print(late[-1] if n else 0.0, late[int(0.95 * n)] if n else 0.0, sum(running) / len(running) if running else 0.0)
+print(late[-1] if n else 0.0, late[int(0.95 * n)] if n else 0.0, sum(running) / len(running) if running else 0.0,
+      sum(x >= 0.001 for x in late) / n if n else 0.0)
 """
 
 
 class WakeNoise:
     def __init__(self) -> None:
-        self.worst = self.p95 = self.contention = 0.0
+        self.worst = self.p95 = self.contention = self.over_1ms = 0.0
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> WakeNoise:
@@ -70,7 +72,7 @@ class WakeNoise:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._proc is not None
         out, _ = self._proc.communicate(timeout=60)  # closes its stdin: it prints its figures and ends
-        worst, p95, running = map(float, out.split())
+        worst, p95, running, self.over_1ms = map(float, out.split())
         self.worst, self.p95, self.contention = worst, p95, running / (os.cpu_count() or 1)
 
     @property

@@ -123,14 +123,17 @@ def test_a_proxy_hold_bursts_events_and_an_idle_generator_stays_valid(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, _ = only_run(tmp_path / "results")
     held = next(x for x in run["reads"]["phases"] if x["phase"] == "held-burst")
-    figures = (run["reads"], run["generator"], run["validity"], noise.p95, noise.worst)
+    figures = (run["reads"], run["generator"], run["validity"], noise.p95, noise.over_1ms, noise.worst)
     assert held["reads"] >= 300, figures
     # several events to a read, taken on time: the stream's batching, over the limit the old check
     # held against the generator (it said INVALID here)
     assert (held["coalesced"] - held["late"]) / held["reads"] > COALESCED_LIMIT, figures
     assert run["generator"]["local"]["cpu_mean"] < CPU_LIMIT, figures
     assert not any(f.startswith("reads_coalesced") for f in run["validity"]["flags"]), figures
-    if noise.p95 < LATE_S:  # a machine that wakes a process within 1 ms: the generator's reads are on time
+    # a machine that woke a process 1 ms late or more (LATE_S) less often than the generator's limit on
+    # late reads allows: the generator's reads are on time (a p95 under 1 ms said nothing of the 0.75 %)
+    assert LATE_S == 0.001  # what over_1ms counts
+    if noise.over_1ms < COALESCED_LIMIT / 2:
         assert run["validity"]["valid"], figures
     else:  # a busy one delays the generator's reads too; what it holds against it is lateness only
         assert set(run["validity"]["flags"]) <= {"reads_late:local", "generator_saturated:local"}, figures
