@@ -146,10 +146,12 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
         assert abs(w["actual_start"] - w["planned_start"]) < start_s + busy, (w, noise.worst, cost)
         assert abs(w["actual_end"] - w["planned_end"]) < end_s + busy, (w, noise.worst, cost)
     freeze, throttle, crash = windows["freeze"], windows["throttle"], windows["crash"]
-    assert ticks.rate(freeze["actual_start"] + 0.05, freeze["actual_end"] - 0.05) == 0
+    # a revert takes effect within its call, and its end is stamped when the call returns: the container
+    # may run again that long before (an unpause or a start on a busy dockerd: ticks at the end, a rerun)
+    assert ticks.rate(freeze["actual_start"] + 0.05, freeze["actual_end"] - 0.05 - busy) == 0
     throttled = ticks.rate(throttle["actual_start"] + 0.2, throttle["actual_end"] - 0.05)
     assert 0 < throttled < 0.35 * baseline, (throttled, baseline)
-    assert ticks.rate(crash["actual_start"] + 0.05, crash["actual_end"] - 0.05) == 0
+    assert ticks.rate(crash["actual_start"] + 0.05, crash["actual_end"] - 0.05 - busy) == 0
     after = ticks.rate(crash["actual_end"] + 0.1, time.time())
     assert after > 0.5 * baseline, (after, baseline)
     assert status(c) == "running"
