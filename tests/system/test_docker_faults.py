@@ -104,6 +104,14 @@ def faults(*args: str) -> subprocess.Popen:
     )
 
 
+def dockerd_events(client: docker.DockerClient, c, since: float, until: float) -> dict[str, list[float]]:
+    """When dockerd did each thing to `c` between two unix times, in order, by action."""
+    seen: dict[str, list[float]] = {}
+    for e in client.events(since=since, until=until, decode=True, filters={"container": c.id}):
+        seen.setdefault(e["Action"], []).append(e["timeNano"] / 1e9)
+    return seen
+
+
 def status(c) -> str:
     c.reload()
     return c.status
@@ -125,34 +133,47 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
     )
     with WakeNoise() as noise:
         cost = change_cost(client)
+        began = time.time()
         proc = faults("run", path, "--journal", str(journal), "--timeline", str(timeline))
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     time.sleep(0.5)
     windows = {w["name"]: w for w in json.loads(timeline.read_text())}
-    t0 = windows["freeze"]["planned_start"] - 0.5
+    freeze, throttle, crash = windows["freeze"], windows["throttle"], windows["crash"]
+    assert all(w["error"] is None for w in windows.values()), windows
+    t0 = freeze["planned_start"] - 0.5
     baseline = ticks.rate(t0 - 1.0, t0)
     assert baseline > 20, baseline
-    # dockerd answers each call in ~20 ms here (a window is an inspect and a change), its kill waits
-    # for the exit (~70 ms) and its start takes ~300 ms; actual times are when the change took effect.
-    # A busy machine adds the runner's timer waking late and the change taking what it took from here.
+    # dockerd's own record of what it did to the ticker: pause, unpause, update, kill (the signal sent),
+    # die (reaped) and start, each logged when done. A change reaches dockerd one call after its planned time
+    # (~20 ms here), late by what a busy machine adds: the runner's timer waking late and the call taking
+    # what calls take now. How long dockerd then takes to reap or start a container (0.1 s to over a
+    # second on a busy CI disk) is dockerd's: the runner stamps a change when its call returns, after it.
+    events = dockerd_events(client, c, began, time.time())
+    assert {k: len(v) for k, v in events.items()} == {
+        "pause": 1,
+        "unpause": 1,
+        "update": 2,
+        "kill": 1,
+        "die": 1,
+        "start": 1,
+    }, events
+    (paused,), (unpaused,), (throttled_at, freed) = events["pause"], events["unpause"], events["update"]
+    (killed,), (started,) = events["kill"], events["start"]
     busy = noise.worst + cost
-    for w, start_s, end_s in (
-        (windows["freeze"], 0.1, 0.1),
-        (windows["throttle"], 0.1, 0.1),
-        (windows["crash"], 0.2, 0.6),
-    ):
-        assert w["error"] is None, w
-        assert abs(w["actual_start"] - w["planned_start"]) < start_s + busy, (w, noise.worst, cost)
-        assert abs(w["actual_end"] - w["planned_end"]) < end_s + busy, (w, noise.worst, cost)
-    freeze, throttle, crash = windows["freeze"], windows["throttle"], windows["crash"]
-    # a revert takes effect within its call, and its end is stamped when the call returns: the container
-    # may run again that long before (an unpause or a start on a busy dockerd: ticks at the end, a rerun)
-    assert ticks.rate(freeze["actual_start"] + 0.05, freeze["actual_end"] - 0.05 - busy) == 0
-    throttled = ticks.rate(throttle["actual_start"] + 0.2, throttle["actual_end"] - 0.05)
+    on_time = 0.1 + busy
+    for w, applied, reverted in ((freeze, paused, unpaused), (throttle, throttled_at, freed), (crash, killed, started)):
+        assert 0 <= applied - w["planned_start"] < on_time, (w, applied, noise.worst, cost)
+        assert applied <= w["actual_start"], (w, applied)
+        assert w["planned_end"] <= reverted <= w["actual_end"], (w, reverted)
+    for w, reverted in ((freeze, unpaused), (throttle, freed)):
+        assert reverted - w["planned_end"] < on_time, (w, reverted, noise.worst, cost)
+    # a paused or killed container does no work until the window's end, when the revert is first called
+    assert ticks.rate(paused + 0.05, freeze["planned_end"]) == 0
+    throttled = ticks.rate(throttled_at + 0.2, throttle["planned_end"])
     assert 0 < throttled < 0.35 * baseline, (throttled, baseline)
-    assert ticks.rate(crash["actual_start"] + 0.05, crash["actual_end"] - 0.05 - busy) == 0
-    after = ticks.rate(crash["actual_end"] + 0.1, time.time())
+    assert ticks.rate(killed + 0.05, crash["planned_end"]) == 0  # logged once the signal is sent
+    after = ticks.rate(started + 0.1, time.time())
     assert after > 0.5 * baseline, (after, baseline)
     assert status(c) == "running"
     assert json.loads(journal.read_text()) == []
