@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from faults import allow
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
+from llmchaos.units import YEAR_S
 
 START_LEAD_S = 0.5  # a run starts this long after the command, so the first window is on time
 STOP_S = 1.0  # on SIGINT/SIGTERM, what is still applied is reverted within this (else left in the journal)
@@ -45,7 +46,7 @@ def register(sub: Subparsers) -> None:
     run.add_argument("--dry-run", action="store_true", help="print the plan with absolute times")
     run.add_argument(
         "--duration",
-        type=positive(float),
+        type=positive(float, most=YEAR_S),
         default=None,
         help="seconds to run (default: until the last window ends; needed with 'every')",
     )

@@ -35,7 +35,7 @@ from faults.allow import is_name
 from faults.overlap import Train, first_overlap
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
-from llmchaos.units import duration
+from llmchaos.units import YEAR_S, duration
 
 if TYPE_CHECKING:
     from faults.injectors.base import Injector
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 FIELDS = {"name", "kind", "target", "at", "duration", "every", "params", "direction", "match"}
 AIM = ("direction", "match")  # beside params, for the kinds whose injector is `aimed`
 HORIZON_S = 24 * 3600.0  # how far a run with no end of its own runs its schedule
-MAX_S = 366 * 24 * 3600.0  # no offset, duration or period beyond a year
 MIN_EVERY_S = 0.001
 
 
@@ -177,8 +176,8 @@ class _Reader(yamlfile.Reader):
         s = duration(self.value(node, where), where, self.path, yamlfile.line(node))
         if not math.isfinite(s):
             raise self.fail(node, where, "must be finite")
-        if s > MAX_S:
-            raise self.fail(node, where, f"at most {MAX_S:g}s (a year)")
+        if s > YEAR_S:
+            raise self.fail(node, where, f"at most {YEAR_S:g}s (a year)")
         return s
 
 

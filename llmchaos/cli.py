@@ -8,6 +8,7 @@ A component registers its subcommands under the entry-point group `llmchaos.comm
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -23,24 +24,28 @@ Subparsers = argparse._SubParsersAction  # argparse has no public name for what 
 N = TypeVar("N", int, float)
 
 
-def positive(kind: Callable[[str], N]) -> Callable[[str], N]:
-    """An argparse type: a number of `kind` above zero."""
+def positive(kind: Callable[[str], N], most: float = math.inf) -> Callable[[str], N]:
+    """An argparse type: a finite number of `kind` above zero (and at most `most`)."""
 
     def parse(text: str) -> N:
         value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if not (math.isfinite(value) and 0 < value <= most):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0{_at_most(most)}, got {text}")
         return value
 
     return parse
 
 
 def non_negative(text: str) -> float:
-    """An argparse type: a float at or above zero."""
+    """An argparse type: a finite float at or above zero."""
     value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
+
+
+def _at_most(most: float) -> str:
+    return "" if most == math.inf else f" and at most {most:g}"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ import re
 
 from llmchaos.errors import UsageError
 
+YEAR_S = 366 * 24 * 3600.0  # the longest offset, duration or period a schedule or a run may name
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*")
 

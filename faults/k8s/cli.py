@@ -9,6 +9,7 @@ from pathlib import Path
 from faults.k8s import names
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
+from llmchaos.units import YEAR_S
 
 IMAGE = "llmchaos:0.1.0"  # compose/Dockerfile's, as docker-compose.yml tags it
 NODE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -26,7 +27,7 @@ def register(sub: Subparsers) -> None:
     r.add_argument("--image", default=IMAGE, help="the llmchaos image (compose/Dockerfile) in your registry")
     r.add_argument("--nvidia-smi", default="/usr/bin/nvidia-smi", help="the driver's nvidia-smi on the GPU node")
     r.add_argument("--run", default=None, help="the Workflow's name (default: the schedule file's name)")
-    r.add_argument("--duration", type=positive(float), default=None, help="seconds (needed with 'every')")
+    r.add_argument("--duration", type=positive(float, most=YEAR_S), default=None, help="seconds (needed with 'every')")
     r.add_argument("--out", default=None, help="write DIR/setup.yaml and DIR/run.yaml (default: stdout)")
     r.set_defaults(func=run_render)
 

@@ -2,6 +2,8 @@
 
 import argparse
 
+import pytest
+
 from llmchaos.cli import build_parser
 from tests.inprocess import llmchaos
 
@@ -43,3 +45,23 @@ def test_serve_refuses_an_unknown_engine_with_the_list(capsys, monkeypatch):
     r = llmchaos(capsys, "serve", "--engine", "nosuch", "--port", "1")
     assert r.returncode == 2
     assert r.stderr == "llmchaos: error: --engine: unknown engine 'nosuch' (engines: sim, torch)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["faults", "run", "s.yaml", "--dry-run", "--duration", "nan"], "--duration"),
+        (["faults", "run", "s.yaml", "--dry-run", "--duration", "1e308"], "--duration"),  # past a year
+        (["k8s", "render", "s.yaml", "--duration", "inf"], "--duration"),
+        (["proxy", "--header-timeout", "nan"], "--header-timeout"),
+        (["compare", "a", "b", "--step=-inf"], "--step"),
+        (["faults", "host", "--max-lease", "nan"], "--max-lease"),
+        (["serve", "--sim-time-scale", "inf"], "--sim-time-scale"),
+        (["serve", "--drain-timeout", "nan"], "--drain-timeout"),
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused_naming_its_flag(capsys, args, flag):
+    r = llmchaos(capsys, *args)
+    assert r.returncode == 2, r
+    last = r.stderr.strip().splitlines()[-1]
+    assert f"error: argument {flag}: must be a finite number" in last, r.stderr
