@@ -67,6 +67,26 @@ def _error(obj: dict) -> Event | None:
     return Event(error=str(err.get("message", err)), error_code=code if isinstance(code, int) else None, done=True)
 
 
+def _count(value: object, name: str) -> int | None:
+    """A token count as the API sends it: a whole number, not negative (None where absent); a
+    ValueError otherwise, so that the request is `malformed` and says why."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"usage {name} is not a whole number of tokens: {value!r}")
+    return value
+
+
+def _openai_usage(usage: dict) -> tuple[int | None, int | None]:
+    """completion_tokens, and the reasoning_tokens within them (never more)."""
+    details = usage.get("completion_tokens_details") or {}
+    total = _count(usage.get("completion_tokens"), "completion_tokens")
+    reasoning = _count(details.get("reasoning_tokens"), "reasoning_tokens")
+    if reasoning is not None and (total is None or reasoning > total):
+        raise ValueError(f"usage reasoning_tokens {reasoning} is more than completion_tokens {total}")
+    return total, reasoning
+
+
 def _loads(data: str | bytes) -> dict:
     obj = orjson.loads(data)
     if not isinstance(obj, dict):
@@ -130,8 +150,9 @@ class OpenAIChat:
             text, reasoning = "".join(map(self._text, choices)), "".join(map(self._reasoning, choices))
         if not usage:
             return Event(text=text, reasoning=reasoning)
-        details = usage.get("completion_tokens_details") or {}
-        return Event(text, reasoning, False, usage["completion_tokens"], details.get("reasoning_tokens"))
+        if "completion_tokens" not in usage:
+            raise KeyError("completion_tokens")
+        return Event(text, reasoning, False, *_openai_usage(usage))
 
     def body(self, raw: bytes) -> Event:
         obj = _loads(raw)
@@ -142,9 +163,7 @@ class OpenAIChat:
         text, reasoning = (
             (message.get("content"), self._reasoning({"delta": message})) if message else (msg["text"], "")
         )
-        usage = obj.get("usage") or {}
-        details = usage.get("completion_tokens_details") or {}
-        return Event(text or "", reasoning, True, usage.get("completion_tokens"), details.get("reasoning_tokens"))
+        return Event(text or "", reasoning, True, *_openai_usage(obj.get("usage") or {}))
 
 
 class OpenAICompletions(OpenAIChat):
@@ -198,7 +217,7 @@ class Gemini:
         cand = obj["candidates"][0]
         text = reasoning = ""
         for part in (cand.get("content") or {}).get("parts", []):
-            if part.get("thought"):
+            if part.get("thought") is True:  # a boolean in the API: "false" or 1 is no thinking
                 reasoning += part.get("text", "")
             elif "functionCall" in part:
                 text += json.dumps(part["functionCall"], ensure_ascii=False)
@@ -207,7 +226,10 @@ class Gemini:
         if "finishReason" not in cand:
             return Event(text, reasoning)
         usage = obj.get("usageMetadata") or {}
-        answer, thoughts = usage.get("candidatesTokenCount"), usage.get("thoughtsTokenCount")
+        answer = _count(usage.get("candidatesTokenCount"), "candidatesTokenCount")
+        thoughts = _count(usage.get("thoughtsTokenCount"), "thoughtsTokenCount")
+        if thoughts is not None and answer is None:
+            answer = 0  # proto3 JSON leaves a zero out: an answer of no tokens beside its thoughts
         total = None if answer is None else answer + (thoughts or 0)  # Gemini counts thoughts apart
         return Event(text, reasoning, True, total, thoughts)
 

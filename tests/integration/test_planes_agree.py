@@ -118,3 +118,16 @@ def test_what_is_no_http_response_is_malformed_and_says_why(raw, head, plane):
     assert rec.outcome == "malformed"
     assert str(rec.error).startswith("HTTP: ")
     assert len(str(rec.error)) > len("HTTP: ")  # the parser's reason, never empty
+
+
+@pytest.mark.parametrize("count", ['"10"', "10.5", "-1"])
+@pytest.mark.parametrize("plane", ["native", "python"])
+def test_a_usage_count_that_is_not_a_whole_number_is_malformed_and_the_request_recorded(raw, count, plane):
+    usage = f'data: {{"choices": [], "usage": {{"completion_tokens": {count}}}}}\n\n'.encode()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    rec = record(raw, [head, event("hi") + event(" there") + usage + b"data: [DONE]\n\n"], False, plane)
+    assert rec.outcome == "malformed", rec
+    assert "completion_tokens is not a whole number" in str(rec.error)
+    assert rec.chunks == ["hi", " there"]
+    assert rec.samples() == {}  # a failure adds no latency
+    assert rec.line(rec.output_tokens).outcome == "malformed"

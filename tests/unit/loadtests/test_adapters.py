@@ -76,3 +76,55 @@ def test_gemini_asks_for_thoughts_only_when_told():
     shown = json.loads(g.call("m", "p", "en", 8, True, False, None, thoughts=True).body)
     assert "thinkingConfig" not in plain["generationConfig"]
     assert shown["generationConfig"]["thinkingConfig"] == {"includeThoughts": True}
+
+
+def openai_usage(usage: dict) -> str:
+    return json.dumps({"choices": [], "usage": usage})
+
+
+def gemini_end(usage: dict, parts: list | None = None) -> str:
+    cand = {"content": {"parts": parts or []}, "finishReason": "STOP"}
+    return json.dumps({"candidates": [cand], "usageMetadata": usage})
+
+
+@pytest.mark.parametrize(
+    ("api", "data", "why"),
+    [
+        ("openai-chat", openai_usage({"completion_tokens": "10"}), "completion_tokens is not a whole number"),
+        ("openai-chat", openai_usage({"completion_tokens": 10.5}), "completion_tokens is not a whole number"),
+        ("openai-chat", openai_usage({"completion_tokens": True}), "completion_tokens is not a whole number"),
+        ("openai-chat", openai_usage({"completion_tokens": -3}), "completion_tokens is not a whole number"),
+        (
+            "openai-chat",
+            openai_usage({"completion_tokens": 10, "completion_tokens_details": {"reasoning_tokens": 500}}),
+            "reasoning_tokens 500 is more than completion_tokens 10",
+        ),
+        (
+            "openai-chat",
+            openai_usage({"completion_tokens": 10, "completion_tokens_details": {"reasoning_tokens": -1}}),
+            "reasoning_tokens is not a whole number",
+        ),
+        ("gemini", gemini_end({"candidatesTokenCount": "5"}), "candidatesTokenCount is not a whole number"),
+        ("gemini", gemini_end({"candidatesTokenCount": 5, "thoughtsTokenCount": -2}), "thoughtsTokenCount is not"),
+    ],
+)
+def test_a_usage_count_that_is_no_whole_number_of_tokens_is_refused_where_parsed(api, data, why):
+    with pytest.raises(ValueError, match=why):
+        ADAPTERS[api].event(data)
+
+
+def test_a_non_stream_body_refuses_bad_usage_too():
+    body = {"choices": [{"message": {"content": "hi"}}], "usage": {"completion_tokens": 1e9 + 0.5}}
+    with pytest.raises(ValueError, match="completion_tokens is not a whole number"):
+        ADAPTERS["openai-chat"].body(json.dumps(body).encode())
+
+
+def test_gemini_keeps_the_thoughts_count_where_the_answer_count_is_left_out_as_zero():
+    end = ADAPTERS["gemini"].event(gemini_end({"promptTokenCount": 3, "thoughtsTokenCount": 7}))
+    assert (end.usage_tokens, end.usage_reasoning) == (7, 7)
+
+
+def test_gemini_thinking_is_thought_true_only():
+    parts = [{"text": "a", "thought": "false"}, {"text": "b", "thought": 1}, {"text": "c", "thought": True}]
+    ev = ADAPTERS["gemini"].event(json.dumps({"candidates": [{"content": {"parts": parts}}]}))
+    assert (ev.reasoning, ev.text) == ("c", "ab")
