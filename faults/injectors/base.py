@@ -8,6 +8,8 @@ from collections.abc import Set
 from typing import ClassVar, Protocol
 
 from faults.allow import Allowlist, is_name
+from llmchaos.errors import UsageError
+from llmchaos.units import duration
 
 
 class FieldError(ValueError):
@@ -94,17 +96,38 @@ def number(params: dict, key: str, unit: str = "", most: float = math.inf) -> fl
     return v
 
 
+def millis(params: dict, key: str, most: float = math.inf) -> float:
+    """A time in milliseconds up to `most`: a number (ms), or a duration with its unit (`100ms`, `1s`),
+    as the schedule's own times are written."""
+    value = params[key]
+    if isinstance(value, str) and value.strip()[-1:].isalpha() and not value.strip().endswith("ms"):
+        try:
+            value = duration(value) * 1000
+        except UsageError:
+            raise FieldError(f"params.{key}", f"expected a time such as 100ms or 1s, got {value!r}") from None
+    return number({key: value}, key, "ms", most)
+
+
 RATE = re.compile(r"(\d{1,12}(?:\.\d{1,6})?)(bit|kbit|mbit|gbit)")
+BITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}  # tc's units, as tbf and netem read them
+U32 = 2**32 - 1
+MAX_RATE_BIT = 8 * U32  # tc's rate fields hold bytes a second in 32 bits (about 34.4gbit)
 
 
 def rate(params: dict, key: str) -> str:
-    """A bandwidth the way tc writes it (`8mbit`)."""
+    """A bandwidth the way tc writes it (`8mbit`, `1.5mbit`), as whole bits a second (`1500000bit`):
+    pyroute2 reads an integer before the unit."""
     m = RATE.fullmatch(params[key]) if isinstance(params[key], str) else None
     if m is None:
         raise FieldError(f"params.{key}", f"expected e.g. 8mbit, got {params[key]!r}")
     if float(m.group(1)) == 0:
         raise FieldError(f"params.{key}", "must be positive")
-    return params[key]
+    bits = round(float(m.group(1)) * BITS[m.group(2)])
+    if not 8 <= bits <= MAX_RATE_BIT:
+        raise FieldError(
+            f"params.{key}", f"must be from 8bit (a byte a second) to {MAX_RATE_BIT}bit, got {params[key]!r}"
+        )
+    return f"{bits}bit"
 
 
 def word(target: dict, key: str, what: str) -> str:

@@ -17,7 +17,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE,
 from pyroute2.netlink.rtnl import RTM_NEWQDISC
 from pyroute2.netlink.rtnl.tcmsg import sched_netem, tcmsg
 
-from faults.injectors.base import FieldError, number, only_keys, rate
+from faults.injectors.base import FieldError, millis, number, only_keys, rate
 from faults.injectors.qdisc import RootQdisc
 
 MAX_DELAY_MS = 60_000
@@ -47,11 +47,11 @@ class Netem(RootQdisc):
             raise FieldError("params", "give at least one of " + ", ".join(sorted(PARAMS)))
         opts: dict = {}
         if "delay" in params:
-            opts["delay"] = int(number(params, "delay", "ms", most=MAX_DELAY_MS) * 1000)  # microseconds
+            opts["delay"] = int(millis(params, "delay", most=MAX_DELAY_MS) * 1000)  # microseconds
         if "jitter" in params:
             if "delay" not in params:
                 raise FieldError("params.jitter", "needs a delay")
-            opts["jitter"] = int(number(params, "jitter", "ms", most=MAX_DELAY_MS) * 1000)
+            opts["jitter"] = int(millis(params, "jitter", most=MAX_DELAY_MS) * 1000)
         for key, (arg, needs) in PERCENTS.items():
             if key in params:
                 pct = number(params, key, "%")

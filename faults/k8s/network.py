@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import math
 
-from faults.injectors.base import RATE, FieldError, number
+from faults.injectors.base import BITS, RATE, FieldError, millis, number
 from faults.k8s.cluster import Cluster, Piece, Step, go_duration
 from faults.schedule import FaultSpec
 
-BITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}  # tc's units, as tbf reads them
 INT32 = 2**31 - 1
 NETEM_ACTIONS = ("delay", "loss", "duplicate")  # one of these alone is its own action, more are `netem`
 
@@ -76,7 +75,7 @@ def piece(step: Step, cluster: Cluster) -> Piece:
 
 def _time(params: dict, key: str) -> str:
     """A delay in milliseconds as netem applies it (whole microseconds), in Chaos Mesh's notation."""
-    us = round(number(params, key, "ms") * 1000)
+    us = round(millis(params, key) * 1000)
     return f"{us // 1000}ms" if us % 1000 == 0 else f"{us}us"
 
 
@@ -117,9 +116,7 @@ def bandwidth(params: dict) -> dict:
     m = RATE.fullmatch(params["rate"])
     assert m is not None, "the tbf injector checked the rate"
     burst = int(number(params, "burst")) if "burst" in params else 32768
-    latency_ms = number(params, "latency", "ms") if "latency" in params else 50.0
-    if burst < 1:
-        raise FieldError("params.burst", "Chaos Mesh needs a burst of at least 1 byte")
+    latency_ms = millis(params, "latency") if "latency" in params else 50.0
     limit = math.ceil(float(m.group(1)) * BITS[m.group(2)] / 8 * latency_ms / 1000) + burst
     if limit > INT32:
         raise FieldError("params", f"the queue this rate and latency need ({limit} bytes) is over Chaos Mesh's {INT32}")

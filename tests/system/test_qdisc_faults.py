@@ -79,6 +79,29 @@ def test_tbf_limits_throughput_as_set_and_reverts(pair):
     assert throughput_mbit(b, addr_a) > 5 * limited
 
 
+@pytest.mark.parametrize(
+    ("params", "bytes_per_s"),
+    [
+        ({"rate": "1.5mbit", "latency": "0.5ms"}, 187_500),  # pyroute2 reads whole numbers only
+        ({"rate": "100kbit"}, 12_500),  # the default burst of 32 KiB: 2.6 s of sending
+        ({"rate": "300bit", "burst": 1514, "latency": "10s"}, 37),
+        ({"rate": "34gbit", "burst": 2**26, "latency": "10ms"}, 4_250_000_000),
+    ],
+    ids=["decimal rate", "slow rate", "slowest", "fastest"],
+)
+def test_what_the_check_lets_through_the_kernel_takes(pair, params, bytes_per_s):
+    _a, b, _addr_a = pair
+    target = {"netns": b, "interface": "veth0"}
+    Tbf.check(target, params)
+    tbf = Tbf(target)
+    tbf.apply("edge", params, {})
+    try:
+        assert root_tbf_rate(b) == bytes_per_s
+    finally:
+        tbf.revert({})
+    assert root_tbf_rate(b) is None
+
+
 @pytest.mark.timing
 def test_netem_delays_where_the_kernel_has_it_and_says_so_where_not(pair):
     _a, b, addr_a = pair

@@ -92,6 +92,12 @@ VALUES = [
     (tbf().replace("{rate: 8mbit}", "{rate: 8mbit, burst: .inf}"), ":8: faults[0].params.burst: must be finite"),
     (tbf().replace("{rate: 8mbit}", "{rate: 8mbit, latency: .nan}"), ":8: faults[0].params.latency: must be"),
     (tbf().replace("{rate: 8mbit}", "{rate: 0bit}"), ":8: faults[0].params.rate: must be positive"),
+    (tbf().replace("{rate: 8mbit}", "{rate: 8mbit, burst: 0}"), ":8: faults[0].params.burst: at least 1514 bytes"),
+    (
+        tbf().replace("{rate: 8mbit}", "{rate: 8mbit, latency: 1fortnight}"),
+        ":8: faults[0].params.latency: expected a time",
+    ),
+    (tbf().replace("{rate: 8mbit}", "{rate: 8mbit, latency: 11s}"), ":8: faults[0].params.latency: at most 10000ms"),
     (tbf().replace("name: slow", "name: slow\n    name: again"), ":3: faults[0].name: given twice"),
     (tbf().replace("name: slow", "? [name]\n    : slow"), ":2: faults[0]: a field name must be a word"),
     (tbf().replace("{rate: 8mbit}", "!!python/name:os.system x"), ":8: faults[0].params: cannot be read"),

@@ -13,7 +13,9 @@ from faults.injectors.tbf import Tbf
     [
         ({"jitter": "30ms"}, "params.jitter: needs a delay"),
         ({"loss": "150%"}, "params.loss: a percentage, at most 100"),
-        ({"delay": "fast"}, "params.delay: expected a number in ms"),
+        ({"delay": "fast"}, "params.delay: expected a time such as 100ms or 1s"),
+        ({"delay": "-5s"}, "params.delay: expected a time such as 100ms or 1s"),
+        ({"delay": "1h"}, "params.delay: at most"),
         ({"delay": "10ms", "rate": "fast"}, "params.rate: expected e.g. 8mbit"),
         ({"delay": "10ms", "limit": 5}, "params.limit: unknown field"),
         ({"delay": "10ms", "jitter": "1ms", "distribution": "gaussian"}, "params.distribution: expected one of"),
@@ -51,8 +53,36 @@ def test_netem_params_become_pyroute2_arguments():
         "dup_corr": 10.0,
         "prob_reorder": 25.0,
         "corr_reorder": 5.0,
-        "rate": "8mbit",
+        "rate": "8000000bit",
     }
+
+
+def test_times_are_ms_or_durations_as_the_schedule_writes_them():
+    opts = Netem.options({"delay": "0.1s", "jitter": 2.5})
+    assert (opts["delay"], opts["jitter"]) == (100_000, 2_500)  # microseconds
+    assert Netem.options({"delay": "250ms"})["delay"] == 250_000
+    assert Tbf.options({"rate": "8mbit", "latency": "1s"})["latency"] == "1000000us"
+    assert Tbf.options({"rate": "8mbit", "latency": 0.5})["latency"] == "500us"  # pyroute2 reads integers
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"rate": "40gbit"}, "params.rate: must be from 8bit (a byte a second) to 34359738360bit"),
+        ({"rate": "1.0bit"}, "params.rate: must be from 8bit"),
+        ({"rate": "8mbit", "burst": 0}, "params.burst: at least 1514 bytes"),
+        ({"rate": "100bit", "burst": 4096}, "params.burst: 4096 bytes take over 275 s at 100bit"),
+        ({"rate": "34gbit", "latency": "2s"}, "params.latency: a queue of 8500032768 bytes at 34gbit"),
+    ],
+)
+def test_tbf_refuses_what_tc_cannot_hold(params, message):
+    with pytest.raises(FieldError) as e:
+        Tbf.options(params)
+    assert f"{e.value.field}: {e.value}".startswith(message)
+
+
+def test_rates_go_to_tc_in_whole_bits():
+    assert Tbf.options({"rate": "1.5mbit"})["rate"] == Netem.options({"rate": "1.5mbit"})["rate"] == "1500000bit"
 
 
 @pytest.mark.parametrize("injector", [Netem, Tbf])
