@@ -127,8 +127,6 @@ class Agent:
             raise Refused(f"from master session {lease.session}, which a later one replaced")
         if lease.session == self.session and lease.seq <= self.last_seq:
             raise Refused(f"lease {lease.seq} is not newer than {self.last_seq} (a replay?)")
-        if not isinstance(lease.sent, (int, float)) or not isinstance(lease.seq, int):
-            raise Refused("malformed lease: seq and sent must be numbers")
 
     def _lease(self, lease: m.Lease, wall: float, mono: float) -> None:
         if lease.session != self.session:

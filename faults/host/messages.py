@@ -15,8 +15,11 @@ importing the load tests; protocol.py lists them with the master's and workers' 
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from functools import cache
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from faults.host.wire import Refused
 
@@ -131,10 +134,36 @@ def parse(cls: type[M], data: object) -> M:
         raise Refused(f"malformed {cls.__name__}: {e}") from None
 
 
+def _fits(value: object, hint: object) -> bool:
+    """Whether a JSON value is what the payload's field is declared as (a float finite, a bool no int)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(x, args[0]) for x in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) and _fits(x, args[1]) for k, x in value.items())
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is type(None):
+        return value is None
+    return isinstance(hint, type) and isinstance(value, hint)
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
 def _build(cls: type[M], data: object) -> M:
     if not isinstance(data, dict):
         raise TypeError("not an object")
     values = {}
+    hints = _hints(cls)  # type: ignore[arg-type]
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -146,6 +175,8 @@ def _build(cls: type[M], data: object) -> M:
             v = [_build(inner, x) for x in v]
         elif inner is not None and isinstance(v, dict):
             v = {str(k): _build(inner, x) for k, x in v.items()}
+        if not _fits(v, hints[f.name]):
+            raise TypeError(f"{f.name} is {v!r:.40}, not {hints[f.name]}")
         values[f.name] = v
     return cls(**values)
 

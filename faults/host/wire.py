@@ -18,13 +18,14 @@ import hashlib
 import hmac
 import json
 import os
-from pathlib import Path
+import stat
 from typing import Any
 
 import msgpack
 
 SECRET_ENV = "LLMCHAOS_FAULT_SECRET"
 MIN_SECRET = 16  # bytes: a shorter secret is refused
+MAX_SECRET_READ = 4096  # bytes of a secret file read for its first line
 
 
 class Refused(Exception):
@@ -77,9 +78,20 @@ def read_secret(path: str | None, what: str) -> bytes:
     line, where every user of the machine can read it); ValueError naming `what` otherwise."""
     if path:
         try:
-            secret = Path(path).read_bytes().split(b"\n", 1)[0].strip()
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer, then is refused
         except OSError as e:
             raise ValueError(f"{what}: {path}: {e.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ValueError(f"{what}: {path}: not a regular file")
+            head = os.read(fd, MAX_SECRET_READ + 1)
+            if len(head) > MAX_SECRET_READ and b"\n" not in head[:MAX_SECRET_READ]:
+                raise ValueError(f"{what}: {path}: its first line is over {MAX_SECRET_READ} bytes")
+            secret = head.split(b"\n", 1)[0].strip()
+        except OSError as e:
+            raise ValueError(f"{what}: {path}: {e.strerror}") from None
+        finally:
+            os.close(fd)
     else:
         secret = os.environ.get(SECRET_ENV, "").strip().encode()
         if not secret:

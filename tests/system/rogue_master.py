@@ -1,7 +1,8 @@
 """A master that should not be obeyed, for the fault host's refusal test: it binds Locust's port,
 waits for the fault host's hello, then sends it leases sealed with another secret, unsealed, for
-another run of it, a valid empty one, that one again (a replay), and one with the right secret for
-targets outside the host's allowlist. Writes the ack each got (null: none) as JSON.
+another run of it, a valid empty one, that one again (a replay), one sealed with the right secret
+whose window's `expires_in` is a word, and one for targets outside the host's allowlist. Writes the
+ack each got (null: none) as JSON.
 
     python -m tests.system.rogue_master SECRET_FILE OUT.json   (in the master's namespace)
 """
@@ -46,14 +47,16 @@ def main(secret_file: str, out: str) -> None:
     valid = send("valid", seal(secret, m.LEASE, identity, lease(1, [])))
     sock.send_multipart([identity.encode(), valid])  # the same frame again
     acks["replay"] = _ack(sock, secret, identity)
+    mistyped = {**m.body(link), "expires_in": "soon"}
+    send("mistyped", seal(secret, m.LEASE, identity, {**lease(2, []), "windows": [mistyped]}))
     outside = [
         m.Desired("other-link#0", "other-link", "tbf", {"interface": "g2m"}, TBF, 5.0),
         m.Desired(
             "other-server#0", "other-server", "gpu_clock", {"sim": "http://127.0.0.1:9"}, {"graphics_mhz": 660}, 5.0
         ),
     ]
-    send("outside", seal(secret, m.LEASE, identity, lease(2, outside)))
-    send("after", seal(secret, m.LEASE, identity, lease(3, [])))
+    send("outside", seal(secret, m.LEASE, identity, lease(3, outside)))
+    send("after", seal(secret, m.LEASE, identity, lease(4, [])))
     with open(out, "w", encoding="utf-8") as f:
         json.dump(acks, f)
 

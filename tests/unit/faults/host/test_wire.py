@@ -1,6 +1,7 @@
 """Locust's frame format without Locust, and the seal on every fault host message."""
 
 import importlib.util
+import os
 import sysconfig
 from pathlib import Path
 
@@ -73,6 +74,18 @@ def test_the_secret_comes_from_a_file_or_the_environment(tmp_path, monkeypatch):
         read_secret(str(tmp_path / "none"), "x")
 
 
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "directory", "one long line"])
+def test_a_secret_file_is_a_regular_file_read_to_its_first_line_only(tmp_path, kind):
+    path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "directory": str(tmp_path)}.get(kind)
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: reading it would block for ever
+    if kind == "one long line":
+        path = str(tmp_path / "long")
+        Path(path).write_bytes(b"s" * 10**7)
+    with pytest.raises(ValueError, match="not a regular file" if kind != "one long line" else "over 4096 bytes"):
+        read_secret(path, "x")
+
+
 def test_payloads_round_trip_and_malformed_ones_are_refused():
     lease = m.Lease("boot", "s1", 4, 12.5, [m.Desired("a#0", "a", "tbf", {"interface": "e"}, {"rate": "1mbit"}, 3.0)])
     assert m.parse(m.Lease, m.body(lease)) == lease
@@ -84,3 +97,20 @@ def test_payloads_round_trip_and_malformed_ones_are_refused():
         m.parse(m.Lease, {k: v for k, v in m.body(lease).items() if k != "seq"})
     with pytest.raises(Refused, match="malformed Lease"):
         m.parse(m.Lease, {**m.body(lease), "windows": [{"id": "x"}]})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("expires_in", "soon"), ("expires_in", float("nan")), ("ends", 1), ("starts_in", None), ("target", ["e"])],
+)
+def test_a_window_field_of_the_wrong_type_is_refused_at_parse(field, value):
+    window = {**m.body(m.Desired("a#0", "a", "tbf", {"interface": "e"}, {"rate": "1mbit"}, 3.0)), field: value}
+    with pytest.raises(Refused, match=f"malformed Lease: {field} is "):
+        m.parse(m.Lease, {"to": "b", "session": "s", "seq": 1, "sent": 1.0, "windows": [window]})
+
+
+@pytest.mark.parametrize(("field", "value"), [("seq", True), ("seq", 1.5), ("sent", "now"), ("settled", [1])])
+def test_a_lease_field_of_the_wrong_type_is_refused_at_parse(field, value):
+    lease = {"to": "b", "session": "s", "seq": 1, "sent": 1.0, "windows": [], field: value}
+    with pytest.raises(Refused, match=f"malformed Lease: {field} is "):
+        m.parse(m.Lease, lease)
