@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from locust.runners import MasterRunner
 
 log = logging.getLogger("llmchaos.faults")
-INTERVAL_S = 1.0  # a lease to every host at least this often
 PROBE_WAIT_S = 15.0
 Publish = Callable[[list[Segment], bool], None]  # (new segments, final)
 
@@ -130,6 +129,13 @@ class FaultHosts:
                 field=f"faults[{spec.index}].target.host",
             )
         for h in self.ledger.hosts.values():
+            if self.ledger.lease_s < 2 * m.RENEW_S + h.lateness_s:  # a late renewal renews nothing there
+                raise UsageError(
+                    f"a lease of {self.ledger.lease_s:g}s would lapse on fault host {h.name!r} between renewals: "
+                    f"it needs two renewals ({2 * m.RENEW_S:g}s) and the lateness it allows ({h.lateness_s:g}s)",
+                    field="--fault-lease",
+                )
+        for h in self.ledger.hosts.values():
             planned = [m.Planned(f.name, f.kind, f.target, f.applied_params) for f in specs if f.host == h.name]
             self._send(h, m.PROBE, m.Probe(h.boot or "", self.id, planned))
         deadline = time.monotonic() + PROBE_WAIT_S
@@ -160,7 +166,7 @@ class FaultHosts:
         while True:
             now = self._lease()
             self._advance()
-            gevent.sleep(max(0.0, min(now + INTERVAL_S, self.ledger.next_edge(now) + 1e-4) - time.time()))
+            gevent.sleep(max(0.0, min(now + m.RENEW_S, self.ledger.next_edge(now) + 1e-4) - time.time()))
 
     def _lease(self) -> float:
         """A lease to every host heard from: the windows it should have applied now."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from faults import allow
+from faults.host.messages import RENEW_S
 from llmchaos import languages, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
@@ -89,7 +90,10 @@ def add_arguments(parser: ArgumentParser) -> None:
         help="the secret shared with the fault hosts (default: LLMCHAOS_FAULT_SECRET in the environment)",
     )
     g.add_argument(
-        "--fault-lease", type=float, default=3.0, help="seconds a fault host keeps a window without a renewal"
+        "--fault-lease",
+        type=float,
+        default=3.0,
+        help="seconds a fault host keeps a window without a renewal (at least two renewals and its --max-lateness)",
     )
     g.add_argument(
         "--fault-host-wait", type=float, default=30.0, help="seconds the master waits for the schedule's fault hosts"
@@ -116,7 +120,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "requests_sample": (0, 1, True),
     "prometheus_port": (0, 65535, True),
     "push_interval": (0, math.inf, False),
-    "fault_lease": (0, 3600, False),
+    "fault_lease": (2 * RENEW_S, 3600, True),  # two renewals: one lost or late must not revert the fault
     "fault_host_wait": (0, 3600, True),
 }
 

@@ -109,8 +109,8 @@ class Executor:
                 self.revert(wid, "the master's lease no longer lists it (its window ended)")
         now = time.monotonic()
         for w in lease.windows:
-            expires = anchor + min(max(0.0, float(w.expires_in)), self.max_lease_s)
-            due = anchor + max(0.0, float(w.starts_in))
+            expires = anchor + min(max(0.0, w.expires_in), self.max_lease_s)
+            due = anchor + max(0.0, w.starts_in)
             if w.id in self.held:
                 held = self.held[w.id]
                 held.window, held.expires, held.renewed = w, expires, now
@@ -149,7 +149,8 @@ class Executor:
         now = time.monotonic()
         for wid, held in list(self.held.items()):
             if held.expires <= now:
-                why = "its window ended (the last lease said when)" if held.window.ends else None
+                ended = held.window.ends and held.window.expires_in <= self.max_lease_s  # not this host's cap
+                why = "its window ended (the last lease said when)" if ended else None
                 self.revert(wid, why or f"lease expired: no renewal from the master for {now - held.renewed:.1f} s")
             elif not held.applied and held.due <= now:
                 self.apply(wid)

@@ -24,7 +24,7 @@ from faults.schedule import Schedule
 from llmchaos.run import FaultHost, FaultWindow
 
 UNCONFIRMED = ":unconfirmed"
-LOST_S = 2.5  # no ack from a host for this long: contact lost (the master leases every second)
+LOST_S = 2.5  # no ack from a host for this long: contact lost (a lease goes out every RENEW_S)
 LEAD_S = 0.5  # a window is leased this long before its start, so its host applies it on time
 
 

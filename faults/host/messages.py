@@ -31,6 +31,7 @@ HELLO, PROBE, PROBED, LEASE, ACK = (
     "llmchaos_host_ack",
 )
 HELLO_S = 1.0  # a host not leased says hello this often
+RENEW_S = 1.0  # the master leases every host at least this often
 
 
 @dataclass(frozen=True)

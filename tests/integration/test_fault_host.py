@@ -65,6 +65,12 @@ def test_the_executor_applies_renews_reverts_by_itself_and_sweeps(tmp_path, monk
             ex.tick()
             time.sleep(0.01)
         assert ex.records("session")[0].why == "its window ended (the last lease said when)"
+        capped = Executor(Reach(Allowlist(), sims=frozenset({server.url})), Journal(tmp_path / "capped.json"), 0.3)
+        capped.match(lease(1, server.url, 5, ends=True), time.monotonic())  # it ends past this host's --max-lease
+        while capped.held:
+            capped.tick()
+            time.sleep(0.01)
+        assert capped.records("session")[0].why.startswith("lease expired: no renewal from the master for 0.")
         ex.match(lease(4, "http://127.0.0.1:9", 5), time.monotonic())  # not allowed here
         assert ex.records("session")[0].error.startswith("refused: simulated device http://127.0.0.1:9 is not")
         ex.match(lease(5, server.url, 5, mhz=20_000), time.monotonic())  # the device refuses it
@@ -204,6 +210,8 @@ def test_the_master_refuses_before_any_load_in_one_line(tmp_path, secret, monkey
             elsewhere = master(port, server.url, plan, secret)
         with fault_host(port, secret, tmp_path / "host.json", "--allow-sim", server.url):
             too_slow = master(port, server.url, schedule(tmp_path, server.url, mhz=100), secret)
+        with fault_host(port, secret, tmp_path / "host.json", "--allow-sim", server.url, "--max-lateness", "1.5"):
+            lapsing = master(port, server.url, plan, secret)  # the default lease, 3 s: under 2 s + 1.5 s
         assert clocks(server.url)["locked"] is False  # nothing was applied
     lines = {
         away: f"{plan}:4: faults[0].target.host: fault host 'gpu-1' is not connected (waited 1s for it",
@@ -212,6 +220,8 @@ def test_the_master_refuses_before_any_load_in_one_line(tmp_path, secret, monkey
         elsewhere: f"{plan}:4: faults[0].target: cannot inject gpu_clock on fault host 'gpu-1': simulated device "
         f"{server.url} is not in this host's allowlist (--allow-sim)",
         too_slow: f"{plan}:7: faults[0].params.graphics_mhz: cannot inject gpu_clock on fault host 'gpu-1': 100 MHz",
+        lapsing: "--fault-lease: a lease of 3s would lapse on fault host 'gpu-1' between renewals: it needs two "
+        "renewals (2s) and the lateness it allows (1.5s)",
     }
     for done, line in lines.items():
         assert done.returncode == 2, done.stderr[-2000:]

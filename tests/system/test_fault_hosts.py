@@ -110,8 +110,8 @@ def test_a_master_killed_mid_window_leaves_nothing_after_its_lease(tmp_path):
     """A master killed while both windows are applied: the fault host reverts both once the lease runs out.
 
     Long (about 40 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
-    started and stopped), a run until both windows are on (4 s in), then the 2 s lease and the revert waited for."""
-    lease = 2.0
+    started and stopped), a run until both windows are on (4 s in), then the 3 s lease and the revert waited for."""
+    lease = 3.0  # two renewals and the host's default lateness of a second: the least a run allows
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
         with WakeNoise() as noise:
             fl.load(
@@ -154,7 +154,7 @@ def test_a_cut_link_reverts_within_the_lease_and_no_request_of_that_time_is_base
 
     Long (about 27 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
     started and stopped) and a 20 s run, its link down for about 6 s of it (back 7 s before the end)."""
-    lease = 2.0
+    lease = 3.0  # two renewals and the host's default lateness of a second: the least a run allows
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
         with WakeNoise() as noise:
             plan = schedule(tmp_path, 5, 7, 5, 7)  # both windows end while the link is down
@@ -197,7 +197,7 @@ def test_a_killed_fault_host_is_unacknowledged_then_recovered_and_a_new_one_resy
     Long (about 27 s here): the lab (three namespaces with a server, a fault host, a master and two workers, each
     started and stopped) and a 20 s run, in which a second fault host is started (about 6 s before the window's end)."""
     with fl.staged(tmp_path) as (lab, procs, secret, journal):
-        fl.load(procs, lab, secret, schedule(tmp_path, 4, 12, 40, 1), tmp_path / "results", 20, "--fault-lease", "2")
+        fl.load(procs, lab, secret, schedule(tmp_path, 4, 12, 40, 1), tmp_path / "results", 20, "--fault-lease", "3")
         fl.wait_for("applied", lambda: fl.inside(lab.gpu, lambda: fl.root_qdisc("g2c") == "tbf"), 60)
         time.sleep(1.0)
         procs.running["fault-host"].send_signal(signal.SIGKILL)

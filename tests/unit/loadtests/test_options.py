@@ -39,6 +39,8 @@ def test_the_defaults_are_valid():
         ("--think-time", "inf"),
         ("--push-interval", "0"),
         ("--prometheus-port", "70000"),
+        ("--fault-lease", "1"),  # under two renewals: it lapses whenever one is late (it had flapped)
+        ("--fault-lease", "0.01"),
         ("--shape", "step", "--levels", "10,inf"),
         ("--shape", "step", "--levels", "10,nan"),
         ("--shape", "step", "--levels", "10", "--stage-duration", "0s"),
@@ -61,6 +63,7 @@ def test_a_bad_number_is_one_line_naming_its_flag(argv):
         ("--rate", "0"),
         ("--think-time", "0"),
         ("--max-tokens", "1"),
+        ("--fault-lease", "2"),
     ],
 )
 def test_numbers_at_the_edge_of_their_range_are_valid(argv):
