@@ -90,7 +90,12 @@ class Report:
             seeds={"seed": o.seed},
             host=results.host_info(),
             generator=gen["processes"],
-            validity=results.Validity(valid=not gen["flags"], flags=tuple(gen["flags"]), reasons=tuple(gen["reasons"])),
+            validity=results.Validity(
+                valid=not gen["flags"],
+                flags=tuple(gen["flags"]),
+                reasons=tuple(gen["reasons"]),
+                unjudged=tuple(gen["unjudged"]),
+            ),
             reads=results.Reads(**gen["reads"]),
             faults=faults,
             fault_hosts=self.fault_hosts,

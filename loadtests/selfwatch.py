@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 import gevent
-import psutil
 
 from loadtests import dataplane
 from loadtests.dataplane.response import LATE_S
@@ -39,12 +38,10 @@ class SelfWatch:
         self.reads = self.coalesced = self.late = 0
         self.phases: dict[str, list[int]] = {}  # phase -> [reads, coalesced, late]
         self._ticks = 0
-        self._proc = psutil.Process()
         self._greenlet: gevent.Greenlet | None = None
 
     def start(self) -> None:
         if self._greenlet is None:
-            self._proc.cpu_percent(None)
             self._greenlet = gevent.spawn(self._run)
 
     def stop(self) -> None:
@@ -53,16 +50,21 @@ class SelfWatch:
             self._greenlet = None
 
     def _run(self) -> None:
+        """Ticks: each one's lateness, and the CPU used over every ten (the process's CPU clock, which
+        needs no file: a generator out of file descriptors is still watched)."""
+        cpu_from, wall_from = time.process_time(), time.perf_counter()
         while True:
             t = time.perf_counter()
             gevent.sleep(TICK_S)
             self._ticks += 1
+            now = time.perf_counter()
             if self._ticks > STARTUP_TICKS:  # start-up: its lag is the spawning's, not the run's
-                self.lags.append(max(0.0, time.perf_counter() - t - TICK_S))
+                self.lags.append(max(0.0, now - t - TICK_S))
             if self._ticks % 10 == 0:
-                cpu = self._proc.cpu_percent(None) / 100.0
+                used = time.process_time()
                 if self._ticks > STARTUP_TICKS:
-                    self.cpu.append(cpu)
+                    self.cpu.append((used - cpu_from) / (now - wall_from))
+                cpu_from, wall_from = used, now
 
     def count(self, rec: RequestRecord) -> None:
         """A finished request's reads, in its phase."""
@@ -92,8 +94,9 @@ class SelfWatch:
 def verdict(per_process: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Summarise every process's samples; flag a saturated generator and one whose late reads
     coalesced events, each with a line naming only the figures over their limits. A figure needs
-    its minimum of samples to judge by; reads the network batched are summed per phase, not judged."""
-    procs, flags, reasons = {}, [], []
+    its minimum of samples to judge by (`unjudged` names those without); reads the network batched
+    are summed per phase, not judged."""
+    procs, flags, reasons, unjudged = {}, [], [], []
     total: dict[str, Any] = {"reads": 0, "coalesced": 0, "late": 0}
     phases: dict[str, list[int]] = {}
     for name, s in per_process.items():
@@ -128,6 +131,13 @@ def verdict(per_process: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if over:
             flags.append(f"generator_saturated:{name}")
             reasons.append(f"{name}: " + ", ".join(over))
+        unseen = [
+            f"{what} ({n} samples, needs {least})"
+            for what, n, least in (("CPU", len(s["cpu"]), CPU_MIN_SAMPLES), ("loop lag", len(lags), LAG_MIN_SAMPLES))
+            if n < least
+        ]
+        if unseen:
+            unjudged.append(f"{name}: " + ", ".join(unseen))
         if _over(late, reads):
             flags.append(f"reads_late:{name}")
             reasons.append(
@@ -135,7 +145,7 @@ def verdict(per_process: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 f"{LATE_S * 1000:g} ms or more ({late} of {reads}; limit {100 * COALESCED_LIMIT:g} %)"
             )
     total["phases"] = [{"phase": p, "reads": r, "coalesced": c, "late": n} for p, (r, c, n) in sorted(phases.items())]
-    return {"processes": procs, "flags": flags, "reasons": reasons, "reads": total}
+    return {"processes": procs, "flags": flags, "reasons": reasons, "unjudged": unjudged, "reads": total}
 
 
 def _over(late: int, reads: int) -> bool:

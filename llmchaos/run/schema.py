@@ -184,6 +184,7 @@ class Validity(Part):
     valid: bool
     flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_late:<process>
     reasons: tuple[str, ...] = ()  # one line per flag: the figure measured against its limit
+    unjudged: tuple[str, ...] = ()  # one line per process with too few samples of a figure to judge it
 
 
 class PhaseReads(Part):

@@ -58,6 +58,8 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
         batched = [f"{p.phase} {100 * (p.coalesced - p.late) / p.reads:.2f} %" for p in reads.phases if p.reads]
         if batched:
             lines.append("events the network delivered together, share of reads by phase: " + ", ".join(batched))
+    if run.validity.unjudged:
+        lines.append("validity not judged on: " + "; ".join(run.validity.unjudged))
     if not run.validity.valid:
         lines.append(
             "INVALID RUN: the load generator could not keep up ("

@@ -31,6 +31,12 @@ def test_a_language_whose_only_request_the_end_cut_has_no_verdict_and_its_own_ex
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("de ")]
     assert line.split()[3] == "-"
     assert line.endswith("no data")
+    # a 3 s run: the figures its few samples could not judge are said, in run.json and at the end
+    (gen,) = run["generator"].values()
+    unseen = [f"CPU ({gen['cpu_samples']} samples, needs 2)"] if gen["cpu_samples"] < 2 else []
+    unseen += [f"loop lag ({gen['loop_lag_samples']} samples, needs 20)"] if gen["loop_lag_samples"] < 20 else []
+    assert run["validity"]["unjudged"] == ([f"{next(iter(run['generator']))}: " + ", ".join(unseen)] if unseen else [])
+    assert ("validity not judged on: " in proc.stdout + proc.stderr) == bool(unseen)
 
 
 @pytest.mark.parametrize("mode", ["one process", "master and two workers"])

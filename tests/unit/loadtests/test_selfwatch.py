@@ -76,8 +76,13 @@ def test_too_few_samples_judge_nothing():
     v = verdict({"local": few})
     assert v["flags"] == []
     assert v["processes"]["local"]["loop_lag_samples"] == LAG_MIN_SAMPLES - 1
+    assert v["unjudged"] == [  # said, not silent (a watch that died leaves none: defect 18 of issue 34)
+        f"local: CPU ({CPU_MIN_SAMPLES - 1} samples, needs {CPU_MIN_SAMPLES}), "
+        f"loop lag ({LAG_MIN_SAMPLES - 1} samples, needs {LAG_MIN_SAMPLES})"
+    ]
     enough = {"cpu": [1.0] * CPU_MIN_SAMPLES, "lags": [0.1608] * LAG_MIN_SAMPLES}
     assert verdict({"local": enough})["flags"] == ["generator_saturated:local"]
+    assert verdict({"local": enough})["unjudged"] == []
 
 
 def test_samples_without_read_counts_still_judge_cpu_and_lag():
