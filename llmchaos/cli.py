@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import llmchaos
 from llmchaos import __version__
@@ -48,8 +48,16 @@ def _at_most(most: float) -> str:
     return "" if most == math.inf else f" and at most {most:g}"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of an argument is one line, as every other error here is (its
+    subcommands' parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"llmchaos: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmchaos", description=llmchaos.__doc__)
+    parser = Parser(prog="llmchaos", description=llmchaos.__doc__)
     parser.add_argument("--version", action="version", version=f"llmchaos {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):

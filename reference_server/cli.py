@@ -108,29 +108,10 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-FLOATS = (
-    "watermark",
-    "fast_weight",
-    "bulk_weight",
-    "bulk_min_slice",
-    "sim_time_scale",
-    "sim_jitter",
-    "pacer_rate",
-    "pacer_max_gap",
-    "startup_delay",
-    "drain_timeout",
-    "header_timeout",
-)
-
-
 def _check_numbers(args: argparse.Namespace) -> None:
-    """What the flags' own types let through: a port out of range, nan or inf (`> 0` holds for inf, and
-    no comparison fails for nan)."""
+    """What the flags' own types let through: a port out of range."""
     if not 1 <= args.port <= 65535:
         raise UsageError(f"must be in 1..65535, got {args.port}", field="--port")
-    for name in FLOATS:
-        if (value := getattr(args, name)) is not None and not math.isfinite(value):
-            raise UsageError(f"must be a finite number, got {value}", field="--" + name.replace("_", "-"))
 
 
 def chosen(args: argparse.Namespace) -> Profile:
@@ -140,6 +121,11 @@ def chosen(args: argparse.Namespace) -> Profile:
 
     base = profile.load(args.profile or profile.DEFAULT) if args.profile or args.engine == "sim" else TORCH
     flags = {name: getattr(args, name) for name in LIMIT_FLAGS if getattr(args, name) is not None}
+    bounded = {**{n: profile.LIMITS[n].most for n in flags}, "sim_jitter": profile.SIGMA_MOST, "sim_time_scale": 1000}
+    bounded |= {"pacer_rate": profile.PACER["rate"].most, "pacer_max_gap": profile.PACER["max_gap"].most}
+    for name, most in bounded.items():  # as a profile's own fields are bounded
+        if (value := getattr(args, name)) is not None and value > most:
+            raise UsageError(f"must be at most {most:g}, got {value:g}", field="--" + name.replace("_", "-"))
     p = replace(base, limits=replace(base.limits, **flags))
     step = p.step.scaled(args.sim_time_scale, args.sim_jitter)
     pacer = {k: v for k, v in (("pacer_rate", args.pacer_rate), ("pacer_max_gap", args.pacer_max_gap)) if v is not None}

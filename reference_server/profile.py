@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from llmchaos.errors import UsageError
 
@@ -113,27 +113,53 @@ def load(name_or_path: str) -> Profile:
 
 # -- the YAML -------------------------------------------------------------------------------------
 US, MS = 1e-6, 1e-3
-# section -> {yaml field: (attribute, kind, unit)}; kinds: time, number, count, bool, text, choice
+STEP_MOST_US, TOKEN_MOST_US = 60e6, 1e6  # a step's fixed part at most a minute, its part per token a second
+SIGMA_MOST = 3.0  # a log-normal sigma: e^3 at one sigma is already a factor of 20
+TOKENS_MOST = 10_000_000  # the longest context any model serves (Llama 4 Scout's)
+BLOCKS_MOST = 1_000_000  # KV blocks: 16 M tokens at 16 a block, beyond any one GPU (each costs memory here)
+
+
+class Spec(NamedTuple):
+    """A YAML field: its attribute, its kind (time, number, count, count0, bool, text, or a choice), the
+    unit its value is multiplied by, and its largest value in the YAML's own unit."""
+
+    attr: str
+    kind: str | tuple[str, ...]
+    unit: float = 1.0
+    most: float = math.inf
+
+
 STEP = {
-    "overhead_us": ("overhead", "time", US),
-    "memory_us": ("memory", "time", US),
-    "prefill_token_us": ("prefill_token", "time", US),
-    "decode_token_us": ("decode_token", "time", US),
-    "context_token_us": ("context_token", "time", US),
-    "wake_us": ("wake", "time", US),
-    "jitter": ("jitter", "time", 1.0),
-    "frontend_ms": ("frontend", "time", MS),
-    "frontend_sigma": ("frontend_sigma", "time", 1.0),
+    "overhead_us": Spec("overhead", "time", US, STEP_MOST_US),
+    "memory_us": Spec("memory", "time", US, STEP_MOST_US),
+    "prefill_token_us": Spec("prefill_token", "time", US, TOKEN_MOST_US),
+    "decode_token_us": Spec("decode_token", "time", US, TOKEN_MOST_US),
+    "context_token_us": Spec("context_token", "time", US, TOKEN_MOST_US),
+    "wake_us": Spec("wake", "time", US, STEP_MOST_US),
+    "jitter": Spec("jitter", "time", 1.0, SIGMA_MOST),
+    "frontend_ms": Spec("frontend", "time", MS, STEP_MOST_US / 1000),
+    "frontend_sigma": Spec("frontend_sigma", "time", 1.0, SIGMA_MOST),
 }
-LIMITS = {f.name: (f.name, "bool" if f.name == "prefix_caching" else "count", 1) for f in fields(Limits)}
+LIMITS = {
+    "max_model_len": Spec("max_model_len", "count", 1, TOKENS_MOST),
+    "max_num_seqs": Spec("max_num_seqs", "count", 1, 65_536),
+    "max_num_batched_tokens": Spec("max_num_batched_tokens", "count", 1, TOKENS_MOST),
+    "block_size": Spec("block_size", "count", 1, 1024),
+    "num_blocks": Spec("num_blocks", "count", 1, BLOCKS_MOST),
+    "prefix_caching": Spec("prefix_caching", "bool"),
+    "max_waiting": Spec("max_waiting", "count", 1, 1_000_000),
+}
 REASONING = {
-    "median": ("median", "count0", 1),
-    "sigma": ("sigma", "time", 1.0),
-    "max": ("max", "count0", 1),
-    "openai_field": ("openai_field", REASONING_FIELDS, 1),
+    "median": Spec("median", "count0", 1, TOKENS_MOST),
+    "sigma": Spec("sigma", "time", 1.0, SIGMA_MOST),
+    "max": Spec("max", "count0", 1, TOKENS_MOST),
+    "openai_field": Spec("openai_field", REASONING_FIELDS),
 }
-DEVICE = {"max_clock_mhz": ("max_clock_mhz", "number", 1.0), "min_clock_mhz": ("min_clock_mhz", "number", 1.0)}
-PACER = {"rate": ("pacer_rate", "time", 1.0), "max_gap": ("pacer_max_gap", "number", 1.0)}
+DEVICE = {
+    "max_clock_mhz": Spec("max_clock_mhz", "number", 1.0, 10_000),
+    "min_clock_mhz": Spec("min_clock_mhz", "number", 1.0, 10_000),
+}
+PACER = {"rate": Spec("pacer_rate", "time", 1.0, 1e6), "max_gap": Spec("pacer_max_gap", "number", 1.0, 60)}
 TOP = {
     "name",
     "about",
@@ -196,7 +222,8 @@ def _check(r: yamlfile.Reader, root: yaml.Node, p: Profile) -> None:
 def kv_blocks_needed(limits: Limits, watermark: float = 0.01) -> int:
     """The fewest blocks with which one request of max_model_len is admitted past the watermark (the
     block manager keeps int(watermark x blocks) free)."""
-    per = n = -(-limits.max_model_len // limits.block_size)
+    per = -(-limits.max_model_len // limits.block_size)
+    n = per + int(watermark * per)  # then a step or two: int() floors
     while n - int(watermark * n) < per:
         n += 1
     return n
@@ -231,8 +258,11 @@ def section(r: yamlfile.Reader, node: yaml.Node | None, name: str, schema: dict)
         where = f"{name}.{key}"
         if key not in schema:
             raise r.fail(k, where, f"unknown field (fields: {', '.join(schema)})")
-        attr, kind, unit = schema[key]
-        out[attr] = _value(r, v, where, kind) * unit if kind in ("time", "number") else _value(r, v, where, kind)
+        spec = Spec(*schema[key])
+        value = _value(r, v, where, spec.kind)
+        if spec.kind not in ("bool",) and not isinstance(spec.kind, tuple) and value > spec.most:
+            raise r.fail(v, where, f"must be at most {spec.most:g}, got {value!r}")
+        out[spec.attr] = value * spec.unit if spec.kind in ("time", "number") else value
     return out
 
 

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         name, source = c.name, f"Step model fitted by `llmchaos calibrate --curves {args.curves}` to:\n{c.source}"
     else:
         levels = _levels(args)
+        _fits_the_base(args, levels, base.limits.max_model_len)
         server, start = base, fit.first_guess(levels, base.step)
         name, source = "calibrated", f"Step model fitted by `llmchaos calibrate` to {', '.join(args.runs)}"
     start = profile.load(args.start).step if args.start else start
@@ -101,6 +102,18 @@ def _write(path: str, p: Profile) -> None:
 
     with open(path, "w", encoding="utf-8") as f:
         f.write(profile.dump(p))
+
+
+def _fits_the_base(args: argparse.Namespace, levels: tuple, max_model_len: int) -> None:
+    """Every request replayed is one the base profile serves: a longer one is refused by a real server
+    (and its prompt, built token by token, would take the fit hours)."""
+    a = max((a for level in levels for a in level.arrivals), key=lambda a: a.prompt + a.output)
+    if a.prompt + a.output > max_model_len:
+        raise UsageError(
+            f"a request of {a.prompt} prompt and {a.output} output tokens is longer than the base profile's "
+            f"max_model_len, {max_model_len}",
+            field="--prompt-tokens" if args.prompt_tokens is not None and not args.metrics else "--metrics",
+        )
 
 
 def _levels(args: argparse.Namespace) -> tuple:

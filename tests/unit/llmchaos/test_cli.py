@@ -63,5 +63,5 @@ def test_serve_refuses_an_unknown_engine_with_the_list(capsys, monkeypatch):
 def test_a_number_that_is_not_finite_is_refused_naming_its_flag(capsys, args, flag):
     r = llmchaos(capsys, *args)
     assert r.returncode == 2, r
-    last = r.stderr.strip().splitlines()[-1]
-    assert f"error: argument {flag}: must be a finite number" in last, r.stderr
+    assert r.stderr.startswith(f"llmchaos: error: argument {flag}: must be a finite number"), r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr  # one line, as every other error

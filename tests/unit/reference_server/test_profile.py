@@ -63,6 +63,14 @@ def test_a_step_model_of_its_own_does_not_take_the_bases_provenance(tmp_path):
         ("policy: lifo\n", ":1: policy: must be one of fcfs, wfq, two-level, got 'lifo'"),
         ("reasoning: {openai_field: thoughts}\n", ":1: reasoning.openai_field: must be one of reasoning_content"),
         ("base: nosuch\n", ":1: base: must name another profile"),
+        # no upper bound had a server answering 503 "starting" for ever, or a MemoryError (issue 34, 14)
+        ("step: {overhead_us: 1.0e+300}\n", ":1: step.overhead_us: must be at most 6e+07, got 1e+300"),
+        ("step: {jitter: 1000}\n", ":1: step.jitter: must be at most 3, got 1000"),
+        ("step: {frontend_sigma: 50}\n", ":1: step.frontend_sigma: must be at most 3, got 50"),
+        ("limits: {num_blocks: 1.0e+12}\n", ":1: limits.num_blocks: must be at most 1e+06, got 1000000000000"),
+        ("limits: {max_model_len: 1.0e+12, num_blocks: 7.0e+10}\n", ":1: limits.max_model_len: must be at most 1e+07"),
+        ("pacer: {rate: 1.0e+9}\n", ":1: pacer.rate: must be at most 1e+06"),
+        ("device: {max_clock_mhz: 1.0e+6}\n", ":1: device.max_clock_mhz: must be at most 10000"),
         ("stepp: {}\n", ":1: stepp: unknown field"),
         ("step: {overhead: 5}\n", ":1: step.overhead: unknown field (fields: overhead_us"),
         ("- 1\n", ":1: a profile is a mapping"),
@@ -113,3 +121,8 @@ def test_the_pool_must_hold_one_longest_request_past_the_watermark():
     n = profile.kv_blocks_needed(profile.Limits(max_model_len=131072, block_size=16), 0.01)
     assert n - int(0.01 * n) >= 8192 > n - 1 - int(0.01 * (n - 1))
     assert Profile().limits.num_blocks >= n
+    for length in range(1, 5000, 7):  # the fewest, as counting one block at a time found it
+        limits = profile.Limits(max_model_len=length, block_size=16)
+        n = profile.kv_blocks_needed(limits)
+        per = -(-length // 16)
+        assert n - int(0.01 * n) >= per > n - 1 - int(0.01 * (n - 1)), length

@@ -15,6 +15,11 @@ from tests.unit.reference_server.calibrate.test_runs import write_run
         (["{run}", "--prompt-tokens", "100"], "RUN: a fit needs two load levels or more"),
         (["{run}", "{run}", "--metrics", "a", "b"], "--metrics: 1 pairs of scrapes for 2 runs"),
         (["{tmp}/nosuch", "{run}", "--prompt-tokens", "9"], "{tmp}/nosuch/run.json: No such file or directory"),
+        (  # it had run 188 s at 4 GB and printed a fit (issue 34, defect 12)
+            ["{run}", "{run}", "--prompt-tokens", "200000"],
+            "--prompt-tokens: a request of 200000 prompt and 64 output tokens is longer than the base profile's "
+            "max_model_len, 131072",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
