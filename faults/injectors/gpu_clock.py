@@ -27,6 +27,7 @@ from faults.allow import Allowlist
 from faults.injectors.base import FieldError, InjectError, TargetGone, only_keys, word
 
 SANE_MHZ = (100, 10_000)  # any GPU's clocks lie within; the device's own range is probed before a run
+MAX_GPUS = 1024  # indices past this are no GPU of any host (NVML's own limit is far below)
 
 
 def clock_range(params: dict, key: str) -> tuple[int, int]:
@@ -43,9 +44,10 @@ def _sane_mhz(params: dict, key: str) -> None:
     if isinstance(mhz, list) and len(mhz) != 2:
         raise FieldError(f"params.{key}", f"must be a clock in MHz or a range [min, max]; got {mhz!r}")
     for end in ends:
-        if not isinstance(end, (int, float)) or isinstance(end, bool) or not lo <= end <= hi:
+        whole = isinstance(end, int) or (isinstance(end, float) and end.is_integer())  # nvidia-smi and NVML: MHz
+        if not whole or isinstance(end, bool) or not lo <= end <= hi:
             raise FieldError(
-                f"params.{key}", f"must be a clock in MHz, from {lo} to {hi}, or a range of two; got {mhz!r}"
+                f"params.{key}", f"must be a whole number of MHz, from {lo} to {hi}, or a range of two; got {mhz!r}"
             )
     if ends[0] > ends[-1]:
         raise FieldError(f"params.{key}", f"a range is [min, max]; got {mhz!r}")
@@ -81,8 +83,8 @@ class GpuClock:
         if ("gpu" in target) == ("sim" in target):
             raise FieldError("target", "give exactly one of gpu (an index) or sim (a server URL)")
         gpu = target.get("gpu", 0)
-        if not isinstance(gpu, int) or isinstance(gpu, bool) or gpu < 0:
-            raise FieldError("target.gpu", "must be a GPU index")
+        if not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < MAX_GPUS:
+            raise FieldError("target.gpu", f"must be a GPU index, 0 to {MAX_GPUS - 1}, got {gpu!r}")
         if "sim" in target and not (
             isinstance(target["sim"], str) and target["sim"].startswith(("http://", "https://"))
         ):

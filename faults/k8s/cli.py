@@ -12,7 +12,7 @@ from llmchaos.errors import UsageError
 from llmchaos.units import YEAR_S
 
 IMAGE = "llmchaos:0.1.0"  # compose/Dockerfile's, as docker-compose.yml tags it
-NODE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+NODE = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")  # RFC 1123
 
 
 def register(sub: Subparsers) -> None:
@@ -62,6 +62,8 @@ def _selector(text: str) -> dict[str, str]:
         key, eq, value = item.partition("=")
         if not eq or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
             raise UsageError(f"expected KEY=VALUE[,KEY=VALUE] of Kubernetes labels, got {item!r}", field="--selector")
+        if key in out:
+            raise UsageError(f"{key} given twice ({out[key]!r} and {value!r}): a pod has one value", field="--selector")
         out[key] = value
     return out
 
@@ -125,6 +127,10 @@ def run_render_load(args: argparse.Namespace) -> int:
         operator=args.operator,
         locust_args=tuple(extra),
     )
+    if load.operator and (spaced := next((a for a in load.locust_args if not a or any(c.isspace() for c in a)), None)):
+        raise UsageError(  # the operator splits its command seed on spaces
+            f"the Locust operator cannot pass {spaced!r} whole: its command is split at every space", field="--operator"
+        )
     if load.workflow and "schedule" in load.files:
         raise UsageError("give one source of phases: --schedule runs faults in the master", field="--k8s-workflow")
     write(render(load), Path(args.out) / "load.yaml" if args.out else None)

@@ -48,6 +48,8 @@ def listen_address(text: str, flag: str = "--listen") -> tuple[str, int]:
 
 def upstream_target(url: str) -> Target:
     """The upstream from its base URL (`http(s)://HOST[:PORT][/BASE]`)."""
+    if any(c.isspace() or not c.isprintable() for c in url):  # urlsplit drops a newline or tab unsaid
+        raise UsageError(f"a URL has no spaces or control characters, got {url!r}", field="--upstream")
     u = urlsplit(url)
     if u.scheme not in ("http", "https") or not u.netloc:
         raise UsageError(f"expected an http(s) URL, got {url!r}", field="--upstream")

@@ -76,6 +76,10 @@ def test_the_operators_locust_test(tmp_path, capsys):
             ["--host", "http://x", "--k8s-workflow", "d", "--schedule", "compose/schedules/example.yaml"],
             "--k8s-workflow",
         ),
+        (
+            ["--host", "http://x", "--operator", "--", "--tags", "a b"],
+            "--operator: the Locust operator cannot pass 'a b'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, named, capsys):

@@ -196,6 +196,27 @@ BAD = [
         "--run",
     ),
     (NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"), ["--selector", "app"], "--selector"),
+    (  # the last value had silently won
+        NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"),
+        ["--selector", "app=llm,app=x"],
+        "--selector: app given twice",
+    ),
+    (NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 500}"), ["--gpu-node", "a..b"], "--gpu-node"),
+    (  # rendered as 660,660 under an annotation of 660.5
+        NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 660.5}"),
+        ["--gpu-node", "n"],
+        "params.graphics_mhz: must be a whole number of MHz",
+    ),
+    (
+        NETEM % ("g", "gpu_clock", "{gpu: 99999999999999999999}", "0s", "{graphics_mhz: 660}"),
+        ["--gpu-node", "n"],
+        "target.gpu: must be a GPU index, 0 to 1023",
+    ),
+    (  # it had become the proxy's argument
+        NETEM % ("s", "sse", '{proxy: "127.0.0.1:9100"}', "0s", "{drop_ratio: 0.1}"),
+        ["--upstream", "http://m:8000/v1\n--evil"],
+        "--upstream: a URL has no spaces or control characters",
+    ),
     (
         NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"),
         ["--selector", "a=b", "--namespace", "Prod"],
