@@ -57,7 +57,7 @@ def register(sub: Subparsers) -> None:
 def _selector(text: str) -> dict[str, str]:
     from faults.k8s.pods import LABEL_KEY, LABEL_VALUE
 
-    out = {}
+    out: dict[str, str] = {}
     for item in filter(None, text.split(",")):
         key, eq, value = item.partition("=")
         if not eq or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
