@@ -105,5 +105,9 @@ class Ahead(Generic[T]):
             gevent.sleep(wait)
         self._quiet.clear()
 
+    def waiting(self) -> list[T]:
+        """The requests built and not taken, in order."""
+        return list(self._ready)
+
     def stop(self) -> None:
-        self._greenlet.kill(block=False)
+        self._greenlet.kill()

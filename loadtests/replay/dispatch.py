@@ -9,6 +9,7 @@ With `--session-order strict` a session's turn is held until the turn before it 
 
 from __future__ import annotations
 
+import itertools
 import time
 from argparse import Namespace
 from collections import deque
@@ -22,6 +23,7 @@ from gevent.event import AsyncResult
 
 from llmchaos import languages
 from llmchaos.run import ReplayFields
+from loadtests.adapters import Call
 from loadtests.logs import sized_prompts, split
 from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import Problems
@@ -68,9 +70,10 @@ class LogDue(Due):
         return len(self.call.body) if self.call is not None else 0
 
 
-def timeline(
-    s: ReplaySettings, worker: int = 0, workers: int = 1, problems: Problems | None = None
-) -> Iterator[tuple[int, float, LogRecord, str]]:
+Entry = tuple[int, float, LogRecord, str]  # a request of the log: (pass, seconds from the start, record, language)
+
+
+def timeline(s: ReplaySettings, worker: int = 0, workers: int = 1, problems: Problems | None = None) -> Iterator[Entry]:
     """This worker's share of the replay: (pass, seconds from the start, record, language) in time
     order. The window's records, sped up; each pass after the first starts where the one before
     ended (its span: --end - --start, else to the last record plus the mean gap between records).
@@ -119,6 +122,13 @@ class ReplaySchedule:
         self._greenlet: gevent.Greenlet | None = None
         self._in_flight = 0
         self._exhausted = self._reported = False
+        # what a lagging dispatcher has not released yet, which a stop must still account for: the
+        # log's entries not yet built, the one being built, those built and waiting, the one taken
+        self._entries: Iterator[Entry] = iter(())
+        self._building: Entry | None = None
+        self._ahead: Ahead[LogDue] | None = None
+        self._taken: LogDue | None = None
+        self._plan: tuple[ReplaySettings, ReplayPlan] | None = None
 
     def start(self, plan: ReplayPlan) -> ReplaySettings:
         """Start dispatching `plan`; the settings it carries."""
@@ -132,14 +142,18 @@ class ReplaySchedule:
     def _dispatch(self, s: ReplaySettings, plan: ReplayPlan) -> None:
         """Each request as it falls due, built ahead of it (`Ahead`)."""
         sized_prompts.warm(languages.tags())  # before the first request is due (the plan comes a second ahead)
-        ahead = Ahead(lambda pause: self._built(s, plan, pause))
+        self._plan = (s, plan)
+        self._entries = timeline(s, plan.worker, plan.workers, self.stats.problems if plan.worker == 0 else None)
+        self._ahead = ahead = Ahead(lambda pause: self._built(s, plan, pause))
         try:
             while (due := ahead.next()) is not None:
+                self._taken = due
                 assert due.intended is not None
                 ahead.until(due.intended)
                 sleep_until(due.intended)
                 self.stats.due(due.sides, due.intended)
                 self._release(due)
+                self._taken = None
                 gevent.sleep(0)  # the user handed it sends it now, before anything else runs
         finally:
             ahead.stop()
@@ -148,23 +162,46 @@ class ReplaySchedule:
 
     def _built(self, s: ReplaySettings, plan: ReplayPlan, pause: Callable[[], None]) -> Iterator[LogDue]:
         """This process's share of the log, each request's call built (`pause` between its parts)."""
-        opts, api = CallOptions.of(s.options), s.options["api"]
-        counted = self.stats.problems if plan.worker == 0 else None
-        for loop, at, rec, lang in timeline(s, plan.worker, plan.workers, counted):
-            rec_api = rec.api or api
-            sides = s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),)
-            call, requested = build(rec, lang, rec_api, loop, opts, pause)
-            yield LogDue(
-                lang=lang,
-                api=rec_api,
-                call=call,
-                intended=plan.t0 + at,
-                sides=sides,
-                replay=ReplayFields(rec.line, rec.user, rec.session, loop, requested),
-                rec=rec,
-                requested=requested,
-                session=rec.session if s.session_order == "strict" else None,
-            )
+        opts = CallOptions.of(s.options)
+        for entry in self._entries:
+            self._building = entry
+            loop, _, rec, lang = entry
+            call, requested = build(rec, lang, rec.api or s.options["api"], loop, opts, pause)
+            self._building = None
+            yield self._due(entry, call, requested)
+
+    def _due(self, entry: Entry, call: Call | None, requested: int | None) -> LogDue:
+        """A log entry as a request (its call None when it was never built: the test stopped first)."""
+        assert self._plan is not None
+        s, plan = self._plan
+        loop, at, rec, lang = entry
+        return LogDue(
+            lang=lang,
+            api=rec.api or s.options["api"],
+            call=call,
+            intended=plan.t0 + at,
+            sides=s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),),
+            replay=ReplayFields(rec.line, rec.user, rec.session, loop, requested),
+            rec=rec,
+            requested=requested,
+            session=rec.session if s.session_order == "strict" else None,
+        )
+
+    def _late(self, now: float) -> list[LogDue]:
+        """What fell due by `now` and the dispatcher never released, lagging behind its builds: counted
+        as due, never sent."""
+        late = [self._taken] if self._taken is not None else []
+        late += self._ahead.waiting() if self._ahead is not None else []
+        pending = [self._building] if self._building is not None else []
+        for entry in itertools.chain(pending, self._entries):  # in time order: up to the first not yet due
+            due = self._due(entry, None, None)
+            if due.intended is not None and due.intended > now:
+                break
+            late.append(due)
+        late = [d for d in late if d.intended is not None and d.intended <= now]
+        for d in late:
+            self.stats.due(d.sides, d.intended or now)
+        return late
 
     def _release(self, due: LogDue) -> None:
         if due.session is not None:
@@ -225,11 +262,17 @@ class ReplaySchedule:
             self.on_finished()
 
     def stop(self) -> list[LogDue]:
-        """Stop dispatching; the requests that fell due and were never sent (queued or held)."""
+        """Stop dispatching; the requests that fell due and were never sent (queued, held, or not yet
+        released by a dispatcher behind its schedule)."""
+        now = time.time()
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
-        unsent: list[LogDue] = list(self._queue)
+        if self._ahead is not None:
+            self._ahead.stop()  # no build goes on with the log's entries now read below
+        unsent: list[LogDue] = self._late(now) + list(self._queue)
+        self._taken = self._building = self._ahead = None
+        self._entries = iter(())
         self._queue.clear()
         for held in self._busy.values():
             unsent.extend(held)
