@@ -116,7 +116,7 @@ US, MS = 1e-6, 1e-3
 STEP_MOST_US, TOKEN_MOST_US = 60e6, 1e6  # a step's fixed part at most a minute, its part per token a second
 SIGMA_MOST = 3.0  # a log-normal sigma: e^3 at one sigma is already a factor of 20
 TOKENS_MOST = 10_000_000  # the longest context any model serves (Llama 4 Scout's)
-BLOCKS_MOST = 1_000_000  # KV blocks: 16 M tokens at 16 a block, beyond any one GPU (each costs memory here)
+BLOCKS_MOST = 10_000_000  # KV blocks: 160 M tokens at 16 a block, beyond any one GPU (each costs ~100 B here)
 
 
 class Spec(NamedTuple):

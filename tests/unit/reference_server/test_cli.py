@@ -78,7 +78,7 @@ def test_torch_keeps_its_own_limits_unless_a_profile_is_named():
         (["--profile", "nosuch"], "llmchaos: error: no profile file or named profile 'nosuch' (named: "),
         (["--num-blocks", "100"], "llmchaos: error: --num-blocks: the KV pool (100 blocks of 16) must hold one "),
         (["--profile", "{bad}"], "llmchaos: error: {bad}:2: limits.num_blocks: must be a whole number >= 1"),
-        (["--num-blocks", "1000000000000"], "llmchaos: error: --num-blocks: must be at most 1e+06, got 1e+12"),
+        (["--num-blocks", "1000000000000"], "llmchaos: error: --num-blocks: must be at most 1e+07, got 1e+12"),
         (["--sim-jitter", "1000"], "llmchaos: error: --sim-jitter: must be at most 3, got 1000"),
         (["--sim-time-scale", "1e300"], "llmchaos: error: --sim-time-scale: must be at most 1000, got 1e+300"),
     ],

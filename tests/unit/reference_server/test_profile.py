@@ -67,7 +67,7 @@ def test_a_step_model_of_its_own_does_not_take_the_bases_provenance(tmp_path):
         ("step: {overhead_us: 1.0e+300}\n", ":1: step.overhead_us: must be at most 6e+07, got 1e+300"),
         ("step: {jitter: 1000}\n", ":1: step.jitter: must be at most 3, got 1000"),
         ("step: {frontend_sigma: 50}\n", ":1: step.frontend_sigma: must be at most 3, got 50"),
-        ("limits: {num_blocks: 1.0e+12}\n", ":1: limits.num_blocks: must be at most 1e+06, got 1000000000000"),
+        ("limits: {num_blocks: 1.0e+12}\n", ":1: limits.num_blocks: must be at most 1e+07, got 1000000000000"),
         ("limits: {max_model_len: 1.0e+12, num_blocks: 7.0e+10}\n", ":1: limits.max_model_len: must be at most 1e+07"),
         ("pacer: {rate: 1.0e+9}\n", ":1: pacer.rate: must be at most 1e+06"),
         ("device: {max_clock_mhz: 1.0e+6}\n", ":1: device.max_clock_mhz: must be at most 10000"),
