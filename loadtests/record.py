@@ -106,7 +106,7 @@ class RequestRecord:
     def _to_count(self) -> tuple[list[str], bool, bool, bool]:
         """The texts `count_tokens` counts, and which: the whole text, each event's, the thinking."""
         n, usage = len(self.chunks), self.usage_tokens
-        whole, each = usage is None and n > 0, n > 1 and (usage is None or usage > n)
+        whole, each = usage is None and n > 0, n > 1 and (usage is None or usage - self.unstreamed > n)
         thinking = bool(self.thinking) and self.usage_reasoning is None
         texts = ([self.text] if whole else []) + (self.chunks if each else []) + ([self.thought] if thinking else [])
         return texts, whole, each, thinking
@@ -151,15 +151,29 @@ class RequestRecord:
         return min(self.own_reasoning or 0, self.output_tokens)
 
     @property
+    def unstreamed(self) -> int:
+        """Tokens the server counted and never streamed: its thinking, counted in usage while no event
+        showed any (Gemini without includeThoughts, a model that hides its reasoning). They are output
+        tokens, and no event's: no gap delivered them."""
+        if self.usage_tokens is None or not self.usage_reasoning or self.thinking:
+            return 0
+        return min(self.usage_reasoning, self.usage_tokens)
+
+    @property
+    def streamed_tokens(self) -> int:
+        """The output tokens the stream's events delivered (`output_tokens` less `unstreamed`)."""
+        return self.output_tokens - self.unstreamed
+
+    @property
     def tokens_from(self) -> str:
         """Which count `output_tokens` (and so the ITL samples) came from: usage or tokenizer."""
         return "usage" if self.usage_tokens is not None else "tokenizer"
 
     def tokens_per_chunk(self) -> list[int]:
-        """Tokens each content event delivered, summing exactly to `output_tokens`: one each, the
+        """Tokens each content event delivered, summing exactly to `streamed_tokens`: one each, the
         rest shared out in proportion to our tokenizer's count of each event (see `shares`); one
-        each when the output has no more tokens than events."""
-        n, total = len(self.chunks), self.output_tokens
+        each when the stream has no more tokens than events."""
+        n, total = len(self.chunks), self.streamed_tokens
         if total <= n:
             return [1] * n
         self.count_tokens()
@@ -172,7 +186,9 @@ class RequestRecord:
         return itl(self.gaps, self.tokens_per_chunk())
 
     def tpot(self) -> float | None:
-        n = self.output_tokens
+        """Time per output token after the first, of the tokens streamed (hidden thinking came before
+        the first token: in TTFT, not between tokens)."""
+        n = self.streamed_tokens
         if self.ttft is None or self.e2e is None or n < 2:
             return None
         return (self.e2e - self.ttft) / (n - 1)
@@ -247,7 +263,7 @@ class RequestRecord:
             chars_per_token=round(chars / own, 3) if own else None,
             tokens_disagree=self.usage_tokens is not None
             and own > 0
-            and abs(self.usage_tokens - own) > max(2, DISAGREEMENT * self.usage_tokens),
+            and abs(self.streamed_tokens - own) > max(2, DISAGREEMENT * self.streamed_tokens),
             tokens_from=self.tokens_from,
             at_stop=self.at_stop,
             replay=self.replay,
@@ -255,4 +271,5 @@ class RequestRecord:
             coalesced_reads=self.coalesced_reads,
             late_reads=self.late_reads,
             tokens_per_event=per if any(k != 1 for k in per) else None,
+            unstreamed_tokens=self.unstreamed,
         )

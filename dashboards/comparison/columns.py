@@ -73,6 +73,7 @@ class _Lines:
     thinking: array = field(default_factory=lambda: array("d"))  # reasoning tokens; NaN: no thinking seen
     e2e: array = field(default_factory=lambda: array("d"))
     tokens: array = field(default_factory=lambda: array("d"))
+    streamed: array = field(default_factory=lambda: array("d"))  # the tokens the events delivered (TPOT's)
     n_gaps: array = field(default_factory=lambda: array("i"))
     gaps: array = field(default_factory=lambda: array("d"))
     gap_tokens: array = field(default_factory=lambda: array("d"))  # tokens the event after each gap delivered
@@ -95,6 +96,7 @@ def read(run: Run, lines: Iterable[RequestLine]) -> Columns:
         raw.thinking.append(nan if r.reasoning_tokens is None else r.reasoning_tokens)
         raw.e2e.append(nan if r.e2e is None else r.e2e)
         raw.tokens.append(r.output_tokens)
+        raw.streamed.append(r.output_tokens - r.unstreamed_tokens)
         raw.n_gaps.append(len(r.gaps))
         raw.gaps.extend(r.gaps)
         if r.gaps:
@@ -109,11 +111,12 @@ def _fill(cols: Columns, raw: _Lines, limits: list[dict[str, float]]) -> None:
     """Every column from the requests' fields: TPOT, each request's longest gap and whether it met
     its language's SLO (`slo.attained`, on every request at once), ITL from the gaps."""
     cell, t, tokens = (np.frombuffer(a, dtype=d) for a, d in ((raw.cell, np.int32), (raw.t, None), (raw.tokens, None)))
+    streamed = np.frombuffer(raw.streamed)
     ok = np.frombuffer(raw.ok, dtype=np.int8).astype(bool)
     ttft, e2e = np.frombuffer(raw.ttft), np.frombuffer(raw.e2e)
     n_gaps, gaps = np.frombuffer(raw.n_gaps, dtype=np.int32), np.frombuffer(raw.gaps)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(ok & (tokens >= 2), (e2e - ttft) / (tokens - 1), np.nan)
+        tpot = np.where(ok & (streamed >= 2), (e2e - ttft) / (streamed - 1), np.nan)
     first = np.concatenate([[0], np.cumsum(n_gaps)[:-1]]).astype(np.int64)
     max_gap = np.zeros(len(t))
     has = n_gaps > 0

@@ -77,6 +77,7 @@ class RequestLine:
     tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each
     ttfa: float | None = None  # from the intended start: the first answer token (after any thinking)
     reasoning_tokens: int | None = None  # thinking tokens among output_tokens; absent: no thinking seen
+    unstreamed_tokens: int = 0  # of output_tokens, thinking no event delivered (hidden): out of ITL and TPOT
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -87,6 +88,8 @@ class RequestLine:
             return "output_tokens", "below zero"
         if self.reasoning_tokens is not None and not 0 <= self.reasoning_tokens <= self.output_tokens:
             return "reasoning_tokens", "must be within 0 and output_tokens"
+        if not 0 <= self.unstreamed_tokens <= self.output_tokens:
+            return "unstreamed_tokens", "must be within 0 and output_tokens"
         per = self.tokens_per_event
         if per is not None and (len(per) != len(self.gaps) + 1 or min(per) < 1):
             return "tokens_per_event", f"must be one count >= 1 per event ({len(self.gaps) + 1}), got {len(per)}"

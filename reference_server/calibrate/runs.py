@@ -81,7 +81,8 @@ def level(path: str, prompts: Prompts, fit: bool = True) -> Level:
     arrivals = tuple(
         sorted((Arrival(r.intended - t0, prompts.tokens, r.output_tokens, prompts.shared) for r in lines), key=_at)
     )
-    tpot = [(r.e2e - r.ttft) / (r.output_tokens - 1) for r in ok if r.output_tokens > 1]  # type: ignore[operator]
+    streamed = [(r, r.output_tokens - r.unstreamed_tokens) for r in ok]  # hidden thinking came before the first token
+    tpot = [(r.e2e - r.ttft) / (n - 1) for r, n in streamed if n > 1]  # type: ignore[operator]
     rate = (len(lines) - 1) / max(arrivals[-1].at, 1e-9)
     # The p50s only: a real server's tails (its GC, a busy CPU) are not step time, and would pull the fit.
     measured = Stats(float(np.median([r.ttft for r in ok])), None, float(np.median(tpot)) if tpot else None)

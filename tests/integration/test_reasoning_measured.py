@@ -84,3 +84,25 @@ def test_the_reference_server_thinking_as_told(tmp_path, api):
         # a first token later than the run's quickest (a busy machine) is caught up by the steps after it
         tolerance = 0.005 + noise.worst + (r["ttft"] - first)
         assert abs((r["ttfa"] - r["ttft"]) - think * step) <= tolerance, (r["ttfa"] - r["ttft"], tolerance, r)
+
+
+def test_hidden_thinking_is_counted_and_left_out_of_itl_and_tpot(tmp_path):
+    """Gemini without --include-thoughts: the server thinks 12 tokens unseen, then answers 8, one 14 ms
+    step each. The usage counts 20 with 12 thoughts: output and reasoning tokens are the server's,
+    and ITL and TPOT are the answer's own steps, not its 7 gaps spread over 19 tokens (issue 34, 9)."""
+    think, step = 12, 0.014
+    with serve("--profile", math_bound(tmp_path), "--pacer-rate", "0") as server, WakeNoise() as noise:
+        args = ("--host", server.url, "--results-dir", str(tmp_path / "r"), "-u", "1", "-r", "1", "-t", "5s")
+        model = ("--model", f"llmchaos-sim-8b-think-{think}", "--api", "gemini")
+        proc = locust(*args, *model, "--langs", "en", "--max-tokens", "20")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, requests = only_run(tmp_path / "r")
+    ok = [r for r in requests if r["outcome"] == "ok"]
+    assert len(ok) >= 3
+    for r in ok:
+        assert (r["output_tokens"], r["reasoning_tokens"], r["unstreamed_tokens"]) == (20, think, think), r
+        assert len(r["gaps"]) == 20 - think - 1  # the answer's events only
+    busy = 1 + noise.worst / step
+    for metric in ("itl", "tpot"):
+        p50 = summary(run, "en", metric)["p50"]
+        assert step * 0.9 <= p50 <= step * 1.1 * busy, (metric, p50)  # hidden thinking spread: 7/19 of a step

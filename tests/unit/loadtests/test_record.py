@@ -154,3 +154,17 @@ def test_the_servers_count_of_thinking_wins_and_no_thinking_is_none():
     assert plain.reasoning_tokens is None
     assert "reasoning_tokens" not in plain.samples()
     assert plain.line(3).reasoning_tokens is None
+
+
+def test_thinking_counted_but_never_streamed_is_output_and_no_gap_s():
+    # defect 9 of issue 34: Gemini without includeThoughts counts its hidden thoughts in usage, and the
+    # answer's gaps were spread over them too: ITL and TPOT about half the truth
+    r = rec(usage_tokens=3 + 12, usage_reasoning=12)  # three answer events, twelve thoughts unseen
+    assert (r.output_tokens, r.reasoning_tokens, r.unstreamed, r.streamed_tokens) == (15, 12, 12, 3)
+    assert r.tokens_per_chunk() == [1, 1, 1]
+    assert r.itl_spread() == ([0.1, 0.2], [1, 1])  # each gap delivered one token
+    assert r.tpot() == pytest.approx(0.3 / 2)
+    line = r.line(3)
+    assert (line.output_tokens, line.unstreamed_tokens, line.tokens_disagree) == (15, 12, False)
+    shown = rec(usage_tokens=15, usage_reasoning=12, thinking={0: 2})  # thinking streamed: every token an event's
+    assert (shown.unstreamed, shown.streamed_tokens) == (0, 15)
