@@ -12,6 +12,7 @@ from dataclasses import dataclass
 DONE_DATA = "[DONE]"  # the data of the event that ends an OpenAI-style stream
 DONE = b"data: " + DONE_DATA.encode() + b"\n\n"  # the last event of an OpenAI-style stream
 BOM = b"\xef\xbb\xbf"
+MAX_FIELD = 8 << 20  # bytes: an SSE line, or an event's data, longer than this is no API's event
 
 
 def encode(data: str | bytes, event: str | None = None) -> bytes:
@@ -41,20 +42,37 @@ class Decoder:
     one UTF-8 BOM at the very start is skipped; CRLF, LF and CR each end a line; a line starting
     with ':' is a comment; a blank line dispatches the event if it has data (an `event:` alone is
     not dispatched, a `data:` alone is, with empty data); `id` carries over; other fields are
-    ignored. Each line is scanned once, however many reads it spans."""
+    ignored. Each line is scanned once, however many reads it spans. A line or an event's data past
+    MAX_FIELD stops the decoding, `overflow` saying which (an endless line must not grow it for ever)."""
 
-    __slots__ = ("_cr", "_data", "_event", "_head", "_id", "_partial", "comments")
+    __slots__ = (
+        "_cr",
+        "_data",
+        "_data_len",
+        "_event",
+        "_head",
+        "_id",
+        "_partial",
+        "_partial_len",
+        "comments",
+        "overflow",
+    )
 
     def __init__(self) -> None:
         self._head: bytes | None = b""  # the stream's first bytes, until they are known to start no BOM
         self._cr = False  # the last byte fed was a CR: an LF right after it ends no second line
         self._partial: list[bytes] = []  # pieces of the line being received
+        self._partial_len = 0
         self._data: list[bytes] = []
+        self._data_len = 0
+        self.overflow: str | None = None  # why decoding stopped: a line or an event's data past MAX_FIELD
         self._event: bytes | None = None
         self._id: bytes | None = None
         self.comments = 0
 
     def feed(self, chunk: bytes) -> list[Event]:
+        if self.overflow is not None:
+            return []
         if self._head is not None:
             chunk = self._skip_bom(chunk)
         if self._cr and chunk:
@@ -70,15 +88,19 @@ class Decoder:
         tail = lines.pop()
         if not lines:
             self._partial.append(tail)
-            return []
+            self._partial_len += len(tail)
+            return self._over("an SSE line", self._partial_len, [])
         if self._partial:
             self._partial.append(lines[0])
             lines[0] = b"".join(self._partial)
-            self._partial = []
+            self._partial, self._partial_len = [], 0
         if tail:
             self._partial.append(tail)
+            self._partial_len = len(tail)
         events: list[Event] = []
         for line in lines:
+            if len(line) > MAX_FIELD:
+                return self._over("an SSE line", len(line), events)
             if not line:
                 if self._data:
                     events.append(self._dispatch())
@@ -93,10 +115,20 @@ class Decoder:
                 value = value[1:]
             if name == b"data":
                 self._data.append(value)
+                self._data_len += len(value) + 1
+                if self._data_len > MAX_FIELD:
+                    return self._over("an event's data", self._data_len, events)
             elif name == b"event":
                 self._event = value
             elif name == b"id" and b"\0" not in value:
                 self._id = value
+        return self._over("an SSE line", self._partial_len, events)
+
+    def _over(self, what: str, size: int, events: list[Event]) -> list[Event]:
+        """`events`, and decoding stopped (its buffers let go) when `size` is past MAX_FIELD."""
+        if size > MAX_FIELD:
+            self.overflow = f"{what} over {MAX_FIELD >> 20} MiB"
+            self._partial, self._data, self._partial_len, self._data_len = [], [], 0, 0
         return events
 
     def _skip_bom(self, chunk: bytes) -> bytes:
@@ -123,5 +155,5 @@ class Decoder:
             self._id.decode("utf-8", "replace") if self._id is not None else None,
             ok,
         )
-        self._data, self._event = [], None
+        self._data, self._data_len, self._event = [], 0, None
         return ev

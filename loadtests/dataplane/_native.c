@@ -32,11 +32,12 @@
 #define DRAIN_S 1.0
 #define TAKE_EVENTS 4096      /* events held for Python at most before it is woken to take them */
 #define TAKE_BYTES (1 << 20) /* ... and their bytes: a long stream's are taken in batches */
+#define SSE_MAX (8 << 20)    /* an SSE line or an event's data past this: malformed (sse_codec.MAX_FIELD) */
 
 enum { C_CLOSED, C_CONNECTING, C_SENDING, C_OPEN };
 enum { H_HEAD, H_LENGTH, H_CHUNK_SIZE, H_CHUNK_DATA, H_CHUNK_CRLF, H_TRAILER, H_CLOSE, H_DONE };
 /* what ended an exchange, as far as the wire goes (Python judges the rest) */
-enum { E_NONE, E_COMPLETE, E_CLOSED, E_ERROR, E_CONNECT_TIMEOUT, E_HTTP, E_UPGRADE };
+enum { E_NONE, E_COMPLETE, E_CLOSED, E_ERROR, E_CONNECT_TIMEOUT, E_HTTP, E_UPGRADE, E_SSE };
 
 typedef struct {
     double stamp, held;
@@ -279,6 +280,10 @@ static int sse_line(conn_t *c, const char *s, size_t n, double stamp, double hel
     if (vlen && v[0] == ' ') v++, vlen--;
     if (nlen == 4 && memcmp(s, "data", 4) == 0) {
         c->ndata++;
+        if (c->data.len + vlen + 1 > SSE_MAX) {
+            snprintf(c->msg, sizeof c->msg, "an event's data over %d MiB", SSE_MAX >> 20);
+            return -2;
+        }
         if (buf_add(&c->data, v, vlen) < 0 || buf_add(&c->data, "\n", 1) < 0) return -1;
     } else if (nlen == 5 && memcmp(s, "event", 5) == 0) {
         c->named = 1; /* an event name alone is no event, but it is bytes of one pending */
@@ -310,6 +315,10 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double hel
         }
         const char *nl = p;
         while (nl < p + n && *nl != '\n' && *nl != '\r') nl++;
+        if (c->line.len + (size_t)(nl - p) > SSE_MAX) {
+            snprintf(c->msg, sizeof c->msg, "an SSE line over %d MiB", SSE_MAX >> 20);
+            return -2;
+        }
         if (nl == p + n) {
             return buf_add(&c->line, p, n);
         }
@@ -321,7 +330,7 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double hel
         } else {
             rc = sse_line(c, p, (size_t)(nl - p), stamp, held);
         }
-        if (rc < 0) return -1;
+        if (rc < 0) return rc;
         c->cr = *nl == '\r';
         n -= (size_t)(nl - p) + 1;
         p = nl + 1;
@@ -333,9 +342,11 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double hel
 static void body_bytes(conn_t *c, const char *p, size_t n, double stamp, double held) {
     if (!n) return;
     if (c->first.len < HEAD_KEEP) buf_add(&c->first, p, n < HEAD_KEEP - c->first.len ? n : HEAD_KEEP - c->first.len);
-    if (c->finished) return; /* draining */
+    if (c->finished || c->end != E_NONE) return; /* draining, or over: nothing more is read into it */
     if (c->sse) {
-        if (sse_feed(c, p, n, stamp, held) < 0) end_with(c, E_HTTP, 0, "out of memory", stamp);
+        int rc = sse_feed(c, p, n, stamp, held);
+        if (rc == -2) end_with(c, E_SSE, 0, c->msg, stamp);
+        else if (rc < 0) end_with(c, E_HTTP, 0, "out of memory", stamp);
     } else if (c->status == 200 || c->body.len < HEAD_KEEP) {
         buf_add(&c->body, p, n);
     }
@@ -1062,5 +1073,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "E_CONNECT_TIMEOUT", E_CONNECT_TIMEOUT);
     PyModule_AddIntConstant(m, "E_HTTP", E_HTTP);
     PyModule_AddIntConstant(m, "E_UPGRADE", E_UPGRADE);
+    PyModule_AddIntConstant(m, "E_SSE", E_SSE);
     return m;
 }

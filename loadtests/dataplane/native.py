@@ -184,5 +184,7 @@ class NativeExchange(Response):
             self.upgrade()
         elif end == _native.E_HTTP:
             self.http_fault(message)
+        elif end == _native.E_SSE:
+            self.end("malformed", f"SSE: {message}")
         else:
             self.lost(OSError(err, os.strerror(err)) if end == _native.E_ERROR else None)

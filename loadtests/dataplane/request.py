@@ -204,7 +204,7 @@ class Exchange(Response):
             outcome = self.event(ev.data, ev.valid_utf8, now)
             if outcome is not None:
                 return outcome
-        return None
+        return ("malformed", f"SSE: {self.decoder.overflow}") if self.decoder.overflow else None
 
     def _close_delimited(self) -> bool:
         """The body ends when the connection does (neither a length nor chunks)."""

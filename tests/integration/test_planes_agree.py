@@ -131,3 +131,19 @@ def test_a_usage_count_that_is_not_a_whole_number_is_malformed_and_the_request_r
     assert rec.chunks == ["hi", " there"]
     assert rec.samples() == {}  # a failure adds no latency
     assert rec.line(rec.output_tokens).outcome == "malformed"
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ([b"data: ", *[b"x" * (1 << 20)] * 9], "SSE: an SSE line over 8 MiB"),  # a line that never ends
+        ([b"data: " + b"y" * (1 << 20) + b"\n"] * 9, "SSE: an event's data over 8 MiB"),  # an event that never does
+    ],
+    ids=["line", "event"],
+)
+@pytest.mark.parametrize("plane", ["native", "python"])
+def test_a_line_or_an_event_past_8_mib_is_malformed_on_both_planes(raw, body, why, plane):
+    # defect 2 of issue 34: either plane grew without bound (2.5 GB in 10 s on a line without an end)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    rec = record(raw, [head, event("hi"), *body], False, plane)
+    assert (rec.outcome, rec.error, rec.chunks) == ("malformed", why, ["hi"])

@@ -6,6 +6,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from llmchaos import sse_codec
+from llmchaos.sse_codec import MAX_FIELD, Decoder, Event
 
 
 def feed_all(chunks: list[bytes]) -> tuple[list[sse_codec.Event], sse_codec.Decoder]:
@@ -204,3 +205,22 @@ def test_any_split_gives_the_spec_events_of_the_whole(stream: bytes, cuts: list[
     whole = decode([stream])
     assert decode(chunks) == whole
     assert whole[0] == reference(stream)
+
+
+def test_a_line_or_an_event_past_the_limit_stops_the_decoding_and_says_which():
+    # defect 2 of issue 34: `data: xxxx...` with no line end grew the decoder to 2.5 GB in 10 s
+    line = Decoder()
+    assert line.feed(b"data: ok\n\n") == [Event("ok")]
+    for _ in range(MAX_FIELD // 65536):
+        assert line.feed(b"x" * 65536) == []
+    assert line.overflow is None
+    assert line.feed(b"x") == []
+    assert line.overflow == "an SSE line over 8 MiB"
+    assert line.feed(b"\n\ndata: later\n\n") == []  # stopped for good
+    data = Decoder()
+    piece = b"data: " + b"y" * (1 << 20) + b"\n"  # lines that end, in an event that never does
+    events = [e for _ in range(8) for e in data.feed(piece)]
+    assert (events, data.overflow) == ([], "an event's data over 8 MiB")
+    whole = Decoder()  # at the limit, an event is still one
+    (ev,) = whole.feed(b"data: " + b"z" * (MAX_FIELD - 6) + b"\n\n")  # a line of MAX_FIELD bytes
+    assert len(ev.data) == MAX_FIELD - 6 and whole.overflow is None
