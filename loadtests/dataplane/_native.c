@@ -512,8 +512,12 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
                 if (!eol) break;
                 char *s = c->head.p;
                 size_t len = c->head.len - 1;
-                if (len && s[len - 1] == '\r') len--;
                 c->head.len = 0;
+                if (!len || s[len - 1] != '\r') { /* CRLF, as llhttp (and RFC 9112) has it: no bare LF */
+                    snprintf(c->msg, sizeof c->msg, "no CR before the LF of a chunk line");
+                    return E_HTTP;
+                }
+                len--;
                 if (c->hstate == H_TRAILER) {
                     if (len == 0) {
                         c->hstate = H_DONE;
@@ -523,12 +527,16 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
                 }
                 long long size = 0;
                 size_t i = 0;
-                for (; i < len && i < 15; i++) {
+                for (; i < len; i++) { /* 1*HEXDIG: leading zeros as many as the line holds */
                     int d = (s[i] >= '0' && s[i] <= '9')   ? s[i] - '0'
                             : (s[i] >= 'a' && s[i] <= 'f') ? s[i] - 'a' + 10
                             : (s[i] >= 'A' && s[i] <= 'F') ? s[i] - 'A' + 10
                                                            : -1;
                     if (d < 0) break;
+                    if (size >> 56) { /* another digit would pass 2^63 */
+                        snprintf(c->msg, sizeof c->msg, "chunk size overflow");
+                        return E_HTTP;
+                    }
                     size = size * 16 + d;
                 }
                 if (i == 0 || (i < len && s[i] != ';')) { /* as strict as llhttp: no space before an extension */
@@ -547,10 +555,10 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
                 break;
             }
             case H_CHUNK_CRLF: {
-                /* \r\n (or a bare \n) after the chunk's data */
+                /* \r\n after the chunk's data (a bare \n is refused, as llhttp refuses it) */
                 if (*p == '\r' && c->remaining == 0) {
                     c->remaining = 1, p++, n--;
-                } else if (*p == '\n') {
+                } else if (*p == '\n' && c->remaining == 1) {
                     c->hstate = H_CHUNK_SIZE, c->remaining = 0, p++, n--;
                 } else {
                     snprintf(c->msg, sizeof c->msg, "no CRLF after a chunk's data");

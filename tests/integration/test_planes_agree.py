@@ -54,7 +54,12 @@ def responses(draw: st.DrawFn) -> tuple[list[bytes], bool]:
         head += "Transfer-Encoding: chunked\r\n"
         broken = sse or status != 200  # (a 200 that is no stream ends at its head, whatever follows)
         ext = draw(st.sampled_from(["", ";x=1", " ;y"] if broken else ["", ";x=1"]))  # " ;y": llhttp refuses it
-        wire = [b"%x%s\r\n%s\r\n" % (len(p), ext.encode(), p) for p in parts]
+        zeros = b"0" * draw(st.sampled_from([0, 0, 1, 17]))  # 1*HEXDIG: leading zeros are sizes too
+        ends = [b"\r\n", b"\r\n", b"\r\n", b"\n"] if broken else [b"\r\n"]  # a bare LF: refused by both
+        wire = [
+            b"%s%x%s%s%s%s" % (zeros, len(p), ext.encode(), draw(st.sampled_from(ends)), p, draw(st.sampled_from(ends)))
+            for p in parts
+        ]
         if broken and draw(st.integers(0, 9)) == 0:
             wire.insert(draw(st.integers(0, len(wire))), b"zz\r\n")  # not a chunk size
         wire.append(b"0\r\n" + draw(st.sampled_from([b"", b"x-trailer: 1\r\n"])) + b"\r\n")

@@ -223,4 +223,5 @@ def test_a_line_or_an_event_past_the_limit_stops_the_decoding_and_says_which():
     assert (events, data.overflow) == ([], "an event's data over 8 MiB")
     whole = Decoder()  # at the limit, an event is still one
     (ev,) = whole.feed(b"data: " + b"z" * (MAX_FIELD - 6) + b"\n\n")  # a line of MAX_FIELD bytes
-    assert len(ev.data) == MAX_FIELD - 6 and whole.overflow is None
+    assert len(ev.data) == MAX_FIELD - 6
+    assert whole.overflow is None
