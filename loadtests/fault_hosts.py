@@ -177,7 +177,8 @@ class FaultHosts:
                 self.seq += 1
                 sent = time.time()
                 h.sent[self.seq] = sent
-                self._send(h, m.LEASE, m.Lease(h.boot or "", self.id, self.seq, sent, windows, h.settle))
+                lease = m.Lease(h.boot or "", self.id, self.seq, sent, windows, h.settle, time.monotonic())
+                self._send(h, m.LEASE, lease)
         return now
 
     def _send(self, h: Host, kind: str, payload: object) -> None:

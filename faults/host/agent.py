@@ -8,7 +8,8 @@ and makes this host match each lease (executor.py), acknowledging with its own c
 It acts only on a message sealed with its secret, addressed to this run of it (its boot nonce),
 from the master session it follows (a later session replaces it; an earlier one is never taken back)
 and newer than the last; several leases waiting are one: the newest. A lease that comes later than
-the quickest one so far by more than `max_lateness` (queued while the link was down) renews nothing.
+the quickest one so far by more than `max_lateness` (queued while the link was down) renews nothing;
+lateness is judged on the master's monotonic clock, which no step of its wall clock moves.
 Everything refused is logged, and changes nothing.
 """
 
@@ -135,7 +136,8 @@ class Agent:
             log.info("following master session %s", lease.session)
             self.session, self.last_seq, self.lags, self.quickest = lease.session, -1, deque(), float("inf")
         self.last_seq = lease.seq
-        lag = mono - lease.sent
+        origin = lease.sent if lease.sent_mono is None else lease.sent_mono  # the master's clock that never steps
+        lag = mono - origin
         while self.lags and self.lags[0][0] < mono - LAG_WINDOW_S:
             self.lags.popleft()
         self.lags.append((mono, lag))
@@ -149,7 +151,7 @@ class Agent:
             self._refuse(m.LEASE, f"lease {lease.seq} came {late:.2f} s later than the quickest: stale, renews nothing")
         else:
             self.leased = mono
-            self.executor.match(lease, lease.sent + self.quickest)
+            self.executor.match(lease, origin + self.quickest)
         records = self.executor.records(lease.session)
         self._send(m.ACK, m.Ack(self.boot, lease.session, lease.seq, lease.sent, wall, time.time(), records, stale))
 

@@ -94,6 +94,8 @@ class Lease:
     sent: float  # the master's clock
     windows: list[Desired]
     settled: list[str] = field(default_factory=list)  # windows whose record the master has whole: forget them
+    sent_mono: float | None = None  # the master's monotonic clock at sending: lateness is judged on it, which
+    # a step of its wall clock (NTP, a VM resumed) does not move
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from faults.allow import Allowlist
+from faults.host.agent import Agent
 from faults.host.executor import Executor
 from faults.host.messages import Desired, Lease
 from faults.host.reach import Reach
@@ -103,6 +104,26 @@ def test_the_executor_applies_renews_reverts_by_itself_and_sweeps(tmp_path, monk
         assert entry
         assert journal.entries() == []
         assert journal.notes()[-1]["why"].startswith("swept at start")
+
+
+def test_a_step_of_the_masters_wall_clock_makes_no_lease_stale(tmp_path):
+    # defect 6 of issue 34: the master's wall clock stepped back (NTP, a VM resumed) and the host judged
+    # every lease late by the step, refusing them all for up to 120 s
+    agent = Agent("127.0.0.1:9", "gpu-1", b"s" * 24, Executor(Reach(Allowlist()), Journal(tmp_path / "j.json"), 10))
+    acks: list = []
+    agent._send = lambda kind, payload: acks.append(payload)  # type: ignore[method-assign]
+    try:
+        wall, mono = time.time(), time.monotonic()
+        for k in range(6):
+            step = -60.0 if k >= 3 else 0.0  # a minute back from the fourth lease on
+            lease = Lease(agent.boot, "session", k, wall + k + step, [], sent_mono=mono + k)
+            agent._lease(lease, wall + k, mono + k + 0.002)
+        late = Lease(agent.boot, "session", 6, wall + 6 - 60, [], sent_mono=mono + 6)
+        agent._lease(late, wall + 8, mono + 8)  # two seconds late on the master's own clock: stale still
+    finally:
+        agent.sock.close()
+    assert [a.stale for a in acks] == [False] * 6 + [True]
+    assert agent.refused == 1
 
 
 @contextmanager
