@@ -87,14 +87,30 @@ class FaultHosts:
         if h is None:
             log.info("fault host %s said hello; this schedule has no window there", hello.name)
             return
-        if h.boot != hello.boot:
-            log.info("fault host %s joined (%s): %s", hello.name, "again" if h.boot else "first time", hello.reach)
-            if h.boot is not None:  # a new run of it: what the last one held ended unseen
-                for w in self.ledger.windows.values():
-                    if w.host == h.name:
-                        w.restarted(h, time.time())
-            h.identity, h.boot, h.reach, h.lateness_s = msg.node_id, hello.boot, hello.reach, float(hello.max_lateness)
-            h.sent.clear()
+        now = time.time()
+        if hello.boot == h.boot:
+            h.heard = now
+            return
+        if hello.boot in h.past or (h.boot is not None and hello.started < h.started):
+            log.warning("refused a hello from %s: an earlier run of fault host %s (a replay?)", msg.node_id, h.name)
+            return
+        if h.boot is not None and now - h.heard < LOST_S:  # the run followed is alive: two under one name
+            if h.rival != hello.boot:
+                log.warning(
+                    "refused a hello from %s: fault host %s is already run %s, alive; give each host its own --name",
+                    msg.node_id, h.name, h.boot,
+                )  # fmt: skip
+            h.rival = hello.boot
+            return
+        log.info("fault host %s joined (%s): %s", hello.name, "again" if h.boot else "first time", hello.reach)
+        if h.boot is not None:  # a new run of it: what the last one held ended unseen
+            h.past.add(h.boot)
+            for w in self.ledger.windows.values():
+                if w.host == h.name:
+                    w.restarted(h, now)
+        h.identity, h.boot, h.reach, h.lateness_s = msg.node_id, hello.boot, hello.reach, float(hello.max_lateness)
+        h.started, h.heard, h.rival = hello.started, now, None
+        h.sent.clear()
 
     def _probed(self, msg: Message, **_: object) -> None:
         answer = self._open(m.PROBED, msg, m.Probed)
@@ -108,6 +124,7 @@ class FaultHosts:
         h = self._host(msg)
         if ack is None or h is None or ack.session != self.id or ack.boot != h.boot:
             return
+        h.heard = t4
         self.ledger.ack(h.name, ack, t4)
         self._advance()
 
@@ -128,7 +145,16 @@ class FaultHosts:
                 line=spec.target_line,
                 field=f"faults[{spec.index}].target.host",
             )
+        gevent.sleep(1.2 * m.HELLO_S)  # an unleased host says hello this often: a second run under its name is heard
         for h in self.ledger.hosts.values():
+            if h.rival is not None:
+                spec = next(f for f in specs if f.host == h.name)
+                raise UsageError(
+                    f"two runs of fault host {h.name!r} are alive ({h.boot} and {h.rival}): give each its own --name",
+                    file=path,
+                    line=spec.target_line,
+                    field=f"faults[{spec.index}].target.host",
+                )
             if self.ledger.lease_s < 2 * m.RENEW_S + h.lateness_s:  # a late renewal renews nothing there
                 raise UsageError(
                     f"a lease of {self.ledger.lease_s:g}s would lapse on fault host {h.name!r} between renewals: "

@@ -45,7 +45,7 @@ class Agent:
         max_lateness_s: float = 1.0,
     ) -> None:
         self.name, self.secret, self.executor, self.max_lateness_s = name, secret, executor, max_lateness_s
-        self.boot = secrets.token_hex(8)
+        self.boot, self.started = secrets.token_hex(8), time.time()
         self.identity = f"llmchaos-fault-host.{name}.{self.boot}"
         self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.IDENTITY, self.identity.encode())
@@ -71,7 +71,7 @@ class Agent:
                 unleased = now - self.leased > 2 * m.HELLO_S
                 if unleased and now >= hello_at:
                     reach = self.executor.reach.declare()
-                    self._send(m.HELLO, m.Hello(self.name, self.boot, reach, self.max_lateness_s))
+                    self._send(m.HELLO, m.Hello(self.name, self.boot, reach, self.max_lateness_s, self.started))
                     hello_at = now + m.HELLO_S
                 wait = min(hello_at - now if unleased else 0.1, self.executor.next_deadline() - now, 0.1)
                 if self.sock.poll(max(0, int(wait * 1000))):

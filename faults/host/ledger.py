@@ -74,6 +74,10 @@ class Host:
     lost: list[list[float | None]] = field(default_factory=list)  # contact lost: [from, to or None]
     sent: dict[int, float] = field(default_factory=dict)  # lease seq -> its sending, until answered
     settle: list[str] = field(default_factory=list)  # windows whose record it may forget
+    started: float = 0.0  # the followed run's start (its clock), from its hello
+    heard: float = -math.inf  # master clock: its last hello or ack, the sign that it is alive
+    past: set[str] = field(default_factory=set)  # boots it was followed at once: never believed again
+    rival: str | None = None  # another live run's boot that said hello under this name (refused)
 
 
 @dataclass

@@ -40,6 +40,7 @@ class Hello:
     boot: str  # this run of the host: a random nonce that every master message must carry back (`to`)
     reach: dict[str, Any]  # what it may touch (reach.Reach.declare)
     max_lateness: float = 1.0  # a lease later than this renews nothing there (`faults host --max-lateness`)
+    started: float = 0.0  # when this run of the host began (its wall clock): an older run's hello is refused
 
 
 @dataclass(frozen=True)
