@@ -84,6 +84,11 @@ class RequestLine:
         """(field, what is wrong) when the line cannot be what the harness wrote, else None."""
         if any(g < 0 for g in self.gaps):
             return "gaps", "a gap below zero"
+        for name, t in (("ttft", self.ttft), ("ttfa", self.ttfa), ("e2e", self.e2e)):
+            if t is not None and t < 0:
+                return name, "below zero (times run from when the request was due)"
+        if self.e2e is not None and max(self.ttft or 0.0, self.ttfa or 0.0) > self.e2e:
+            return "e2e", "before the first token"
         if self.output_tokens < 0 or self.own_tokens < 0:
             return "output_tokens", "below zero"
         if self.reasoning_tokens is not None and not 0 <= self.reasoning_tokens <= self.output_tokens:

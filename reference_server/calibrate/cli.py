@@ -4,6 +4,7 @@ measured against simulated at every level, and write the profile."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import shlex
 import sys
 from dataclasses import replace
@@ -129,4 +130,10 @@ def _levels(args: argparse.Namespace) -> tuple:
             field="--metrics",
         )
     prompts = [runs.from_metrics(*pair) for pair in args.metrics] or [runs.Prompts(args.prompt_tokens)] * len(paths)
-    return tuple(runs.level(path, p, fit) for (path, fit), p in zip(paths, prompts, strict=True))
+    levels = tuple(runs.level(path, p, fit) for (path, fit), p in zip(paths, prompts, strict=True))
+    for i, j in itertools.combinations(range(len(levels)), 2):
+        if levels[i].arrivals == levels[j].arrivals:  # the same requests at the same times: one run, not two levels
+            raise UsageError(
+                f"{paths[j][0]} holds the same requests as {paths[i][0]}: one run given twice", field="RUN"
+            )
+    return levels

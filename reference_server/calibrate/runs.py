@@ -16,6 +16,7 @@ from reference_server.calibrate.level import Level, Stats
 from reference_server.calibrate.virtual import Arrival
 
 MIN_OK = 20  # requests a level needs for its percentiles
+MAX_COUNT = 1e15  # a counter past this (a quadrillion tokens) is no server's
 COUNTERS = (
     "vllm:prompt_tokens_total",
     "vllm:request_success_total",
@@ -53,6 +54,9 @@ def _counters(path: str) -> dict[str, float]:
         raise UsageError(e.strerror or str(e), file=path) from None
     except (ValueError, TypeError, UnicodeDecodeError) as e:
         raise UsageError(f"not Prometheus text: {e}", file=path) from None
+    for sample in samples:
+        if sample.name in COUNTERS and not 0 <= sample.value < MAX_COUNT:  # NaN fails this too
+            raise UsageError(f"not a count: {sample.value!r}", file=path, field=sample.name)
     sums = {name: sum(s.value for s in samples if s.name == name) for name in COUNTERS}
     missing = [name for name in COUNTERS[:2] if not any(s.name == name for s in samples)]
     if missing:
@@ -78,6 +82,8 @@ def level(path: str, prompts: Prompts, fit: bool = True) -> Level:
     if len(ok) < MIN_OK:
         raise UsageError(f"{len(ok)} requests ok with a first token; a level needs {MIN_OK}", file=path)
     t0 = min(r.intended for r in lines)
+    if max(r.intended for r in lines) <= t0:
+        raise UsageError("every request was due at the same moment: a level needs its rate", file=path)
     arrivals = tuple(
         sorted((Arrival(r.intended - t0, prompts.tokens, r.output_tokens, prompts.shared) for r in lines), key=_at)
     )

@@ -59,3 +59,20 @@ def test_itl_follows_each_events_tokens_and_an_old_line_spreads_them_evenly():
     assert one_each.itl() == ([0.02, 0.03], [1.0, 1.0])
     before_the_field = line(gaps=[0.02, 0.03], output_tokens=6)  # written before tokens_per_event existed
     assert before_the_field.itl() == ([0.01, 0.015], [2.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [  # calibrate had fitted these without complaint (issue 34, defect 13)
+        ({"ttft": -0.5, "e2e": 1.0}, ":2: ttft: below zero"),
+        ({"ttft": 0.5, "e2e": 0.2}, ":2: e2e: before the first token"),
+        ({"ttft": 0.1, "ttfa": 0.9, "e2e": 0.5}, ":2: e2e: before the first token"),
+        ({"output_tokens": 3, "unstreamed_tokens": 4}, ":2: unstreamed_tokens: must be within 0 and output_tokens"),
+    ],
+)
+def test_times_and_counts_that_cannot_be_are_refused_by_the_reader(tmp_path, fields, says):
+    path = tmp_path / "requests.jsonl"
+    path.write_bytes(line().encode() + b"\n" + line(**fields).encode() + b"\n")
+    with pytest.raises(UsageError) as e:
+        list(read(path))
+    assert str(e.value).startswith(f"{path}{says}")

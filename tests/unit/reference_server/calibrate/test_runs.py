@@ -104,3 +104,21 @@ def test_a_sampled_run_or_too_few_requests_is_refused(tmp_path):
     write_run(tmp_path / "short", n=5)
     with pytest.raises(UsageError, match="5 requests ok with a first token; a level needs 20"):
         runs.level(str(tmp_path / "short"), runs.Prompts(10))
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "1e300", "-5"])
+def test_a_scrape_whose_counter_is_no_count_is_refused_naming_it(tmp_path, value):
+    # defect 13 of issue 34: these had been tracebacks
+    before, after = tmp_path / "before.prom", tmp_path / "after.prom"
+    names = ("prompt_tokens", "request_success", "prefix_cache_hits", "prefix_cache_queries")
+    before.write_text("".join(f"vllm:{n}_total 0\n" for n in names))
+    after.write_text("".join(f"vllm:{n}_total {value if n == 'prompt_tokens' else 10}\n" for n in names))
+    with pytest.raises(UsageError, match=r"vllm:prompt_tokens_total: not a count: "):
+        runs.from_metrics(str(before), str(after))
+
+
+def test_a_run_whose_requests_were_all_due_at_once_is_no_level(tmp_path):
+    # it had been a level of 5e11 requests/s
+    write_run(tmp_path / "run", rate=1e15)
+    with pytest.raises(UsageError, match="every request was due at the same moment"):
+        runs.level(str(tmp_path / "run"), runs.Prompts(10))
