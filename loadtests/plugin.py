@@ -13,7 +13,7 @@ from collections.abc import Callable
 import gevent
 from locust import argument_parser, events
 from locust.env import Environment
-from locust.runners import WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from llmchaos import languages
 from llmchaos.errors import UsageError
@@ -29,6 +29,8 @@ def on_init(environment: Environment, source_type: SourceType = Loop, **kw: obje
         h = Harness(environment, source_type)
     except UsageError as e:
         print(f"llmchaos: error: {e}", file=sys.stderr)
+        if isinstance(environment.runner, MasterRunner):  # its workers quit now, not at a heartbeat timeout
+            environment.runner.quit()
         sys.exit(2)
     if environment.web_ui is not None:
         webui.install(environment, h)  # the master's or a single process's UI: the llmchaos tabs

@@ -258,6 +258,18 @@ def test_the_master_refuses_before_any_load_in_one_line(tmp_path, secret, monkey
         assert "Traceback" not in done.stderr
 
 
+def test_a_master_that_refuses_tells_its_workers_to_quit(tmp_path, secret):
+    # defect 8 of issue 34: its --processes worker stayed connected until Locust's heartbeat timeout
+    # (60 s), and a master restarted within that minute got a stale worker
+    plan = schedule(tmp_path, "http://127.0.0.1:9")
+    cmd = [*LOCUST, "--processes", "1", "--host", "http://127.0.0.1:9", "--schedule", str(plan)]
+    cmd += ["--fault-secret-file", str(secret), "--fault-host-wait", "1", "--fault-journal", str(tmp_path / "j.json")]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=40)  # under the 60 s it had waited
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "fault host 'gpu-1' is not connected" in done.stderr
+    assert "Got quit message from master" in done.stderr  # the worker's own log: told, not timed out
+
+
 @pytest.mark.timing
 def test_stack_up_starts_a_fault_host_that_the_masters_schedule_reaches(tmp_path):
     """`stack up --fault-host` starts a fault host beside the server; the master's windows for it are applied there.
