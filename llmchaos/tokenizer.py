@@ -8,8 +8,10 @@ Chinese and Japanese get their real token-per-character ratios. Rebuild with
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -21,7 +23,8 @@ SPECIAL = ["<unk>", "<s>", "</s>"]
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 SPACE = "\u2581"
 PIECE_CHARS = 65_536  # a longer text is counted in pieces: its encoding holds ~100 bytes a character
-PIECES_AT_ONCE = 8
+BATCH_CHARS = 8 * PIECE_CHARS  # characters handed to the tokenizer at once (~0.25 s of counting)
+BATCH_TEXTS = 4096  # ... and texts: many short ones (a stream's events) go in few calls
 
 
 def train(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
@@ -73,36 +76,60 @@ def count(text: str) -> int:
     return count_batch([text])[0]
 
 
-def count_batch(texts: list[str]) -> list[int]:
+class Stop(Protocol):
+    """What tells counting to give up (a threading or gevent Event): read from the counting thread."""
+
+    def is_set(self) -> bool: ...
+
+
+class Abandoned(Exception):
+    """Counting was given up (its `stop` was set) before every text was counted."""
+
+
+def count_batch(texts: list[str], stop: Stop | None = None) -> list[int]:
     """Token counts of many texts at once (in Rust, off the GIL; `len()` builds no list of ids), in
     bounded memory: a text longer than PIECE_CHARS is counted in pieces, each cut before a space (a
     word-start, where the pre-tokenizer splits anyway: the same count), else, in a text with no space
-    for that long, where it reaches PIECE_CHARS (within a token of the whole's count per cut)."""
-    pieces, owner = [], []
-    for i, text in enumerate(texts):
-        for piece in _pieces(text):
-            pieces.append(piece)
-            owner.append(i)
+    for that long, where it reaches PIECE_CHARS (within a token of the whole's count per cut). The
+    pieces go to the tokenizer BATCH_CHARS at a time; `stop`, once set, ends the counting after the
+    batch under way with `Abandoned` (the first batch is always counted)."""
     counts = [0] * len(texts)
     tok = load()
-    for at in range(0, len(pieces), PIECES_AT_ONCE):
-        batch = tok.encode_batch_fast(pieces[at : at + PIECES_AT_ONCE], add_special_tokens=False)
-        for i, enc in zip(owner[at : at + PIECES_AT_ONCE], batch, strict=True):
-            counts[i] += len(enc)
+    batch: list[str] = []
+    owner: list[int] = []
+    chars = 0
+    first = True
+    for i, text in enumerate(texts):
+        for piece in _pieces(text):
+            batch.append(piece)
+            owner.append(i)
+            chars += len(piece)
+            if chars >= BATCH_CHARS or len(batch) >= BATCH_TEXTS:
+                _count_into(counts, tok, batch, owner, None if first else stop)
+                batch, owner, chars, first = [], [], 0, False
+    _count_into(counts, tok, batch, owner, None if first else stop)
     return counts
 
 
-def _pieces(text: str) -> list[str]:
+def _count_into(counts: list[int], tok: Tokenizer, batch: list[str], owner: list[int], stop: Stop | None) -> None:
+    if stop is not None and stop.is_set():
+        raise Abandoned
+    if batch:
+        for i, enc in zip(owner, tok.encode_batch_fast(batch, add_special_tokens=False), strict=True):
+            counts[i] += len(enc)
+
+
+def _pieces(text: str) -> Iterator[str]:
     if len(text) <= PIECE_CHARS:
-        return [text]
-    out, at = [], 0
+        yield text
+        return
+    at = 0
     while len(text) - at > PIECE_CHARS:
         cut = text.rfind(" ", at + 1, at + PIECE_CHARS)
         cut = cut if cut > at else at + PIECE_CHARS
-        out.append(text[at:cut])
+        yield text[at:cut]
         at = cut
-    out.append(text[at:])
-    return out
+    yield text[at:]
 
 
 def decode(ids: list[int]) -> str:

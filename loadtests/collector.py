@@ -69,14 +69,17 @@ class Collector:
 
 
 def encode(recs: list[RequestRecord], streaming: bool) -> dict[str, list[bytes]]:
-    """Records as requests.jsonl lines per side, our own token counts computed in one batch (in a
-    native thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
+    """Records as requests.jsonl lines per side; our own token counts of the texts their requests
+    left uncounted (short ones: see `RequestRecord.count_tokens`) computed in one batch (in a native
+    thread while streams are in flight: the tokenizer releases the GIL, the event loop goes on)."""
     if not recs:
         return {}
-    own = count_batch([r.text for r in recs], off_loop=streaming)
+    todo = [r for r in recs if r.own_total is None and r.chunks and not r.uncounted]
+    for r, n in zip(todo, count_batch([r.text for r in todo], off_loop=streaming), strict=True):
+        r.own_total = n
     lines: dict[str, list[bytes]] = {}
-    for i, (r, n) in enumerate(zip(recs, own, strict=True), 1):
-        lines.setdefault(r.side, []).append(r.line(n).encode())
+    for i, r in enumerate(recs, 1):
+        lines.setdefault(r.side, []).append(r.line().encode())
         if streaming and i % YIELD_EVERY == 0:
             gevent.sleep(0)
     return lines

@@ -85,7 +85,7 @@ class Harness:
         quiet_gc()
         self.watch = SelfWatch()
         self.warmup_until = 0.0
-        self.stopping = False  # the test is stopping: a request cancelled now is cancelled at stop
+        self._stopping = Event()
         self.fault_timeline: list[FaultWindow] = []
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
         self.report: Report | None = None  # master / single process, from test start to quitting
@@ -138,6 +138,19 @@ class Harness:
     @property
     def is_worker(self) -> bool:
         return isinstance(self.env.runner, WorkerRunner)
+
+    @property
+    def stopping(self) -> bool:
+        """The test is stopping: a request cancelled now is cancelled at stop, and the counting of a
+        request's tokens is given up (`RequestRecord.count_tokens`)."""
+        return self._stopping.is_set()
+
+    @stopping.setter
+    def stopping(self, value: bool) -> None:
+        if value:
+            self._stopping.set()
+        else:
+            self._stopping.clear()
 
     def phase(self, unix_time: float) -> str:
         """The phase a request started in: warmup, a fault window's name, or baseline."""
@@ -288,7 +301,7 @@ class Harness:
     def _ended(self, due: Due, recs: dict[str, RequestRecord]) -> None:
         """A request has ended: its tokens counted, its source told, its records collected."""
         for rec in recs.values():
-            rec.count_tokens()  # before it is added: adding never yields
+            rec.count_tokens(self._stopping)  # before it is added: adding never yields
         self.source.ended(due, recs)
         for rec in recs.values():
             self._collect(rec)

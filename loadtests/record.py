@@ -17,12 +17,15 @@ DISAGREEMENT = 0.10  # server usage vs our count: flagged beyond 10 % and 2 toke
 OFF_LOOP_CHARS = 100_000  # longer texts are counted in a native thread (~0.5 s a MB)
 
 
-def _count_behind(texts: list[str]) -> list[int]:
+def _count_behind(texts: list[str], stop: tokenizer.Stop | None) -> list[int] | None:
     """Count at the lowest CPU priority (Linux: per thread): a second's records take tens of ms to
-    count, which must never delay a read of a stream on the same core."""
+    count, which must never delay a read of a stream on the same core. None: given up."""
     if sys.platform == "linux":
         os.setpriority(os.PRIO_PROCESS, 0, 19)
-    return tokenizer.count_batch(texts)
+    try:
+        return tokenizer.count_batch(texts, stop)
+    except tokenizer.Abandoned:  # raised here, the pool's hub would print it as a crash
+        return None
 
 
 @cache
@@ -32,13 +35,16 @@ def _counting_pool() -> ThreadPool:
     return ThreadPool(1)
 
 
-def count_batch(texts: list[str], off_loop: bool) -> list[int]:
+def count_batch(texts: list[str], off_loop: bool, stop: tokenizer.Stop | None = None) -> list[int]:
     """Our tokenizer's counts of `texts`; in a native thread when `off_loop` (the tokenizer releases
-    the GIL, so the event loop and every stream in flight go on meanwhile)."""
+    the GIL, so the event loop and every stream in flight go on meanwhile). `stop` set: given up
+    within a batch (`tokenizer.Abandoned`)."""
     if off_loop:
-        counts: list[int] = _counting_pool().apply(_count_behind, (texts,))
+        counts: list[int] | None = _counting_pool().apply(_count_behind, (texts, stop))
+        if counts is None:
+            raise tokenizer.Abandoned
         return counts
-    return tokenizer.count_batch(texts)
+    return tokenizer.count_batch(texts, stop)
 
 
 def shares(total: int, weights: list[int]) -> list[int]:
@@ -89,6 +95,7 @@ class RequestRecord:
     prepare_s: float | None = None  # open loop: its call's build, ahead of its time (a replay's prompt)
     send_s: float | None = None  # from its send to its last byte written (connecting included)
     counted: bool = field(default=False, repr=False)  # count_tokens has run
+    uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
     @property
     def schedule_lag(self) -> float:
@@ -104,10 +111,13 @@ class RequestRecord:
         return "".join(self.chunks[i][:chars] for i, chars in self.thinking.items())
 
     def _to_count(self) -> tuple[list[str], bool, bool, bool]:
-        """The texts `count_tokens` counts, and which: the whole text, each event's, the thinking."""
+        """The texts `count_tokens` counts, and which: the whole text (when the server sent no usage,
+        with other texts, or long: else the collector counts it with others), each event's, the
+        thinking."""
         n, usage = len(self.chunks), self.usage_tokens
-        whole, each = usage is None and n > 0, n > 1 and (usage is None or usage - self.unstreamed > n)
+        each = n > 1 and (usage is None or usage - self.unstreamed > n)
         thinking = bool(self.thinking) and self.usage_reasoning is None
+        whole = n > 0 and (usage is None or each or thinking or sum(map(len, self.chunks)) > OFF_LOOP_CHARS)
         texts = ([self.text] if whole else []) + (self.chunks if each else []) + ([self.thought] if thinking else [])
         return texts, whole, each, thinking
 
@@ -116,20 +126,33 @@ class RequestRecord:
         """Whether `count_tokens` has long texts to count (off the event loop: a second a MB)."""
         return not self.counted and sum(map(len, self._to_count()[0])) > OFF_LOOP_CHARS
 
-    def count_tokens(self) -> None:
+    def count_tokens(self, stop: tokenizer.Stop | None = None) -> None:
         """Our tokenizer's counts this request needs, once it has ended, in one batch (off the event
-        loop when the text is long): the whole text's when the server sent no usage, each content
-        event's when the output has more tokens than events, the thinking's when the server did
-        not count it."""
+        loop when the text is long): the whole text's, each content event's when the output has more
+        tokens than events, the thinking's when the server did not count it. Given up once `stop` is
+        set (the test stopped: a long text is never waited for): the request is then cut at the stop
+        (`uncounted`)."""
         if self.counted:
             return
         texts, whole, each, thinking = self._to_count()
         if texts:
-            counts = count_batch(texts, off_loop=sum(map(len, texts)) > OFF_LOOP_CHARS)
+            try:
+                counts = count_batch(texts, off_loop=sum(map(len, texts)) > OFF_LOOP_CHARS, stop=stop)
+            except tokenizer.Abandoned:
+                self._cut_uncounted()
+                return
             self.own_total = counts[0] if whole else None
             self.own_each = counts[whole : whole + len(self.chunks)] if each else None
             self.own_reasoning = counts[-1] if thinking else None
         self.counted = True
+
+    def _cut_uncounted(self) -> None:
+        """The test stopped before this request's text was counted: cancelled at the stop, apart from
+        the requests issued (its latencies stand for no tokens), its tokens never counted."""
+        before = "in flight" if self.outcome == "cancelled" else f"ended {self.outcome}"
+        chars = sum(map(len, self.chunks))
+        self.outcome, self.at_stop, self.counted, self.uncounted = "cancelled", True, True, True
+        self.error = f"test stopped before its {chars:,} characters were counted ({before})"
 
     @property
     def output_tokens(self) -> int:
@@ -165,9 +188,12 @@ class RequestRecord:
         return self.output_tokens - self.unstreamed
 
     @property
-    def tokens_from(self) -> str:
-        """Which count `output_tokens` (and so the ITL samples) came from: usage or tokenizer."""
-        return "usage" if self.usage_tokens is not None else "tokenizer"
+    def tokens_from(self) -> str | None:
+        """Which count `output_tokens` (and so the ITL samples) came from: usage, tokenizer, or none
+        (no usage and the text never counted: `uncounted`)."""
+        if self.usage_tokens is not None:
+            return "usage"
+        return None if self.uncounted else "tokenizer"
 
     def tokens_per_chunk(self) -> list[int]:
         """Tokens each content event delivered, summing exactly to `streamed_tokens`: one each, the
@@ -232,9 +258,18 @@ class RequestRecord:
             out["e2e_sent"] = [self.e2e - self.schedule_lag]
         return out
 
-    def line(self, own: int) -> RequestLine:
-        """The requests.jsonl line; `own` is our tokenizer's count of the text (counted in batches).
-        Events carrying several tokens keep their shares, so a reader's ITL is the histograms'."""
+    @property
+    def own_tokens(self) -> int:
+        """Our tokenizer's count of the whole text (the collector counts many at once: see `encode`
+        there); 0 when it was never counted (`uncounted`)."""
+        if self.own_total is None and self.chunks and not self.uncounted:
+            self.own_total = tokenizer.count(self.text)
+        return self.own_total or 0
+
+    def line(self) -> RequestLine:
+        """The requests.jsonl line. Events carrying several tokens keep their shares, so a reader's
+        ITL is the histograms'."""
+        own = self.own_tokens
         chars = sum(map(len, self.chunks))
         per = self.tokens_per_chunk()
         return RequestLine(
@@ -270,6 +305,6 @@ class RequestRecord:
             reads=self.reads,
             coalesced_reads=self.coalesced_reads,
             late_reads=self.late_reads,
-            tokens_per_event=per if any(k != 1 for k in per) else None,
+            tokens_per_event=per if any(k != 1 for k in per) and not self.uncounted else None,
             unstreamed_tokens=self.unstreamed,
         )

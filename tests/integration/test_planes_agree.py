@@ -135,7 +135,7 @@ def test_a_usage_count_that_is_not_a_whole_number_is_malformed_and_the_request_r
     assert "completion_tokens is not a whole number" in str(rec.error)
     assert rec.chunks == ["hi", " there"]
     assert rec.samples() == {}  # a failure adds no latency
-    assert rec.line(rec.output_tokens).outcome == "malformed"
+    assert rec.line().outcome == "malformed"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,7 @@
 import json
+import threading
+
+import pytest
 
 from llmchaos import languages, tokenizer
 
@@ -54,3 +57,29 @@ def test_use_makes_another_tokenizer_this_processs_own(tmp_path):
     finally:
         tokenizer.use(tokenizer.PATH)
     assert tokenizer.count("HELLO WORLD") != tokenizer.count("hello world")
+
+
+def test_counting_in_batches_is_the_counting_of_each_text():
+    texts = ["x"] * (tokenizer.BATCH_TEXTS + 3) + [" lorem" * (tokenizer.BATCH_CHARS // 3), "", "Hallo Welt"]
+    counts = tokenizer.count_batch(texts)
+    assert counts[: tokenizer.BATCH_TEXTS + 3] == [tokenizer.count("x")] * (tokenizer.BATCH_TEXTS + 3)
+    words = tokenizer.BATCH_CHARS // 3  # three batches of pieces, each cut before a space: the same count
+    assert counts[-3:] == [words * tokenizer.count(" lorem"), 0, tokenizer.count("Hallo Welt")]
+
+
+def test_a_stop_gives_counting_up_after_the_batch_under_way():
+    stop = threading.Event()
+    stop.set()
+    assert tokenizer.count_batch(["Hallo Welt", "x"], stop) == [tokenizer.count("Hallo Welt"), tokenizer.count("x")]
+    with pytest.raises(tokenizer.Abandoned):  # two batches: the first counted, then given up
+        tokenizer.count_batch([" lorem" * (tokenizer.BATCH_CHARS // 5)], stop)
+    seen = []
+
+    class After:  # set once the first batch is under way
+        def is_set(self) -> bool:
+            seen.append(1)
+            return len(seen) > 1
+
+    with pytest.raises(tokenizer.Abandoned):
+        tokenizer.count_batch(["x"] * (3 * tokenizer.BATCH_TEXTS), After())
+    assert len(seen) == 2  # asked before the second batch and the third, given up at the third

@@ -33,7 +33,7 @@ def test_a_request_cancelled_at_stop_is_counted_apart_from_the_issued():
         ("t", "en", "openai-chat", "baseline", "issued"): 1,
     }
     assert c.outcomes[("t", "en", "openai-chat", "baseline", "cancelled")] == 2
-    assert [r.line(0).at_stop for r in c.records] == [True, False]
+    assert [r.line().at_stop for r in c.records] == [True, False]
 
 
 def test_an_event_of_a_million_tokens_is_one_value_recorded_that_many_times():

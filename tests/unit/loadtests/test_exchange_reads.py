@@ -44,4 +44,4 @@ def test_a_stamp_a_fraction_of_a_microsecond_before_the_one_ahead_is_no_gap_belo
     ex.received(event("c") + b"0\r\n\r\n", 100.1 + 1e-6, 0.0)
     assert ex.rec.gaps[0] == 0.0
     assert min(ex.rec.gaps) >= 0.0
-    assert ex.rec.line(3).problem() is None
+    assert ex.rec.line().problem() is None

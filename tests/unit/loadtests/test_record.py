@@ -1,3 +1,5 @@
+import threading
+
 import gevent
 import pytest
 from hypothesis import given
@@ -52,10 +54,10 @@ def test_open_loop_keeps_both_origins():
 
 def test_usage_disagreement_is_flagged():
     n = tokenizer.count("The cat")
-    ok = rec(chunks=["The", " cat"], usage_tokens=n + 1).line(n)  # off by one: normal, not flagged
+    ok = rec(chunks=["The", " cat"], usage_tokens=n + 1).line()  # off by one: normal, not flagged
     assert ok.own_tokens == n
     assert not ok.tokens_disagree
-    bad = rec(chunks=["The", " cat"], usage_tokens=40).line(n)
+    bad = rec(chunks=["The", " cat"], usage_tokens=40).line()
     assert bad.tokens_disagree
     assert bad.output_tokens == 40
     no_usage = rec(chunks=["The", " cat"], usage_tokens=None)
@@ -75,7 +77,7 @@ def test_per_chunk_tokens_sum_exactly_to_the_usage_and_itl_has_one_sample_per_to
     values, times = r.itl_spread()
     assert sum(times) == usage - per[0]
     assert sum(v * k for v, k in zip(values, times, strict=True)) == pytest.approx(sum(r.gaps))
-    assert r.line(tokenizer.count(r.text)).tokens_from == "usage"
+    assert r.line().tokens_from == "usage"
 
 
 def test_per_chunk_tokens_follow_our_tokenizer_when_it_agrees_with_the_usage():
@@ -89,7 +91,7 @@ def test_without_usage_our_count_is_used_and_said():
     own = tokenizer.count(r.text)
     assert r.output_tokens == own
     assert sum(r.tokens_per_chunk()) == own
-    assert r.line(own).tokens_from == "tokenizer"
+    assert r.line().tokens_from == "tokenizer"
 
 
 def test_fewer_tokens_than_chunks_is_one_per_chunk():
@@ -142,7 +144,7 @@ def test_thinking_counts_in_the_output_and_apart():
     assert r.output_tokens == tokenizer.count(" hmm let me see yes")
     samples = r.samples()
     assert (samples["ttft"], samples["ttfa"], samples["reasoning_tokens"]) == ([0.1], [0.4], [r.reasoning_tokens])
-    line = r.line(r.output_tokens)
+    line = r.line()
     assert (line.ttfa, line.reasoning_tokens) == (0.4, r.reasoning_tokens)
 
 
@@ -153,7 +155,7 @@ def test_the_servers_count_of_thinking_wins_and_no_thinking_is_none():
     plain = rec()
     assert plain.reasoning_tokens is None
     assert "reasoning_tokens" not in plain.samples()
-    assert plain.line(3).reasoning_tokens is None
+    assert plain.line().reasoning_tokens is None
 
 
 def test_thinking_counted_but_never_streamed_is_output_and_no_gap_s():
@@ -164,7 +166,32 @@ def test_thinking_counted_but_never_streamed_is_output_and_no_gap_s():
     assert r.tokens_per_chunk() == [1, 1, 1]
     assert r.itl_spread() == ([0.1, 0.2], [1, 1])  # each gap delivered one token
     assert r.tpot() == pytest.approx(0.3 / 2)
-    line = r.line(3)
+    line = r.line()
     assert (line.output_tokens, line.unstreamed_tokens, line.tokens_disagree) == (15, 12, False)
     shown = rec(usage_tokens=15, usage_reasoning=12, thinking={0: 2})  # thinking streamed: every token an event's
     assert (shown.unstreamed, shown.streamed_tokens) == (0, 15)
+
+
+@pytest.mark.parametrize("usage", [None, 7])
+def test_counting_given_up_at_the_stop_cuts_the_request_at_the_stop(usage):
+    stop = threading.Event()
+    stop.set()
+    long = [" lorem" * (tokenizer.BATCH_CHARS // 5), " ipsum"]  # two batches: the second is never counted
+    r = rec(chunks=long, gaps=[0.1], usage_tokens=usage)
+    r.count_tokens(stop)
+    assert (r.outcome, r.at_stop, r.uncounted) == ("cancelled", True, True)
+    assert r.error == f"test stopped before its {len(''.join(long)):,} characters were counted (ended ok)"
+    line = r.line()
+    assert line.problem() is None
+    assert (line.outcome, line.at_stop, line.own_tokens, line.tokens_per_event) == ("cancelled", True, 0, None)
+    assert (line.tokens_from, line.output_tokens) == (("usage", 7) if usage else (None, 0))
+    assert r.samples() == {}  # apart from the requests issued
+
+
+def test_a_short_text_is_counted_even_at_the_stop():
+    stop = threading.Event()
+    stop.set()
+    r = rec(chunks=VLLM_LIKE, gaps=[0.1] * 7, usage_tokens=None, outcome="cancelled", at_stop=True)
+    r.count_tokens(stop)
+    assert not r.uncounted
+    assert r.line().output_tokens == tokenizer.count(r.text)
