@@ -30,8 +30,9 @@
 #define HEAD_KEEP 512  /* a body's first bytes kept to show what it was */
 #define NEEDLES 4
 #define DRAIN_S 1.0
-#define TAKE_EVENTS 4096      /* events held for Python at most before it is woken to take them */
-#define TAKE_BYTES (1 << 20) /* ... and their bytes: a long stream's are taken in batches */
+#define TAKE_EVENTS 4096      /* events held for Python at most before it is woken to take them, and */
+#define TAKE_BYTES (1 << 20) /* their bytes: a long stream's are taken in batches; with this many held, */
+                             /* the connection is not read until Python has taken them (its high-water mark) */
 #define SSE_MAX (8 << 20)    /* an SSE line or an event's data past this: malformed (sse_codec.MAX_FIELD) */
 
 enum { C_CLOSED, C_CONNECTING, C_SENDING, C_OPEN };
@@ -63,7 +64,7 @@ static int buf_add(buf_t *b, const char *s, size_t n) {
 }
 
 typedef struct {
-    int fd, efd, state, opened, notified, watching;
+    int fd, efd, state, opened, notified, watching, paused;
     struct sockaddr_storage addr;
     socklen_t addrlen;
     /* the exchange on this connection (seq 0: none) */
@@ -145,7 +146,22 @@ static void close_socket(Plane *pl, conn_t *c) {
         epoll_ctl(pl->ep, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
     }
-    c->fd = -1, c->state = C_CLOSED, c->watching = 0;
+    c->fd = -1, c->state = C_CLOSED, c->watching = 0, c->paused = 0;
+}
+
+/* Python is behind on this connection's events: leave the rest in the kernel (TCP holds the sender
+ * back) until it has taken them (`resume`). Out of the epoll set, not a zero mask: a hangup would
+ * still be reported, again and again. */
+static void pause_reading(Plane *pl, conn_t *c) {
+    if (c->watching) epoll_ctl(pl->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    c->watching = 0, c->paused = 1;
+}
+
+static void resume_reading(Plane *pl, conn_t *c, Py_ssize_t id) {
+    if (c->paused) {
+        c->paused = 0;
+        if (c->fd >= 0 && c->state == C_OPEN) watch(pl, c, EPOLLIN | EPOLLRDHUP, id);
+    }
 }
 
 static void reset_response(conn_t *c) {
@@ -627,6 +643,7 @@ static int on_readable(Plane *pl, conn_t *c, Py_ssize_t id) {
         end_with(c, end, 0, end == E_HTTP ? c->msg : NULL, stamp);
     } else if (c->notify_events || (c->headers_new && c->status == 200 && c->stream && !c->sse)) {
         notify(c);
+        if (c->nevents >= TAKE_EVENTS || c->blob.len >= TAKE_BYTES) pause_reading(pl, c);
     }
     return 1;
 }
@@ -659,7 +676,7 @@ static void expire(Plane *pl, double now) {
                 continue;
             }
             /* first what reached the host in time, had the loop woken late */
-            while (c->fd >= 0 && c->state == C_OPEN && c->end == E_NONE && on_readable(pl, c, i)) {
+            while (c->fd >= 0 && c->state == C_OPEN && c->end == E_NONE && !c->paused && on_readable(pl, c, i)) {
             }
             if (c->end == E_NONE && !c->finished) {
                 c->expired = 1, c->expired_at = now;
@@ -923,6 +940,7 @@ static PyObject *Plane_take(Plane *self, PyObject *args) {
         PyList_SET_ITEM(events, (Py_ssize_t)i, t);
     }
     c->nevents = 0, c->blob.len = 0;
+    resume_reading(self, c, id);
     if (c->headers_new && c->hstate != H_HEAD) {
         Py_DECREF(headers);
         headers = headers_list(c);
@@ -980,6 +998,7 @@ static PyObject *Plane_finish(Plane *self, PyObject *args) {
         } else {
             c->drain_by = mono() + DRAIN_S;
             rearm(self, c->drain_by);
+            resume_reading(self, c, id);
         }
     }
     pthread_mutex_unlock(&self->lock);

@@ -13,12 +13,10 @@ import contextlib
 import json
 import socket
 import struct
-import threading
 import time
-from collections.abc import Iterator
 
 from llmchaos.net import SO_TIMESTAMPNS
-from tests.servers import frames
+from tests.servers import frames, threaded
 
 EVENTS = (
     b'data: {"choices":[{"index":0,"delta":{"content":"Hello,"}}]}\n\n'
@@ -28,25 +26,15 @@ EVENTS = (
 )
 
 
-class Stamped:
+class Stamped(threaded.Threaded):
     def __init__(self, hold: float = 0.0) -> None:
+        super().__init__()
         self.hold = hold
         self.stamps: dict[str, float] = {}
         self.answered: dict[str, float] = {}
-        self.sock = socket.create_server(("127.0.0.1", 0))
         self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # inherited: stamped from a connection's first byte
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self._stop = threading.Event()
 
-    def serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
-
-    def _connection(self, conn: socket.socket) -> None:
+    def connection(self, conn: socket.socket) -> None:
         buf, stamp = b"", 0.0
         with conn:
             while True:
@@ -75,21 +63,7 @@ class Stamped:
         self.answered[rid] = time.time()
         return frames.answer(EVENTS, b"text/event-stream")
 
-    def close(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way (close alone does not)
-        self.sock.close()
 
-
-@contextlib.contextmanager
-def running(hold: float = 0.0) -> Iterator[Stamped]:
+def running(hold: float = 0.0) -> contextlib.AbstractContextManager[Stamped]:
     """The server on a free loopback port, in threads of this process; closed at exit."""
-    server = Stamped(hold)
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.close()
-        thread.join(5)
+    return threaded.running(Stamped(hold))
