@@ -24,7 +24,7 @@ BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 SPACE = "\u2581"
 PIECE_CHARS = 65_536  # a longer text is counted in pieces: its encoding holds ~100 bytes a character
 BATCH_CHARS = 8 * PIECE_CHARS  # characters handed to the tokenizer at once (~0.25 s of counting)
-BATCH_TEXTS = 4096  # ... and texts: many short ones (a stream's events) go in few calls
+BATCH_TEXTS = 256  # ... and texts (a stream's events): more in one call save nothing
 
 
 def train(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
@@ -91,45 +91,50 @@ def count_batch(texts: list[str], stop: Stop | None = None) -> list[int]:
     bounded memory: a text longer than PIECE_CHARS is counted in pieces, each cut before a space (a
     word-start, where the pre-tokenizer splits anyway: the same count), else, in a text with no space
     for that long, where it reaches PIECE_CHARS (within a token of the whole's count per cut). The
-    pieces go to the tokenizer BATCH_CHARS at a time; `stop`, once set, ends the counting after the
+    texts go to the tokenizer BATCH_CHARS at a time; `stop`, once set, ends the counting after the
     batch under way with `Abandoned` (the first batch is always counted)."""
     counts = [0] * len(texts)
     tok = load()
-    batch: list[str] = []
-    owner: list[int] = []
-    chars = 0
-    first = True
-    for i, text in enumerate(texts):
-        for piece in _pieces(text):
-            batch.append(piece)
-            owner.append(i)
-            chars += len(piece)
-            if chars >= BATCH_CHARS or len(batch) >= BATCH_TEXTS:
-                _count_into(counts, tok, batch, owner, None if first else stop)
-                batch, owner, chars, first = [], [], 0, False
-    _count_into(counts, tok, batch, owner, None if first else stop)
+    for n, (at, batch, whole) in enumerate(_batches(texts)):
+        if n and stop is not None and stop.is_set():
+            raise Abandoned
+        got = [len(enc) for enc in tok.encode_batch_fast(batch, add_special_tokens=False)]
+        if whole:
+            counts[at : at + len(got)] = got
+        else:
+            counts[at] += sum(got)
     return counts
 
 
-def _count_into(counts: list[int], tok: Tokenizer, batch: list[str], owner: list[int], stop: Stop | None) -> None:
-    if stop is not None and stop.is_set():
-        raise Abandoned
-    if batch:
-        for i, enc in zip(owner, tok.encode_batch_fast(batch, add_special_tokens=False), strict=True):
-            counts[i] += len(enc)
+def _batches(texts: list[str]) -> Iterator[tuple[int, list[str], bool]]:
+    """What the tokenizer counts at once: (the first text's index, texts, True) for a run of short
+    texts, (the text's index, pieces, False) for pieces of a long one."""
+    i, n = 0, len(texts)
+    while i < n:
+        if len(texts[i]) > PIECE_CHARS:
+            pieces = _pieces(texts[i])
+            per = BATCH_CHARS // PIECE_CHARS
+            for k in range(0, len(pieces), per):
+                yield i, pieces[k : k + per], False
+            i += 1
+            continue
+        j, chars = i, 0
+        while j < n and j - i < BATCH_TEXTS and chars < BATCH_CHARS and len(texts[j]) <= PIECE_CHARS:
+            chars += len(texts[j])
+            j += 1
+        yield i, texts[i:j], True
+        i = j
 
 
-def _pieces(text: str) -> Iterator[str]:
-    if len(text) <= PIECE_CHARS:
-        yield text
-        return
-    at = 0
+def _pieces(text: str) -> list[str]:
+    out, at = [], 0
     while len(text) - at > PIECE_CHARS:
         cut = text.rfind(" ", at + 1, at + PIECE_CHARS)
         cut = cut if cut > at else at + PIECE_CHARS
-        yield text[at:cut]
+        out.append(text[at:cut])
         at = cut
-    yield text[at:]
+    out.append(text[at:])
+    return out
 
 
 def decode(ids: list[int]) -> str:
