@@ -129,15 +129,16 @@ class RequestRecord:
     def count_tokens(self, stop: tokenizer.Stop | None = None) -> None:
         """Our tokenizer's counts this request needs, once it has ended, in one batch (off the event
         loop when the text is long): the whole text's, each content event's when the output has more
-        tokens than events, the thinking's when the server did not count it. Given up once `stop` is
-        set (the test stopped: a long text is never waited for): the request is then cut at the stop
-        (`uncounted`)."""
+        tokens than events, the thinking's when the server did not count it. Long texts are given up
+        once `stop` is set (the test stopped: they are never waited for): the request is then cut at
+        the stop (`uncounted`)."""
         if self.counted:
             return
         texts, whole, each, thinking = self._to_count()
         if texts:
-            try:
-                counts = count_batch(texts, off_loop=sum(map(len, texts)) > OFF_LOOP_CHARS, stop=stop)
+            long = sum(map(len, texts)) > OFF_LOOP_CHARS
+            try:  # a short text is counted whatever happens: at once, on the loop
+                counts = count_batch(texts, off_loop=long, stop=stop if long else None)
             except tokenizer.Abandoned:
                 self._cut_uncounted()
                 return

@@ -57,5 +57,5 @@ def test_without_file_descriptors_the_watch_goes_on_and_measures_the_process_s_c
         watch.stop()
         busy.kill()
     assert len(watch.lags) >= 20
-    assert truth > 0.2, truth  # the busy greenlet ran: what the samples must show
+    assert truth > 0.05, truth  # the busy greenlet ran (idle: ~0.01; half busy on a loaded machine: 0.16)
     assert abs(sum(watch.cpu) / len(watch.cpu) - truth) < 0.05, (watch.cpu, truth)

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmchaos import tokenizer
-from loadtests.record import RequestRecord
+from loadtests.record import OFF_LOOP_CHARS, RequestRecord
 
 
 def rec(**kw) -> RequestRecord:
@@ -176,7 +176,7 @@ def test_thinking_counted_but_never_streamed_is_output_and_no_gap_s():
 def test_counting_given_up_at_the_stop_cuts_the_request_at_the_stop(usage):
     stop = threading.Event()
     stop.set()
-    long = [" lorem" * (tokenizer.BATCH_CHARS // 5), " ipsum"]  # two batches: the second is never counted
+    long = [" lorem" * (2 * OFF_LOOP_CHARS // 6), " ipsum"]  # long: counted off the loop, so given up
     r = rec(chunks=long, gaps=[0.1], usage_tokens=usage)
     r.count_tokens(stop)
     assert (r.outcome, r.at_stop, r.uncounted) == ("cancelled", True, True)
