@@ -26,6 +26,7 @@ from typing import Any, NotRequired, TypedDict
 
 from llmchaos.errors import UsageError
 
+LEFT = "left in the journal (llmchaos faults recover reverts it)"  # what a failed revert leaves
 DEFAULT = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "llmchaos" / "journal.json"
 
 

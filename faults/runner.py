@@ -20,7 +20,7 @@ import time
 from faults.allow import Allowlist
 from faults.injectors import KINDS
 from faults.injectors.base import InjectError, Injector, TargetGone
-from faults.journal import Journal
+from faults.journal import LEFT, Journal
 from faults.schedule import FaultSpec, Schedule, Window
 from llmchaos.errors import UsageError
 from llmchaos.run import FaultWindow
@@ -29,7 +29,6 @@ log = logging.getLogger("llmchaos.faults")
 
 TEST_PAUSE_ENV = "LLMCHAOS_FAULTS_TEST_PAUSE"
 STAGES = ("before-journal", "before-apply", "in-apply", "in-revert")
-LEFT = "left in the journal (llmchaos faults recover reverts it)"
 PREPARE_LEAD_S = 0.05  # a window's state is saved and journaled this long before it is due, so it applies on time
 
 

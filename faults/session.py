@@ -17,9 +17,9 @@ from faults.allow import Allowlist
 from faults.host.ledger import UNCONFIRMED, Ledger, Phases
 from faults.injectors import KINDS
 from faults.injectors.base import FieldError
-from faults.journal import DEFAULT, Journal
+from faults.journal import DEFAULT, LEFT, Journal
 from faults.recover import recover
-from faults.runner import LEFT, Runner
+from faults.runner import Runner
 from faults.schedule import HORIZON_S, Schedule, load
 from llmchaos.errors import UsageError
 from llmchaos.run import FaultWindow

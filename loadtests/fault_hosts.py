@@ -3,7 +3,7 @@ targets before any load starts, leases each the windows it should have applied (
 at each window's start and end), hears their acknowledgements into the ledger, and hands the
 phases decided from them to `publish` (the workers label their requests with them).
 
-Every message is sealed with the shared secret (faults/host/wire.py); one that is not is logged
+Every message is sealed with the shared secret (faults/host/seal.py); one that is not is logged
 and dropped. A fault host is never one of Locust's workers: it never says `client_ready`.
 """
 
@@ -20,7 +20,7 @@ import gevent
 from faults.host import ledger
 from faults.host import messages as m
 from faults.host.ledger import LOST_S, Host, Ledger, Segment
-from faults.host.wire import Refused, read_secret, seal, unseal
+from faults.host.seal import Refused, read_secret, seal, unseal
 from faults.session import FaultSession
 from llmchaos.errors import UsageError
 from llmchaos.run import FaultHost, FaultWindow

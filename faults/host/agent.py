@@ -4,7 +4,7 @@ does, but never says `client_ready`, so the master never counts it among its wor
 through messages registered with `register_message` (faults/host/messages.py).
 
 It says hello (its name, a boot nonce, what it may touch) until a master leases it; answers probes;
-and makes this host match each lease (executor.py), acknowledging with its own clock's times.
+and makes this host match each lease (applier.py), acknowledging with its own clock's times.
 It acts only on a message sealed with its secret, addressed to this run of it (its boot nonce),
 from the master session it follows (a later session replaces it; an earlier one is never taken back)
 and newer than the last; several leases waiting are one: the newest. A lease that comes later than
@@ -26,8 +26,8 @@ from typing import Any
 import zmq
 
 from faults.host import messages as m
-from faults.host.executor import Executor
-from faults.host.wire import Refused, decode, encode, seal, unseal
+from faults.host.applier import Applier
+from faults.host.seal import Refused, decode, encode, seal, unseal
 from faults.injectors import KINDS
 from faults.injectors.base import FieldError
 
@@ -41,10 +41,10 @@ class Agent:
         master: str,
         name: str,
         secret: bytes,
-        executor: Executor,
+        applier: Applier,
         max_lateness_s: float = 1.0,
     ) -> None:
-        self.name, self.secret, self.executor, self.max_lateness_s = name, secret, executor, max_lateness_s
+        self.name, self.secret, self.applier, self.max_lateness_s = name, secret, applier, max_lateness_s
         self.boot, self.started = secrets.token_hex(8), time.time()
         self.identity = f"llmchaos-fault-host.{name}.{self.boot}"
         self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
@@ -70,15 +70,15 @@ class Agent:
                 now = time.monotonic()
                 unleased = now - self.leased > 2 * m.HELLO_S
                 if unleased and now >= hello_at:
-                    reach = self.executor.reach.declare()
+                    reach = self.applier.reach.declare()
                     self._send(m.HELLO, m.Hello(self.name, self.boot, reach, self.max_lateness_s, self.started))
                     hello_at = now + m.HELLO_S
-                wait = min(hello_at - now if unleased else 0.1, self.executor.next_deadline() - now, 0.1)
+                wait = min(hello_at - now if unleased else 0.1, self.applier.next_deadline() - now, 0.1)
                 if self.sock.poll(max(0, int(wait * 1000))):
                     self._receive(self._drain())
-                self.executor.tick()
+                self.applier.tick()
         finally:
-            self.executor.revert_all("the fault host is stopping")
+            self.applier.revert_all("the fault host is stopping")
             self.sock.close()
 
     def _drain(self) -> list[tuple[bytes, float, float]]:
@@ -151,8 +151,8 @@ class Agent:
             self._refuse(m.LEASE, f"lease {lease.seq} came {late:.2f} s later than the quickest: stale, renews nothing")
         else:
             self.leased = mono
-            self.executor.match(lease, origin + self.quickest)
-        records = self.executor.records(lease.session)
+            self.applier.match(lease, origin + self.quickest)
+        records = self.applier.records(lease.session)
         self._send(m.ACK, m.Ack(self.boot, lease.session, lease.seq, lease.sent, wall, time.time(), records, stale))
 
     def _probe(self, probe: m.Probe) -> None:
@@ -161,12 +161,12 @@ class Agent:
         self._send(m.PROBED, m.Probed(self.boot, probe.session, results))
 
     def _verdict(self, p: m.Planned) -> m.Verdict:
-        refused = self.executor.reach.refusal(p.kind, p.target)
+        refused = self.applier.reach.refusal(p.kind, p.target)
         if refused is not None:
             return m.Verdict(refused, "target")
         try:
             KINDS[p.kind].check(p.target, p.params)
-            reason = KINDS[p.kind](p.target, self.executor.reach.allow).probe(p.params)
+            reason = KINDS[p.kind](p.target, self.applier.reach.allow).probe(p.params)
         except FieldError as e:
             return m.Verdict(str(e), e.field)
         except Exception as e:  # noqa: BLE001 - a probe that cannot run is an answer too

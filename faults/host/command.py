@@ -1,7 +1,7 @@
 """`llmchaos faults host`: run this machine's fault host, joined to a Locust master's port.
 
 Its parser needs `reach` (what the host may touch) and the secret's variable alone; the agent, the
-executor (and through it every injector) and the journal are imported when the host runs."""
+applier (and through it every injector) and the journal are imported when the host runs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 
 from faults.allow import is_name
 from faults.host import reach
-from faults.host.wire import SECRET_ENV, read_secret
+from faults.host.seal import SECRET_ENV, read_secret
 from llmchaos.cli import positive
 from llmchaos.errors import UsageError
 
@@ -53,8 +53,8 @@ def run_host(args: argparse.Namespace) -> int:
     import logging
 
     from faults.host.agent import Agent, hello_summary
-    from faults.host.executor import LEFT, Executor
-    from faults.journal import DEFAULT, Journal
+    from faults.host.applier import Applier
+    from faults.journal import DEFAULT, LEFT, Journal
 
     if not is_name(args.name):
         raise UsageError(f"must be one word, got {args.name!r}", field="--name")
@@ -69,11 +69,11 @@ def run_host(args: argparse.Namespace) -> int:
     journal.check_writable()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # every admin API call: not news
-    executor = Executor(allowed, journal, args.max_lease)
-    for line in executor.sweep():
+    applier = Applier(allowed, journal, args.max_lease)
+    for line in applier.sweep():
         print(f"llmchaos faults host: {line}", file=sys.stderr)
     host = f"[{args.master_host}]" if ":" in args.master_host else args.master_host
-    agent = Agent(f"{host}:{args.master_port}", args.name, secret, executor, args.max_lateness)
+    agent = Agent(f"{host}:{args.master_port}", args.name, secret, applier, args.max_lateness)
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())

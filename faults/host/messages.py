@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from faults.host.wire import Refused
+from faults.host.seal import Refused
 
 HELLO, PROBE, PROBED, LEASE, ACK = (
     "llmchaos_host_hello",

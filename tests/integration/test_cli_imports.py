@@ -29,7 +29,7 @@ HEAVY = (
     "llmchaos.languages",
     "llmchaos.yamlfile",
     "faults.host.agent",
-    "faults.host.executor",
+    "faults.host.applier",
     "faults.injectors",
     "faults.journal",
     "faults.proxy.server",

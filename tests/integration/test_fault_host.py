@@ -1,4 +1,4 @@
-"""The fault host on loopback, against the reference server's simulated device: its executor applies,
+"""The fault host on loopback, against the reference server's simulated device: its applier applies,
 renews, reverts by itself and sweeps; a Locust master leases it a window and labels requests by its
 acknowledgements; a master refuses in one line a schedule whose host is away or cannot take its
 target; `llmchaos stack up --fault-host` starts one. (The network-namespace drills, with qdiscs, a
@@ -21,7 +21,7 @@ import pytest
 
 from faults.allow import Allowlist
 from faults.host.agent import Agent
-from faults.host.executor import Executor
+from faults.host.applier import Applier
 from faults.host.messages import Desired, Lease
 from faults.host.reach import Reach
 from faults.journal import Journal
@@ -43,11 +43,11 @@ def lease(seq: int, url: str, expires_in: float, ends: bool = False, mhz: int = 
     return Lease("boot", "session", seq, time.time(), [window])
 
 
-def test_the_executor_applies_renews_reverts_by_itself_and_sweeps(tmp_path, monkeypatch):
+def test_the_applier_applies_renews_reverts_by_itself_and_sweeps(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)
     with serve("--admin-token", TOKEN) as server:
         journal = Journal(tmp_path / "journal.json")
-        ex = Executor(Reach(Allowlist(), sims=frozenset({server.url})), journal, max_lease_s=10)
+        ex = Applier(Reach(Allowlist(), sims=frozenset({server.url})), journal, max_lease_s=10)
         ex.match(lease(1, server.url, 0.6), time.monotonic())
         assert clocks(server.url)["locked"] is True  # read back before it counted as applied
         assert journal.entries()[0]["lease"] == {"session": "session", "window": "slow#0"}
@@ -66,7 +66,7 @@ def test_the_executor_applies_renews_reverts_by_itself_and_sweeps(tmp_path, monk
             ex.tick()
             time.sleep(0.01)
         assert ex.records("session")[0].why == "its window ended (the last lease said when)"
-        capped = Executor(Reach(Allowlist(), sims=frozenset({server.url})), Journal(tmp_path / "capped.json"), 0.3)
+        capped = Applier(Reach(Allowlist(), sims=frozenset({server.url})), Journal(tmp_path / "capped.json"), 0.3)
         capped.match(lease(1, server.url, 5, ends=True), time.monotonic())  # it ends past this host's --max-lease
         while capped.held:
             capped.tick()
@@ -97,7 +97,7 @@ def test_the_executor_applies_renews_reverts_by_itself_and_sweeps(tmp_path, monk
         entries = json.loads(journal.path.read_text())
         entries[0]["pid"] = int(gone.stdout)
         journal.path.write_text(json.dumps(entries))
-        assert Executor(Reach(Allowlist(), sims=frozenset({server.url})), journal, 10).sweep() == [
+        assert Applier(Reach(Allowlist(), sims=frozenset({server.url})), journal, 10).sweep() == [
             f"reverted gpu_clock slow on {{'sim': '{server.url}'}}"
         ]
         assert clocks(server.url)["locked"] is False
@@ -109,7 +109,7 @@ def test_the_executor_applies_renews_reverts_by_itself_and_sweeps(tmp_path, monk
 def test_a_step_of_the_masters_wall_clock_makes_no_lease_stale(tmp_path):
     # defect 6 of issue 34: the master's wall clock stepped back (NTP, a VM resumed) and the host judged
     # every lease late by the step, refusing them all for up to 120 s
-    agent = Agent("127.0.0.1:9", "gpu-1", b"s" * 24, Executor(Reach(Allowlist()), Journal(tmp_path / "j.json"), 10))
+    agent = Agent("127.0.0.1:9", "gpu-1", b"s" * 24, Applier(Reach(Allowlist()), Journal(tmp_path / "j.json"), 10))
     acks: list = []
     agent._send = lambda kind, payload: acks.append(payload)  # type: ignore[method-assign]
     try:

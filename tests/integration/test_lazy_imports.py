@@ -8,7 +8,7 @@ from tests.procs import ROOT
 
 
 def test_the_fault_host_command_loads_neither_locust_nor_gevent():
-    """It shares the GPU host with the server: locust would gevent-patch it (faults/host/wire.py)."""
+    """It shares the GPU host with the server: locust would gevent-patch it (faults/host/seal.py)."""
     code = (
         "import runpy, sys\n"
         "sys.argv = ['llmchaos', 'faults', 'host', '--help']\n"

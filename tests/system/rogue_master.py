@@ -18,7 +18,7 @@ from typing import Any
 import zmq
 
 from faults.host import messages as m
-from faults.host.wire import decode, encode, read_secret, seal, unseal
+from faults.host.seal import decode, encode, read_secret, seal, unseal
 
 PORT = 5557
 TBF = {"rate": "1mbit", "burst": 4096, "latency": "50ms"}

@@ -11,7 +11,7 @@ import pytest
 
 from faults.host import messages as m
 from faults.host.ledger import LOST_S
-from faults.host.wire import seal
+from faults.host.seal import seal
 from faults.session import FaultSession
 from loadtests.fault_hosts import FaultHosts
 

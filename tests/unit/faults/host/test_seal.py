@@ -9,7 +9,7 @@ import msgpack
 import pytest
 
 from faults.host import messages as m
-from faults.host.wire import MIN_SECRET, SECRET_ENV, Refused, decode, encode, read_secret, seal, unseal
+from faults.host.seal import MIN_SECRET, SECRET_ENV, Refused, decode, encode, read_secret, seal, unseal
 
 SECRET = b"s" * MIN_SECRET
 

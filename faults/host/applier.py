@@ -22,11 +22,10 @@ from faults.host.messages import Desired, Lease, Record
 from faults.host.reach import Reach
 from faults.injectors import KINDS
 from faults.injectors.base import InjectError, Injector, TargetGone
-from faults.journal import Journal
+from faults.journal import LEFT, Journal
 from llmchaos.errors import UsageError
 
 log = logging.getLogger("llmchaos.faults.host")
-LEFT = "left in the journal (llmchaos faults recover reverts it)"
 
 
 @dataclass
@@ -58,7 +57,7 @@ class Log:
         return Record(self.id, self.name, [list(s) for s in self.spans], self.error, self.why)
 
 
-class Executor:
+class Applier:
     def __init__(self, reach: Reach, journal: Journal, max_lease_s: float) -> None:
         self.reach, self.journal, self.max_lease_s = reach, journal, max_lease_s
         self.held: dict[str, Held] = {}  # window id -> applied now
