@@ -18,8 +18,8 @@ import gevent
 from gevent.queue import Queue
 
 from llmchaos import languages
+from loadtests.load_profile import Profile, Stage
 from loadtests.options import Settings
-from loadtests.profile import Profile, Stage
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from faults.host.messages import RENEW_S
 from llmchaos import languages, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
-from loadtests import guard, profile
+from loadtests import guard, load_profile
 from loadtests.adapters import ADAPTERS, Adapter
 from loadtests.dataplane.response import Limits
 
@@ -151,7 +151,7 @@ class Settings:
     adapter: Adapter
     langs: tuple[str, ...]
     slos: slo.Slos
-    profile: profile.Profile | None
+    profile: load_profile.Profile | None
     open_loop: bool
     warmup_s: float
     prompt_sizes: frozenset[str]
@@ -191,11 +191,11 @@ def _langs(text: str) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def _profile(o: Namespace) -> profile.Profile | None:
+def _profile(o: Namespace) -> load_profile.Profile | None:
     if o.load_profile and o.shape:
         raise UsageError("give --load-profile or --shape, not both", field="--shape")
     if o.load_profile:
-        return profile.load(o.load_profile)
+        return load_profile.load(o.load_profile)
     if not o.shape:
         return None
     try:
@@ -207,4 +207,4 @@ def _profile(o: Namespace) -> profile.Profile | None:
     for v in levels:
         check_number(v, 0, math.inf, False, "--levels")
     stage = check_number(duration(o.stage_duration, "--stage-duration"), 0, math.inf, False, "--stage-duration")
-    return profile.shape(o.shape, levels, stage, o.rate > 0)
+    return load_profile.shape(o.shape, levels, stage, o.rate > 0)

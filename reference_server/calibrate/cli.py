@@ -118,7 +118,7 @@ def _fits_the_base(args: argparse.Namespace, levels: tuple, max_model_len: int) 
 
 
 def _levels(args: argparse.Namespace) -> tuple:
-    from reference_server.calibrate import runs
+    from reference_server.calibrate import measured
 
     paths = [(path, True) for path in args.runs] + [(path, False) for path in args.holdout]
     if args.metrics and len(args.metrics) != len(paths):
@@ -129,8 +129,9 @@ def _levels(args: argparse.Namespace) -> tuple:
             "each run, or --prompt-tokens N",
             field="--metrics",
         )
-    prompts = [runs.from_metrics(*pair) for pair in args.metrics] or [runs.Prompts(args.prompt_tokens)] * len(paths)
-    levels = tuple(runs.level(path, p, fit) for (path, fit), p in zip(paths, prompts, strict=True))
+    given = [measured.from_metrics(*pair) for pair in args.metrics]
+    prompts = given or [measured.Prompts(args.prompt_tokens)] * len(paths)
+    levels = tuple(measured.level(path, p, fit) for (path, fit), p in zip(paths, prompts, strict=True))
     for i, j in itertools.combinations(range(len(levels)), 2):
         if levels[i].arrivals == levels[j].arrivals:  # the same requests at the same times: one run, not two levels
             raise UsageError(

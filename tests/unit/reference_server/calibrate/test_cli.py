@@ -3,7 +3,7 @@
 import pytest
 
 from tests.inprocess import llmchaos
-from tests.unit.reference_server.calibrate.test_runs import write_run
+from tests.unit.reference_server.calibrate.test_measured import write_run
 
 
 @pytest.mark.parametrize(

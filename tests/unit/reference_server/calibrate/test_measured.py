@@ -1,4 +1,4 @@
-"""A user's runs as load levels (reference_server/calibrate/runs.py): read through the core's run model,
+"""A user's runs as load levels (reference_server/calibrate/measured.py): read through the core's run model,
 the prompts' length from the server's /metrics scraped before and after."""
 
 import random
@@ -9,7 +9,7 @@ from llmchaos import run
 from llmchaos.errors import UsageError
 from llmchaos.histogram import HistogramSet
 from llmchaos.run import RequestLine, RequestsWriter, Run, Validity
-from reference_server.calibrate import runs
+from reference_server.calibrate import measured
 
 SCRAPE = """# TYPE vllm:prompt_tokens counter
 vllm:prompt_tokens_total{{engine="0",model_name="m"}} {prompt}
@@ -32,7 +32,7 @@ def scrape(tmp_path, name: str, prompt: float, done: float, hits: float) -> str:
 def test_the_prompts_are_read_from_two_scrapes(tmp_path):
     before = scrape(tmp_path, "before.prom", 1000, 5, 0)
     after = scrape(tmp_path, "after.prom", 1000 + 100 * 205, 105, 100 * 128)
-    assert runs.from_metrics(before, after) == runs.Prompts(205, 128)
+    assert measured.from_metrics(before, after) == measured.Prompts(205, 128)
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_a_bad_scrape_is_an_error_naming_the_file(tmp_path, text, says):
     bad = tmp_path / "bad.prom"
     bad.write_text(text)
     with pytest.raises(UsageError) as e:
-        runs.from_metrics(good, str(bad))
+        measured.from_metrics(good, str(bad))
     assert str(e.value).startswith(f"{bad}: "), str(e.value)
     assert says in str(e.value)
 
@@ -55,7 +55,7 @@ def test_a_bad_scrape_is_an_error_naming_the_file(tmp_path, text, says):
 def test_no_request_between_the_scrapes_is_an_error(tmp_path):
     a = scrape(tmp_path, "a.prom", 10, 1, 0)
     with pytest.raises(UsageError, match="no requests finished between the two scrapes"):
-        runs.from_metrics(a, a)
+        measured.from_metrics(a, a)
 
 
 def write_run(path, n: int = 50, rate: float = 10.0, sample: float = 1.0) -> list[RequestLine]:
@@ -87,7 +87,7 @@ def write_run(path, n: int = 50, rate: float = 10.0, sample: float = 1.0) -> lis
 
 def test_a_run_is_a_level_of_its_own_arrivals_and_measurements(tmp_path):
     lines = write_run(tmp_path / "run")
-    level = runs.level(str(tmp_path / "run"), runs.Prompts(300, 100), fit=False)
+    level = measured.level(str(tmp_path / "run"), measured.Prompts(300, 100), fit=False)
     assert [a.at for a in level.arrivals] == pytest.approx([r.intended - lines[0].intended for r in lines])
     assert {(a.prompt, a.shared) for a in level.arrivals} == {(300, 100)}
     assert [a.output for a in level.arrivals] == [r.output_tokens for r in lines]
@@ -100,10 +100,10 @@ def test_a_run_is_a_level_of_its_own_arrivals_and_measurements(tmp_path):
 def test_a_sampled_run_or_too_few_requests_is_refused(tmp_path):
     write_run(tmp_path / "sampled", sample=0.5)
     with pytest.raises(UsageError, match=r"requests\.sample_rate: requests\.jsonl holds a sample"):
-        runs.level(str(tmp_path / "sampled"), runs.Prompts(10))
+        measured.level(str(tmp_path / "sampled"), measured.Prompts(10))
     write_run(tmp_path / "short", n=5)
     with pytest.raises(UsageError, match="5 requests ok with a first token; a level needs 20"):
-        runs.level(str(tmp_path / "short"), runs.Prompts(10))
+        measured.level(str(tmp_path / "short"), measured.Prompts(10))
 
 
 @pytest.mark.parametrize("value", ["NaN", "+Inf", "1e300", "-5"])
@@ -114,11 +114,11 @@ def test_a_scrape_whose_counter_is_no_count_is_refused_naming_it(tmp_path, value
     before.write_text("".join(f"vllm:{n}_total 0\n" for n in names))
     after.write_text("".join(f"vllm:{n}_total {value if n == 'prompt_tokens' else 10}\n" for n in names))
     with pytest.raises(UsageError, match=r"vllm:prompt_tokens_total: not a count: "):
-        runs.from_metrics(str(before), str(after))
+        measured.from_metrics(str(before), str(after))
 
 
 def test_a_run_whose_requests_were_all_due_at_once_is_no_level(tmp_path):
     # it had been a level of 5e11 requests/s
     write_run(tmp_path / "run", rate=1e15)
     with pytest.raises(UsageError, match="every request was due at the same moment"):
-        runs.level(str(tmp_path / "run"), runs.Prompts(10))
+        measured.level(str(tmp_path / "run"), measured.Prompts(10))

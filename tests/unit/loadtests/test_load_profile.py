@@ -4,7 +4,7 @@ import pytest
 from hypothesis import example, given
 
 from llmchaos.errors import UsageError
-from loadtests import profile
+from loadtests import load_profile
 from tests.yaml_documents import DOCUMENTS, load_text
 
 
@@ -24,7 +24,7 @@ def test_bad_profiles_name_file_line_and_field(tmp_path, text, where):
     p = tmp_path / "p.yaml"
     p.write_text(text)
     with pytest.raises(UsageError) as e:
-        profile.load(str(p))
+        load_profile.load(str(p))
     assert str(e.value).startswith(str(p) + where.split(" ")[0])
     assert where.split(": ", 1)[-1] in str(e.value)
 
@@ -32,11 +32,11 @@ def test_bad_profiles_name_file_line_and_field(tmp_path, text, where):
 def test_profile_stages_and_ramp(tmp_path):
     p = tmp_path / "p.yaml"
     p.write_text("ramp: true\nstages:\n  - {duration: 10s, rate: 100}\n  - {duration: 10s, rate: 200}\n")
-    prof = profile.load(str(p))
+    prof = load_profile.load(str(p))
     assert prof.rate(5) == pytest.approx(50)
     assert prof.rate(15) == pytest.approx(150)
     assert prof.rate(25) is None
-    step = profile.shape("step", [50, 200, 500, 1000], 30, open_loop=True)
+    step = load_profile.shape("step", [50, 200, 500, 1000], 30, open_loop=True)
     assert [s.rate for s in step.stages] == [50, 200, 500, 1000]
     assert step.total == 120
 
@@ -50,8 +50,8 @@ def test_profile_stages_and_ramp(tmp_path):
 @example(text="\x1f")  # was an error without a line
 @example(text="? '\n\n  '\n: null\n")  # a field name with a newline: an error of two lines
 def test_any_yaml_is_a_profile_or_one_line_naming_file_and_line(text):
-    got = load_text(profile.load, text)
-    if isinstance(got, profile.Profile):
+    got = load_text(load_profile.load, text)
+    if isinstance(got, load_profile.Profile):
         assert got.stages
         for s in got.stages:
             assert 0 <= s.duration < math.inf
