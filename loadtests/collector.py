@@ -48,7 +48,7 @@ class Collector:
         recs, self.records = self.records, []
         return encode(recs, streaming)
 
-    def report(self, streaming: bool = True) -> dict[str, Any]:
+    def drain(self, streaming: bool = True) -> dict[str, Any]:
         """A worker's data since its last report, encoded for the master. Everything is taken at
         once, before the first yield: a request that ends meanwhile goes whole into the next report.
         While streams are in flight it yields to the event loop between histograms, so they are

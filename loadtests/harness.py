@@ -3,7 +3,7 @@ side(s), measures it and tags it with its phase. One harness for every kind of t
 (closed loop, open loop, a log) and the sides (one target, or A and B) are what differ.
 
 Reached through `harness(environment)`. It owns its test's start, stop and finish (the plugin
-only forwards Locust's events); on the master (or a single process) it holds the run's `Report`
+only forwards Locust's events); on the master (or a single process) it holds the run's `RunWriter`
 from test start to the end; the messages between master and workers are `protocol`'s.
 """
 
@@ -42,7 +42,7 @@ from loadtests.selfwatch import SelfWatch
 from loadtests.sources import Due, Source
 
 if TYPE_CHECKING:
-    from loadtests.results import Report
+    from loadtests.results import RunWriter
     from loadtests.stream_client import StreamClient
 
 LOCAL = "local"  # a single process's name among the generator's processes
@@ -88,7 +88,7 @@ class Harness:
         self._stopping = Event()
         self.fault_timeline: list[FaultWindow] = []
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
-        self.report: Report | None = None  # master / single process, from test start to quitting
+        self.writer: RunWriter | None = None  # master / single process, from test start to quitting
         self.guard: Guard | None = None  # master / single process with --guard, from test start to quitting
         self.local_done = False  # a single process's share of the source is done
         self._local_loop: gevent.Greenlet | None = None
@@ -250,8 +250,8 @@ class Harness:
         if self.hosts is not None:
             windows, hosts = self.hosts.stop()
             self.fault_timeline = sorted([*self.fault_timeline, *windows], key=lambda w: w.planned_start)
-            if self.report is not None:
-                self.report.fault_hosts = hosts
+            if self.writer is not None:
+                self.writer.fault_hosts = hosts
         gevent.joinall(list(self._ending))
         if self.master is not None:
             self.master.collect_finals()
@@ -363,18 +363,18 @@ class Harness:
         o = self.settings.options
         if self.exporter is None:
             self.exporter = Exporter(o.prometheus_port, o.push_gateway, o.push_interval)
-        self.report = self.source.report(
+        self.writer = self.source.results(
             self.settings,
             self.exporter,
             None if self.is_master else self.collector,
             self.faults.active if self.faults else None,
         )
-        self._start_guard(self.report)
+        self._start_guard(self.writer)
         if not self.is_master:
             self._local_done.clear()
             self._local_loop = gevent.spawn(self._local_merge_loop)
 
-    def _start_guard(self, report: Report) -> None:
+    def _start_guard(self, writer: RunWriter) -> None:
         """The live guard, on the merged totals from test start (`--guard`)."""
         config = self.settings.guard
         if config is None:
@@ -382,12 +382,12 @@ class Harness:
         runner = self.env.runner
         self.guard = Guard(
             config,
-            report.run_id,
-            lambda: self.report.merged.hist if self.report is not None else None,
+            writer.run_id,
+            lambda: self.writer.merged.hist if self.writer is not None else None,
             self.phase,
             lambda: runner.quit() if runner is not None else None,
         )
-        self.guard.start(report.started)
+        self.guard.start(writer.started)
 
     def shipment(self, streaming: bool) -> protocol.Shipment:
         """What this process ships to the master: its collector's data, self-watch and source's. One at
@@ -396,12 +396,12 @@ class Harness:
         otherwise the final went first and the master closed the run without those records."""
         with self._reporting:
             return protocol.Shipment(
-                self.collector.report(streaming=streaming), self.watch.drain(), self.source.shipment()
+                self.collector.drain(streaming=streaming), self.watch.drain(), self.source.shipment()
             )
 
     def absorb(self, process: str, shipment: protocol.Shipment) -> None:
-        if self.report is not None:
-            self.report.absorb(process, shipment)
+        if self.writer is not None:
+            self.writer.absorb(process, shipment)
 
     def _local_merge_loop(self) -> None:
         """A single process shares its collector with the totals; only records need writing out,
@@ -410,13 +410,13 @@ class Harness:
             self._flush_local()
 
     def _flush_local(self) -> None:
-        if self.report is not None:
-            self.report.merged.write_records(self.collector.take_records())
-            self.report.merged.watch(LOCAL, self.watch.drain())
+        if self.writer is not None:
+            self.writer.merged.write_records(self.collector.take_records())
+            self.writer.merged.watch(LOCAL, self.watch.drain())
 
     def finish(self) -> None:
         """Write the results, push the last time, print the summary, set the exit code."""
-        if self.report is None:
+        if self.writer is None:
             return
         if self._local_loop is not None:
             self._local_done.set()
@@ -424,9 +424,9 @@ class Harness:
             self._local_loop = None
             self._flush_local()
         if self.guard is not None:
-            self.report.guard_trips = self.guard.close()
-        if status := self.report.finish(self.env.host or "", self.fault_timeline):
+            self.writer.guard_trips = self.guard.close()
+        if status := self.writer.finish(self.env.host or "", self.fault_timeline):
             self.env.process_exit_code = status
         if self.guard is not None and self.guard.stopped:
             self.env.process_exit_code = EXIT_STOPPED
-        self.report, self.guard = None, None
+        self.writer, self.guard = None, None

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from llmchaos import run as results
 from llmchaos import slo
+from llmchaos.histogram import HistogramSet
 from llmchaos.run.table import table
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
@@ -22,7 +24,7 @@ from loadtests.selfwatch import verdict
 SECRET_OPTIONS = {"api_key"}
 
 
-class Report:
+class RunWriter:
     """One run: its id and results directory from test start, requests.jsonl written as records
     arrive, the totals merged (a single process shares its own collector's) and exported live."""
 
@@ -109,12 +111,28 @@ class Report:
         )
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
-        """Push the totals a last time, write the results, print the summary; with `--check-slo`,
-        its exit status (slo.exit_status), else 0."""
-        run = self.run(target, faults, time.time())
+        """Push the totals a last time, write each results directory, print its summary; with
+        `--check-slo`, the exit status of all their SLO rows together (slo.exit_status), else 0."""
+        ended = time.time()
         self.exporter.finish(self.run_id)
         self.close_requests()
-        if self.run_dir is not None:
-            results.write(self.run_dir, run, self.merged.hist)
-        print(table(run, self.merged.hist, str(self.run_dir) if self.run_dir else None), file=sys.stderr)
-        return slo.exit_status(run.slo) if self.settings.options.check_slo else 0
+        rows: list[results.SloResult] = []
+        for where, run, hist, summary in self.directories(target, faults, ended):
+            if where is not None:
+                results.write(where, run, hist)
+            print(summary, file=sys.stderr)
+            rows += run.slo
+        return slo.exit_status(rows) if self.settings.options.check_slo else 0
+
+    def directories(
+        self, target: str, faults: list[results.FaultWindow], ended: float
+    ) -> Iterator[tuple[Path | None, results.Run, HistogramSet, str]]:
+        """Each results directory of the run (None: none is written), its run.json, its histograms
+        and its summary: one, of every request."""
+        run = self.run(target, faults, ended)
+        yield (
+            self.run_dir,
+            run,
+            self.merged.hist,
+            table(run, self.merged.hist, str(self.run_dir) if self.run_dir else None),
+        )

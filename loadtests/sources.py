@@ -20,7 +20,7 @@ from loadtests.exporters import Exporter, FaultState
 from loadtests.options import Settings
 from loadtests.prompts import LongContextSource, PromptSource
 from loadtests.record import SIDE
-from loadtests.results import Report
+from loadtests.results import RunWriter
 
 if TYPE_CHECKING:
     from loadtests.record import RequestRecord
@@ -78,11 +78,11 @@ class Source:
         """What a worker ships to the master besides its measurements (merged by the run's report)."""
         return {}
 
-    def report(
+    def results(
         self, settings: Settings, exporter: Exporter, local: Collector | None, faults: FaultState | None
-    ) -> Report:
-        """The run's report on the master or a single process (which shares its collector with it)."""
-        return Report(settings, exporter, local, faults)
+    ) -> RunWriter:
+        """The run's results writer on the master or a single process (which shares its collector with it)."""
+        return RunWriter(settings, exporter, local, faults)
 
 
 class Loop(Source):

@@ -152,14 +152,14 @@ def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
 def snapshot(h: Harness) -> dict[str, Any]:
     """The tabs' content now: the run's id, the phase now, whether the totals are final, the language
     and fault rows."""
-    now, report = time.time(), h.report
-    phase = h.phase(now) if report is not None else "not started"
+    now, writer = time.time(), h.writer
+    phase = h.phase(now) if writer is not None else "not started"
     return {
-        "run_id": report.run_id if report is not None else None,
+        "run_id": writer.run_id if writer is not None else None,
         "phase": phase,
         "settled": h.settled(),
         "languages": (
-            language_rows(report.merged, h.settings.slos, now - report.started, phase) if report is not None else []
+            language_rows(writer.merged, h.settings.slos, now - writer.started, phase) if writer is not None else []
         ),
         "faults": fault_rows(h, now),
     }

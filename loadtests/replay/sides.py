@@ -5,12 +5,11 @@ requests, plus the replay's own figures in run.json's `replay`."""
 from __future__ import annotations
 
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from llmchaos import run as results
-from llmchaos import slo
-from llmchaos.histogram import Histogram
+from llmchaos.histogram import Histogram, HistogramSet
 from llmchaos.run.table import table
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
@@ -19,13 +18,13 @@ from loadtests.options import Settings
 from loadtests.protocol import Shipment
 from loadtests.replay.fidelity import ReplayStats
 from loadtests.replay.settings import ReplaySettings, concurrency
-from loadtests.results import Report
+from loadtests.results import RunWriter
 
 LENGTHS = ("requests", "requested", "delivered", "short")
 PAIRS = ("pairs", "identical", "output_tokens_a", "output_tokens_b")
 
 
-class ReplayReport(Report):
+class ReplayWriter(RunWriter):
     def __init__(
         self,
         settings: Settings,
@@ -50,34 +49,31 @@ class ReplayReport(Report):
             self.stats.merge(shipment.source)
 
     def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
-        """Each side's results directory and summary; with `--check-slo`, the exit status of every
-        side's SLO rows together (slo.exit_status)."""
-        ended = time.time()
-        self.exporter.finish(self.run_id)
-        self.close_requests()
-        rows: list[results.SloResult] = []
+        """Each side's results directory and summary, then the log's skipped lines."""
+        status = super().finish(target, faults)
+        for line in self.stats.problems.lines():
+            print(f"llmchaos: {self.replay.source.path}: skipped {line}", file=sys.stderr)
+        return status
+
+    def directories(
+        self, target: str, faults: list[results.FaultWindow], ended: float
+    ) -> Iterator[tuple[Path | None, results.Run, HistogramSet, str]]:
+        """One results directory per side, of that side's requests, with the replay's figures."""
         for side, url in self.replay.targets.items():
             view = self.merged.side(url)
-            run = self.run(url, faults, ended, view)
-            written = self.written(side)
-            run = run.model_copy(
+            run = self.run(url, faults, ended, view).model_copy(
                 update={
                     "load_profile": {"mode": "replay", "users": concurrency(self.settings.options)},
                     "requests": results.RequestsFile(
-                        sample_rate=self.settings.options.requests_sample, written=written
+                        sample_rate=self.settings.options.requests_sample, written=self.written(side)
                     ),
                     "replay": self.summary(side, view),
                 }
             )
             where = self.run_dir / side if self.run_dir is not None else None
-            if where is not None:
-                results.write(where, run, view.hist)
-            print(f"side {side}: {url}\n" + table(run, view.hist, str(where) if where else None), file=sys.stderr)
-            print(_schedule(run.replay.fidelity if run.replay else None), file=sys.stderr)
-            rows += run.slo
-        for line in self.stats.problems.lines():
-            print(f"llmchaos: {self.replay.source.path}: skipped {line}", file=sys.stderr)
-        return slo.exit_status(rows) if self.settings.options.check_slo else 0
+            summary = table(run, view.hist, str(where) if where else None)
+            schedule = _schedule(run.replay.fidelity if run.replay else None)
+            yield where, run, view.hist, f"side {side}: {url}\n{summary}\n{schedule}"
 
     def summary(self, side: str, view: Merged) -> results.Replay:
         """run.json's `replay` for one side."""

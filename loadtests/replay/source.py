@@ -19,8 +19,8 @@ from loadtests.record import RequestRecord
 from loadtests.replay.dispatch import LogDue, ReplayPlan, ReplaySchedule
 from loadtests.replay.fidelity import ReplayStats
 from loadtests.replay.settings import ReplaySettings
-from loadtests.replay.sides import ReplayReport
-from loadtests.results import Report
+from loadtests.replay.sides import ReplayWriter
+from loadtests.results import RunWriter
 from loadtests.sources import Due, Source
 
 
@@ -88,9 +88,9 @@ class ReplaySource(Source):
     def shipment(self) -> dict[str, Any]:
         return self.stats.drain()
 
-    def report(
+    def results(
         self, settings: Settings, exporter: Exporter, local: Collector | None, faults: FaultState | None
-    ) -> Report:
+    ) -> RunWriter:
         assert self.replay is not None
         stats = self.stats if local is not None else ReplayStats(self.replay.source.path)
-        return ReplayReport(settings, self.replay, stats, exporter, local, faults)
+        return ReplayWriter(settings, self.replay, stats, exporter, local, faults)

@@ -14,10 +14,10 @@ def failed(lang: str) -> RequestRecord:
 def test_a_request_that_ends_during_a_report_goes_whole_into_the_next():
     c = Collector({}, seed=0)
     c.add(failed("en"))
-    late = gevent.spawn(c.add, failed("de"))  # runs while the report yields (counting tokens off the loop)
-    first = c.report(streaming=True)
+    late = gevent.spawn(c.add, failed("de"))  # runs while the drain yields (counting tokens off the loop)
+    first = c.drain(streaming=True)
     late.join()
-    second = c.report(streaming=False)
+    second = c.drain(streaming=False)
     for report in (first, second):
         issued = sum(n for *k, n in report["slo"] if k[-1] == "issued")
         assert len(report["records"]) == sum(n for *_, n in report["outcomes"]) == issued
