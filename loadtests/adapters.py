@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -25,28 +25,42 @@ class Event:
     error_code: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What a request asks for, whatever its API: `call` builds the whole request, `patch` lays it
+    over a recorded body (a replay's), which keeps everything else it asked for."""
+
+    model: str
+    lang: str
+    prompt: str = ""  # the user's message (`call`; a patched body keeps its own)
+    max_tokens: int | None = None  # output tokens; None: as the body says, else the target decides
+    stream: bool = True
+    lang_in_body: bool = False  # the language in the body too (OpenAI metadata, Gemini labels)
+    api_key: str | None = None
+    thoughts: bool = False  # Gemini: a thinking model streams its thoughts
+    force_output: bool = False  # no fewer tokens either (OpenAI APIs: vLLM's ignore_eos and min_tokens)
+
+
 @dataclass(frozen=True)
 class Call:
     path: str
     headers: dict[str, str]
     body: bytes
+    max_tokens: int | None = None  # the output tokens the body asks for (None: it asks for none)
 
 
 class Adapter(Protocol):
     name: str
     ends: tuple[bytes, ...]  # bytes that every event ending a stream (terminator, error) contains
 
-    def call(
-        self,
-        model: str,
-        prompt: str,
-        lang: str,
-        max_tokens: int,
-        stream: bool,
-        lang_in_body: bool,
-        api_key: str | None,
-        thoughts: bool = False,
-    ) -> Call: ...
+    def call(self, ask: Ask) -> Call:
+        """The whole request for `ask`."""
+        ...
+
+    def patch(self, body: dict[str, Any], ask: Ask) -> Call:
+        """A recorded request's `body` (not changed) as `ask` asks: its model, streaming, output
+        length (when given), language and key; everything else as recorded."""
+        ...
 
     def event(self, data: str) -> Event:
         """Parse one SSE data payload; ValueError when it is not what the API sends."""
@@ -87,6 +101,18 @@ def _openai_usage(usage: dict) -> tuple[int | None, int | None]:
     return total, reasoning
 
 
+def _headers(ask: Ask, key_header: str, key: str | None) -> dict[str, str]:
+    headers = {"content-type": "application/json", LANG_HEADER: ask.lang}
+    if key is not None:
+        headers[key_header] = key
+    return headers
+
+
+def _merged(body: dict[str, Any], field: str, **values: object) -> None:
+    """`values` into `body[field]` (an object), keeping what it held."""
+    body[field] = {**(body.get(field) or {}), **values}
+
+
 def _loads(data: str | bytes) -> dict:
     obj = orjson.loads(data)
     if not isinstance(obj, dict):
@@ -99,29 +125,27 @@ class OpenAIChat:
     path = "/v1/chat/completions"
     ends: tuple[bytes, ...] = (DONE_DATA.encode(), b'"error"')
 
-    def _payload(self, model: str, prompt: str, max_tokens: int) -> dict:
-        return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+    def _payload(self, prompt: str) -> dict[str, Any]:
+        return {"messages": [{"role": "user", "content": prompt}]}
 
-    def call(
-        self,
-        model: str,
-        prompt: str,
-        lang: str,
-        max_tokens: int,
-        stream: bool,
-        lang_in_body: bool,
-        api_key: str | None,
-        thoughts: bool = False,
-    ) -> Call:
-        body = self._payload(model, prompt, max_tokens)
-        if stream:
-            body |= {"stream": True, "stream_options": {"include_usage": True}}
-        if lang_in_body:
-            body["metadata"] = {"lang": lang}
-        headers = {"content-type": "application/json", LANG_HEADER: lang}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        return Call(self.path, headers, json.dumps(body, ensure_ascii=False).encode())
+    def call(self, ask: Ask) -> Call:
+        return self.patch(self._payload(ask.prompt), ask)
+
+    def patch(self, body: dict[str, Any], ask: Ask) -> Call:
+        body = {**body, "model": ask.model, "stream": ask.stream}
+        if ask.stream:
+            _merged(body, "stream_options", include_usage=True)
+        else:
+            body.pop("stream_options", None)
+        if ask.max_tokens is not None:
+            body["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = ask.max_tokens
+            if ask.force_output:
+                body |= {"ignore_eos": True, "min_tokens": ask.max_tokens}
+        if ask.lang_in_body:
+            _merged(body, "metadata", lang=ask.lang)
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        key = f"Bearer {ask.api_key}" if ask.api_key else None
+        return Call(self.path, _headers(ask, "authorization", key), orjson.dumps(body), _whole(asked))
 
     def _text(self, choice: dict) -> str:
         """The answer a choice's delta carries: its content and its tool calls' name and arguments."""
@@ -170,8 +194,8 @@ class OpenAICompletions(OpenAIChat):
     name = "openai-completions"
     path = "/v1/completions"
 
-    def _payload(self, model: str, prompt: str, max_tokens: int) -> dict:
-        return {"model": model, "prompt": prompt, "max_tokens": max_tokens}
+    def _payload(self, prompt: str) -> dict[str, Any]:
+        return {"prompt": prompt}
 
     def _text(self, choice: dict) -> str:
         return choice.get("text") or ""
@@ -184,30 +208,28 @@ class Gemini:
     name = "gemini"
     ends: tuple[bytes, ...] = (b'"finishReason"', b'"error"')
 
-    def call(
-        self,
-        model: str,
-        prompt: str,
-        lang: str,
-        max_tokens: int,
-        stream: bool,
-        lang_in_body: bool,
-        api_key: str | None,
-        thoughts: bool = False,
-    ) -> Call:
-        body: dict = {
-            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
-            "generationConfig": {"maxOutputTokens": max_tokens},
-        }
-        if thoughts:  # a thinking model streams them as parts with thought: true (hidden otherwise)
-            body["generationConfig"]["thinkingConfig"] = {"includeThoughts": True}
-        if lang_in_body:
-            body["labels"] = {"lang": lang}
-        headers = {"content-type": "application/json", LANG_HEADER: lang}
-        if api_key:
-            headers["x-goog-api-key"] = api_key
-        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return Call(f"/v1beta/models/{model}:{method}", headers, json.dumps(body, ensure_ascii=False).encode())
+    def call(self, ask: Ask) -> Call:
+        return self.patch({"contents": [{"role": "user", "parts": [{"text": ask.prompt}]}]}, ask)
+
+    def patch(self, body: dict[str, Any], ask: Ask) -> Call:
+        body = {k: v for k, v in body.items() if k != "model"}  # the model is in the path
+        config = dict(body.get("generationConfig") or {})
+        if ask.max_tokens is not None:
+            config["maxOutputTokens"] = ask.max_tokens
+        if ask.thoughts:  # a thinking model streams them as parts with thought: true (hidden otherwise)
+            config["thinkingConfig"] = {**(config.get("thinkingConfig") or {}), "includeThoughts": True}
+        if config:
+            body["generationConfig"] = config
+        if ask.lang_in_body:
+            _merged(body, "labels", lang=ask.lang)
+        method = "streamGenerateContent?alt=sse" if ask.stream else "generateContent"
+        path = f"/v1beta/models/{ask.model}:{method}"
+        return Call(
+            path,
+            _headers(ask, "x-goog-api-key", ask.api_key or None),
+            orjson.dumps(body),
+            _whole(config.get("maxOutputTokens")),
+        )
 
     def event(self, data: str | bytes) -> Event:
         """An event's data, or a whole generateContent body (the same shape)."""
@@ -237,6 +259,10 @@ class Gemini:
         ev = self.event(raw)
         ev.done = True
         return ev
+
+
+def _whole(asked: object) -> int | None:
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) else None
 
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (OpenAIChat(), OpenAICompletions(), Gemini())}

@@ -31,7 +31,7 @@ from llmchaos.errors import UsageError
 from llmchaos.headers import REQUEST_ID_HEADER
 from llmchaos.run import FaultWindow
 from loadtests import protocol
-from loadtests.adapters import ADAPTERS, Call
+from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter
 from loadtests.fault_hosts import FaultHosts, single_process
@@ -326,7 +326,7 @@ class Harness:
     def _send(self, user: Sender, due: Due, side: str, rid: str, recs: dict[str, RequestRecord]) -> None:
         assert due.call is not None  # a request handed to a user has its call
         recs[side] = rec = self._record(due, side, rid)
-        call = Call(due.call.path, {**due.call.headers, REQUEST_ID_HEADER: rid}, due.call.body)
+        call = dataclasses.replace(due.call, headers={**due.call.headers, REQUEST_ID_HEADER: rid})
         now_unix, now_perf = time.time(), time.perf_counter()
         if due.intended is None:  # closed loop: due now
             rec.intended = now_unix

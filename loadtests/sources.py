@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llmchaos.run import ReplayFields
-from loadtests.adapters import Call
+from loadtests.adapters import Ask, Call
 from loadtests.arrivals import ArrivalPlan, Arrivals
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
@@ -112,7 +112,7 @@ class Loop(Source):
         intended = self.arrivals.next(lang) if self.settings.open_loop else None
         prompt = self._prompt_source(lang).next()
         call = s.adapter.call(
-            o.model, prompt, lang, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts
+            Ask(o.model, lang, prompt, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts)
         )
         return Due(lang, s.adapter.name, call, intended)
 

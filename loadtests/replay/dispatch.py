@@ -23,12 +23,12 @@ from gevent.event import AsyncResult
 
 from llmchaos import languages
 from llmchaos.run import ReplayFields
-from loadtests.adapters import Call
+from loadtests.adapters import ADAPTERS, Call
 from loadtests.logs import sized_prompts, split
 from loadtests.logs.log_record import LogRecord
 from loadtests.logs.problems import Problems
 from loadtests.replay.ahead import Ahead
-from loadtests.replay.calls import CallOptions, build
+from loadtests.replay.calls import asking, build
 from loadtests.replay.fidelity import ReplayStats
 from loadtests.replay.settings import ReplaySettings
 from loadtests.sources import Due
@@ -162,13 +162,13 @@ class ReplaySchedule:
 
     def _built(self, s: ReplaySettings, plan: ReplayPlan, pause: Callable[[], None]) -> Iterator[LogDue]:
         """This process's share of the log, each request's call built (`pause` between its parts)."""
-        opts = CallOptions.of(s.options)
+        ask = asking(s.options)
         for entry in self._entries:
             self._building = entry
             loop, _, rec, lang = entry
-            call, requested = build(rec, lang, rec.api or s.options["api"], loop, opts, pause)
+            call = build(rec, lang, ADAPTERS[rec.api or s.options["api"]], loop, ask, pause)
             self._building = None
-            yield self._due(entry, call, requested)
+            yield self._due(entry, call, call.max_tokens)
 
     def _due(self, entry: Entry, call: Call | None, requested: int | None) -> LogDue:
         """A log entry as a request (its call None when it was never built: the test stopped first)."""

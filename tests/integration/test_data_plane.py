@@ -17,7 +17,7 @@ import gevent
 import pytest
 import trustme
 
-from loadtests.adapters import ADAPTERS, Call, Event, OpenAIChat
+from loadtests.adapters import ADAPTERS, Ask, Call, Event, OpenAIChat
 from loadtests.dataplane.loop import plane
 from loadtests.dataplane.response import Limits
 from loadtests.record import RequestRecord
@@ -42,7 +42,7 @@ def chunked(data: bytes) -> bytes:
 def ask(client: StreamClient, call: Call | None = None) -> RequestRecord:
     adapter = ADAPTERS["openai-chat"]
     rec = RequestRecord("en", adapter.name, "t")
-    client.run(adapter, call or adapter.call("m", "x", "en", 8, True, False, None), True, rec, time.perf_counter())
+    client.run(adapter, call or adapter.call(Ask("m", "en", "x", 8)), True, rec, time.perf_counter())
     return rec
 
 
@@ -161,7 +161,7 @@ def slow() -> Iterator[str]:
 def test_a_request_killed_mid_stream_is_cancelled_and_its_connection_dropped(slow):
     client = StreamClient(slow, LIMITS)
     adapter = ADAPTERS["openai-chat"]
-    body = json.loads(adapter.call("m", "x", "en", 100, True, False, None).body)
+    body = json.loads(adapter.call(Ask("m", "en", "x", 100)).body)
     body["x_script"] = {"ttft_ms": [5, 5], "itl_ms": [20, 20]}
     call = Call("/v1/chat/completions", {"content-type": "application/json"}, json.dumps(body).encode())
     rec = RequestRecord("en", adapter.name, slow)
@@ -189,7 +189,7 @@ def test_a_plane_woken_late_reads_what_came_in_time_before_judging_a_stall(slow)
     the kernel, but the plane only looks again after the limit: it must read it before it judges."""
     client = StreamClient(slow, Limits(connect=2.0, ttft=5.0, stall=0.4, request=10.0))
     adapter = ADAPTERS["openai-chat"]
-    body = json.loads(adapter.call("m", "x", "en", 5, True, False, None).body)
+    body = json.loads(adapter.call(Ask("m", "en", "x", 5)).body)
     body["x_script"] = {"ttft_ms": [5, 5], "itl_ms": [300, 300]}
     call = Call("/v1/chat/completions", {"content-type": "application/json"}, json.dumps(body).encode())
     rec = RequestRecord("en", adapter.name, slow)

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmchaos.headers import REQUEST_ID_HEADER
-from loadtests.adapters import ADAPTERS, Call
+from loadtests.adapters import ADAPTERS, Ask, Call
 from loadtests.dataplane.response import Limits
 from loadtests.record import RequestRecord
 from loadtests.stream_client import StreamClient
@@ -41,7 +41,7 @@ def measure(url: str, limits: Limits = LIMITS, n: int = 6, **script: object) -> 
     """One streamed chat request with `x_script` = FAST + `script`: its record, and how long the
     client took over it (seconds)."""
     adapter = ADAPTERS["openai-chat"]
-    call = adapter.call("m", "Tell me six things", "en", n, True, False, None)
+    call = adapter.call(Ask("m", "en", "Tell me six things", n))
     body = json.loads(call.body) | {"x_script": FAST | script}
     rid = uuid.uuid4().hex
     rec = RequestRecord("en", adapter.name, url, request_id=rid)
@@ -179,7 +179,7 @@ def test_misbehaviours_keep_their_outcomes(url, script, outcome):
 def test_the_connection_is_reused_after_a_whole_response(url):
     client = StreamClient(url, LIMITS)
     adapter = ADAPTERS["openai-chat"]
-    call = adapter.call("m", "x", "en", 3, True, False, None)
+    call = adapter.call(Ask("m", "en", "x", 3))
     body = json.dumps(json.loads(call.body) | {"x_script": FAST}).encode()
     for _ in range(3):
         rec = RequestRecord("en", adapter.name, url)
@@ -266,7 +266,7 @@ def test_any_stream_is_measured_and_classified(raw, case):
     rec = RequestRecord("en", adapter.name, raw.url)
     client = StreamClient(raw.url, Limits(connect=2.0, ttft=5.0, stall=5.0, request=10.0))
     try:
-        client.run(adapter, adapter.call("m", "x", "en", 8, True, False, None), True, rec, time.perf_counter())
+        client.run(adapter, adapter.call(Ask("m", "en", "x", 8)), True, rec, time.perf_counter())
     finally:
         client.close()
     assert (rec.outcome, rec.text) == (outcome, text), rec.error

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadtests.adapters import ADAPTERS
+from loadtests.adapters import ADAPTERS, Ask
 from loadtests.dataplane.response import Limits
 from loadtests.record import RequestRecord
 from loadtests.stream_client import StreamClient
@@ -85,7 +85,7 @@ def record(raw: RawServer, pieces: list[bytes], cut: bool, plane: str) -> Reques
         client = StreamClient(raw.url, LIMITS)
     assert client.plane == plane
     try:
-        client.run(adapter, adapter.call("m", "x", "en", 8, True, False, None), True, rec, time.perf_counter())
+        client.run(adapter, adapter.call(Ask("m", "en", "x", 8)), True, rec, time.perf_counter())
     finally:
         client.close()
     return rec

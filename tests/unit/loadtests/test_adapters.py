@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from loadtests.adapters import ADAPTERS
+from loadtests.adapters import ADAPTERS, Ask
 
 
 def test_openai_chat_events():
@@ -32,7 +32,7 @@ def test_gemini_terminator_is_the_finish_reason_chunk():
     )
     assert (mid.text, mid.done) == ("x", False)
     assert (end.done, end.usage_tokens) == (True, 2)
-    call = g.call("m", "p", "ja", 8, True, True, "k")
+    call = g.call(Ask("m", "ja", "p", 8, lang_in_body=True, api_key="k"))
     assert call.path == "/v1beta/models/m:streamGenerateContent?alt=sse"
     assert call.headers["x-goog-api-key"] == "k"
     assert json.loads(call.body)["labels"] == {"lang": "ja"}
@@ -72,8 +72,8 @@ def test_gemini_thoughts_are_thinking_and_counted_apart_in_usage():
 
 def test_gemini_asks_for_thoughts_only_when_told():
     g = ADAPTERS["gemini"]
-    plain = json.loads(g.call("m", "p", "en", 8, True, False, None).body)
-    shown = json.loads(g.call("m", "p", "en", 8, True, False, None, thoughts=True).body)
+    plain = json.loads(g.call(Ask("m", "en", "p", 8)).body)
+    shown = json.loads(g.call(Ask("m", "en", "p", 8, thoughts=True)).body)
     assert "thinkingConfig" not in plain["generationConfig"]
     assert shown["generationConfig"]["thinkingConfig"] == {"includeThoughts": True}
 
@@ -128,3 +128,16 @@ def test_gemini_thinking_is_thought_true_only():
     parts = [{"text": "a", "thought": "false"}, {"text": "b", "thought": 1}, {"text": "c", "thought": True}]
     ev = ADAPTERS["gemini"].event(json.dumps({"candidates": [{"content": {"parts": parts}}]}))
     assert (ev.reasoning, ev.text) == ("c", "ab")
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-completions", "gemini"])
+def test_a_call_is_its_prompts_body_patched_as_asked(api):
+    """One builder: the load test's call is the replay's patch over the prompt's own body."""
+    a = ADAPTERS[api]
+    ask = Ask("m", "de", "Hallo", 7, lang_in_body=True, api_key="k", thoughts=api == "gemini")
+    call = a.call(ask)
+    assert call.max_tokens == 7
+    assert call.headers["x-llmchaos-lang"] == "de"
+    recorded = {"openai-chat": "messages", "openai-completions": "prompt", "gemini": "contents"}[api]
+    assert recorded in json.loads(call.body)
+    assert a.patch(json.loads(call.body), ask) == call  # patching again changes nothing
