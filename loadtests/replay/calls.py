@@ -6,24 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 from loadtests.adapters import Adapter, Ask, Call
 from loadtests.logs import sized_prompts
 from loadtests.logs.log_record import LogRecord
+from loadtests.replay.settings import Carried
 
 
-def asking(o: dict[str, Any]) -> Ask:
+def asking(o: Carried) -> Ask:
     """What every replayed request asks, from the replay's carried options (`max_tokens`: for a trace
     line without an output length; `force_output`: exactly the recorded length)."""
     return Ask(
-        o["model"],
+        o.model,
         "",
-        max_tokens=o["max_tokens"],
-        stream=not o["no_stream"],
-        lang_in_body=o["lang_in_body"],
-        api_key=o["api_key"],
-        force_output=o["force_output_length"],
+        max_tokens=o.max_tokens,
+        stream=not o.no_stream,
+        lang_in_body=o.lang_in_body,
+        api_key=o.api_key,
+        force_output=o.force_output_length,
     )
 
 

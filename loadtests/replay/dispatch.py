@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from argparse import Namespace
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -30,7 +29,7 @@ from loadtests.logs.problems import Problems
 from loadtests.replay.ahead import Ahead
 from loadtests.replay.calls import asking, build
 from loadtests.replay.fidelity import ReplayStats
-from loadtests.replay.settings import ReplaySettings
+from loadtests.replay.settings import Carried, ReplaySettings
 from loadtests.sources import Due
 
 # libev waits on epoll in whole milliseconds, rounded up: a sleep ends up to 1 ms late. The schedule
@@ -47,14 +46,14 @@ class ReplayPlan:
     t0: float  # unix time of the window's start
     worker: int
     workers: int
-    options: dict[str, Any]  # ReplaySettings' carried options
+    options: Carried
 
     def message(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_message(cls, data: dict[str, Any]) -> ReplayPlan:
-        return cls(**data)
+        return cls(**{**data, "options": Carried(**data["options"])})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -133,7 +132,7 @@ class ReplaySchedule:
     def start(self, plan: ReplayPlan) -> ReplaySettings:
         """Start dispatching `plan`; the settings it carries."""
         self.stop()
-        settings = ReplaySettings.read(Namespace(**plan.options))
+        settings = ReplaySettings.read(plan.options)
         self.stats.t0 = plan.t0
         self._exhausted = self._reported = False
         self._greenlet = gevent.spawn(self._dispatch, settings, plan)
@@ -166,7 +165,7 @@ class ReplaySchedule:
         for entry in self._entries:
             self._building = entry
             loop, _, rec, lang = entry
-            call = build(rec, lang, ADAPTERS[rec.api or s.options["api"]], loop, ask, pause)
+            call = build(rec, lang, ADAPTERS[rec.api or s.options.api], loop, ask, pause)
             self._building = None
             yield self._due(entry, call, call.max_tokens)
 
@@ -177,7 +176,7 @@ class ReplaySchedule:
         loop, at, rec, lang = entry
         return LogDue(
             lang=lang,
-            api=rec.api or s.options["api"],
+            api=rec.api or s.options.api,
             call=call,
             intended=plan.t0 + at,
             sides=s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 from argparse import Namespace
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
@@ -30,38 +30,46 @@ NOT_IN_REPLAY = {
     "long_context_tokens": 0,
     "prompt_sizes": "",
 }
-# What a worker needs of the master's options to run its share (the plan carries them: it can come
-# before Locust's spawn message brings the rest).
-CARRIED = (
-    "log",
-    "format",
-    "columns",
-    "max_line_bytes",
-    "target_a",
-    "target_b",
-    "split",
-    "mirror",
-    "salt",
-    "speed",
-    "start",
-    "end",
-    "loop",
-    "max_concurrency",
-    "sample",
-    "session_order",
-    "lang_mix",
-    "force_output_length",
-    "strict",
-    "seed",
-    "api",
-    "model",
-    "max_tokens",
-    "no_stream",
-    "lang_in_body",
-    "api_key",
-    "langs",
-    "host",
-)
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a worker needs of the master's options to run its share, as Locust parsed them (the plan
+    carries them: it can come before Locust's spawn message brings the rest); read again on the
+    worker by `ReplaySettings.read`, as on the master."""
+
+    log: str
+    format: str
+    columns: str
+    max_line_bytes: int
+    target_a: str
+    target_b: str
+    split: float | None
+    mirror: bool
+    salt: str
+    speed: float
+    start: str
+    end: str
+    loop: int
+    max_concurrency: int
+    sample: float
+    session_order: str
+    lang_mix: str
+    force_output_length: bool
+    strict: bool
+    seed: int
+    api: str
+    model: str
+    max_tokens: int
+    no_stream: bool
+    lang_in_body: bool
+    api_key: str | None
+    langs: str
+    host: str | None
+
+    @classmethod
+    def of(cls, o: Namespace | Carried) -> Carried:
+        return cls(**{f.name: getattr(o, f.name) for f in fields(cls)})
 
 
 def add_replay_arguments(parser: ArgumentParser) -> None:
@@ -128,10 +136,10 @@ class ReplaySettings:
     strict: bool
     seed: int
     langs: frozenset[str]  # the log's languages kept (empty: all)
-    options: dict[str, Any]  # the CARRIED options, as the plan sends them
+    options: Carried  # as the plan sends them
 
     @classmethod
-    def read(cls, o: Namespace) -> ReplaySettings:
+    def read(cls, o: Namespace | Carried) -> ReplaySettings:
         for name, default in NOT_IN_REPLAY.items():
             if getattr(o, name, default) != default:
                 raise UsageError(
@@ -175,7 +183,7 @@ class ReplaySettings:
             o.strict,
             o.seed,
             frozenset(t.strip() for t in (o.langs or "").split(",") if t.strip()),
-            {k: getattr(o, k) for k in CARRIED},
+            Carried.of(o),
         )
 
     @property
@@ -183,7 +191,7 @@ class ReplaySettings:
         return tuple(self.targets)
 
 
-def _mode(o: Namespace, has_b: bool) -> str:
+def _mode(o: Namespace | Carried, has_b: bool) -> str:
     if o.mirror and o.split is not None:
         raise UsageError("give --split or --mirror, not both", field="--mirror")
     if not has_b:
@@ -198,6 +206,6 @@ def _mode(o: Namespace, has_b: bool) -> str:
     return "split"
 
 
-def concurrency(o: Namespace) -> int:
+def concurrency(o: Namespace | Carried) -> int:
     """The replay's users: the most requests in flight at once (a mirrored pair counts once)."""
     return int(check_number(o.max_concurrency, 1, math.inf, True, "--max-concurrency"))

@@ -1,6 +1,7 @@
 """A replayed request as sent: the recorded body, or a prompt of the recorded size, with the
 target's model, streaming, the output length asked for and the language."""
 
+import configargparse
 import orjson
 import pytest
 
@@ -8,6 +9,7 @@ from llmchaos import tokenizer
 from loadtests.adapters import ADAPTERS, Ask
 from loadtests.logs.log_record import LogRecord
 from loadtests.replay.calls import asking, build
+from loadtests.replay.settings import Carried, add_replay_arguments
 
 ASK = Ask("served", "", max_tokens=64)
 
@@ -77,7 +79,10 @@ def test_no_stream_and_a_trace_without_output_length():
 
 
 def test_the_replays_options_are_what_it_asks():
-    options = {"model": "m", "max_tokens": 9, "no_stream": True, "lang_in_body": True, "api_key": None}
-    assert asking({**options, "force_output_length": True}) == Ask(
-        "m", "", max_tokens=9, stream=False, lang_in_body=True, force_output=True
-    )
+    parser = configargparse.ArgumentParser()
+    parser.add_argument("--host", default="")
+    add_replay_arguments(parser)
+    o = parser.parse_args(["--log", "x", "--model", "m", "--max-tokens", "9", "--no-stream", "--lang-in-body"])
+    assert asking(Carried.of(o)) == Ask("m", "", max_tokens=9, stream=False, lang_in_body=True)
+    o = parser.parse_args(["--log", "x", "--api-key", "k", "--force-output-length"])
+    assert asking(Carried.of(o)) == Ask("llmchaos-sim-8b", "", max_tokens=128, api_key="k", force_output=True)

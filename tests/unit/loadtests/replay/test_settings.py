@@ -1,8 +1,12 @@
+import dataclasses
+
 import configargparse
+import msgpack
 import pytest
 
 from llmchaos.errors import UsageError
-from loadtests.replay.settings import ReplaySettings, add_replay_arguments, concurrency
+from loadtests.replay.dispatch import ReplayPlan
+from loadtests.replay.settings import Carried, ReplaySettings, add_replay_arguments, concurrency
 
 
 def options(*argv: str):
@@ -57,3 +61,17 @@ def test_the_log_is_required():
     add_replay_arguments(parser)
     with pytest.raises(UsageError, match="--log: give the log"):
         ReplaySettings.read(parser.parse_args([]))
+
+
+def test_the_plan_carries_the_options_typed_and_a_worker_reads_the_same_settings(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"ts": 1, "user_id": "u", "input_tokens": 3}\n')
+    argv = ("--log", str(log), "--target-a", "http://a", "--target-b", "http://b", "--mirror", "--speed", "2")
+    master = ReplaySettings.read(options(*argv, "--model", "m", "--force-output-length", "--lang-mix", "en=1"))
+    plan = ReplayPlan(10.0, 1, 2, master.options)
+    worker = ReplayPlan.from_message(msgpack.unpackb(msgpack.packb(plan.message())))  # as Locust sends it
+    assert worker == plan
+    assert isinstance(worker.options, Carried)
+    read = ReplaySettings.read(worker.options)
+    assert dataclasses.replace(read, mix=master.mix) == master  # a LangMix has no equality: its source does
+    assert worker.options.lang_mix == "en=1"
