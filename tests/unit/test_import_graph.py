@@ -27,18 +27,20 @@ def _allowed(name: str, allowed: set[str]) -> bool:
     return any(name == a or name.startswith(a + ".") for a in allowed)
 
 
-def imported_modules(path: Path) -> set[str]:
-    """This project's modules (dotted names) that the module imports, anywhere in its body."""
+def every_import(path: Path) -> set[str]:
+    """Every module (dotted name) the module imports, anywhere in its body, third-party ones too."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        found |= {name for name in names if name.split(".")[0] in PACKAGES}
+            found.add(node.module)
     return found
+
+
+def imported_modules(path: Path) -> set[str]:
+    """This project's modules (dotted names) that the module imports, anywhere in its body."""
+    return {name for name in every_import(path) if name.split(".")[0] in PACKAGES}
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -85,3 +87,16 @@ def test_nothing_but_locustfiles_and_tests_imports_loadtests():
         if "loadtests" in imported_packages(p)
     }
     assert importers <= {"loadtests"}
+
+
+def test_only_the_load_tests_import_locust():
+    """Importing Locust monkey-patches the process: the core, the server, the readers and every fault
+    (the fault host's end of the protocol included: it speaks Locust's wire without it) stay out."""
+    importers = {
+        str(p.relative_to(ROOT))
+        for pkg in ALLOWED
+        for p in (ROOT / pkg).rglob("*.py")
+        if any(name.split(".")[0] == "locust" for name in every_import(p))
+    }
+    assert importers
+    assert {path.split("/")[0] for path in importers} == {"loadtests"}, sorted(importers)
