@@ -3,7 +3,7 @@ load and validate it, sweep leftovers and probe every target, run it from a star
 (reverting whatever is active), and give back the windows as they ran.
 
 Windows whose target names a fault host (`target.host`) are not run here: a Locust master leases
-them to their hosts (loadtests/fault_hosts.py) and keeps their record in `ledger`; their phases are
+them to their hosts (faults/host/master.py) and keeps their record in `ledger`; their phases are
 what the hosts acknowledged (`phases`, decided on the master, sent to its workers)."""
 
 from __future__ import annotations

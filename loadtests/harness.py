@@ -24,6 +24,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from faults.host.ledger import Phases, Segment
+from faults.host.master import FaultHosts, single_process
 from faults.k8s import phases
 from faults.session import FaultSession
 from llmchaos import tokenizer
@@ -34,7 +35,6 @@ from loadtests import protocol
 from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter
-from loadtests.fault_hosts import FaultHosts, single_process
 from loadtests.guard import EXIT_STOPPED, Guard
 from loadtests.options import Settings, parsed_options
 from loadtests.record import RequestRecord
@@ -98,8 +98,16 @@ class Harness:
         runner = env.runner
         self.master = protocol.Master(runner, self) if isinstance(runner, MasterRunner) else None
         self.worker = protocol.Worker(runner, self) if isinstance(runner, WorkerRunner) else None
-        self.hosts = FaultHosts.of(self.master.runner, self.faults, self._publish) if self.master else None
+        self.hosts = self._fault_hosts()
         _HARNESSES[env] = self
+
+    def _fault_hosts(self) -> FaultHosts | None:
+        """The master's end of its fault hosts, when it has a schedule that names any."""
+        if self.master is None or not isinstance(self.faults, FaultSession):
+            return None
+        o = parsed_options(self.env)
+        wait = getattr(o, "fault_host_wait", 30.0)
+        return FaultHosts.of(self.master.runner, self.faults, self._publish, getattr(o, "fault_secret_file", ""), wait)
 
     def configure(self) -> None:
         """Read the options; a worker reads them again at test start, when the master's spawn

@@ -11,7 +11,7 @@
   worker labels a request once its start is settled.
 
 With fault hosts (faults/host/, `target: {host: ...}` in a schedule), the master's end of theirs is
-loadtests/fault_hosts.py and their messages, sealed with the shared secret, are
+faults/host/master.py and their messages, sealed with the shared secret, are
 faults/host/messages.py's (a fault host does not import the load tests): `llmchaos_host_hello`,
 `llmchaos_host_probe`, `llmchaos_host_probed`, `llmchaos_lease`, `llmchaos_host_ack`.
 

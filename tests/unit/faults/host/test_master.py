@@ -11,9 +11,9 @@ import pytest
 
 from faults.host import messages as m
 from faults.host.ledger import LOST_S
+from faults.host.master import FaultHosts
 from faults.host.seal import seal
 from faults.session import FaultSession
-from loadtests.fault_hosts import FaultHosts
 
 SECRET = b"s" * 24
 SCHEDULE = """faults:

@@ -4,7 +4,9 @@ at each window's start and end), hears their acknowledgements into the ledger, a
 phases decided from them to `publish` (the workers label their requests with them).
 
 Every message is sealed with the shared secret (faults/host/seal.py); one that is not is logged
-and dropped. A fault host is never one of Locust's workers: it never says `client_ready`.
+and dropped. A fault host is never one of Locust's workers: it never says `client_ready`. The
+master reaches its hosts through a `Transport` (in a load test, Locust's master runner): this module
+imports no Locust.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import gevent
 
@@ -25,17 +27,33 @@ from faults.session import FaultSession
 from llmchaos.errors import UsageError
 from llmchaos.run import FaultHost, FaultWindow
 
-if TYPE_CHECKING:
-    from locust.rpc import Message
-    from locust.runners import MasterRunner
-
 log = logging.getLogger("llmchaos.faults")
 PROBE_WAIT_S = 15.0
 Publish = Callable[[list[Segment], bool], None]  # (new segments, final)
 
 
+class Message(Protocol):
+    """A message as the transport hands it over: who sent it, and its (sealed) data."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def data(self) -> object: ...
+
+
+class Transport(Protocol):
+    """How the master's end hears and reaches its hosts (Locust's MasterRunner is one)."""
+
+    @property
+    def master_bind_host(self) -> str: ...
+    @property
+    def master_bind_port(self) -> int: ...
+    def register_message(self, kind: str, handler: Callable[..., None], /) -> None: ...
+    def send_message(self, kind: str, data: dict[str, Any], /, client_id: str) -> None: ...
+
+
 class FaultHosts:
-    def __init__(self, runner: MasterRunner, session: FaultSession, secret: bytes, publish: Publish) -> None:
+    def __init__(self, runner: Transport, session: FaultSession, secret: bytes, publish: Publish) -> None:
         assert session.ledger is not None, "a master's session of a schedule that names fault hosts"
         self.runner, self.session, self.secret, self.publish = runner, session, secret, publish
         self.id = uuid.uuid4().hex  # this master session: hosts follow its leases
@@ -46,18 +64,19 @@ class FaultHosts:
             runner.register_message(kind, handler)
 
     @classmethod
-    def of(cls, runner: MasterRunner, session: object, publish: Publish) -> FaultHosts | None:
+    def of(
+        cls, runner: Transport, session: FaultSession, publish: Publish, secret_file: str | None, wait_s: float
+    ) -> FaultHosts | None:
         """The master's end of a schedule's fault hosts (None without any), every one connected and
         its targets probed before this returns (UsageError otherwise: before any load starts)."""
-        if not isinstance(session, FaultSession) or not session.hosts:
+        if not session.hosts:
             return None
-        o = runner.environment.parsed_options
         try:
-            secret = read_secret(getattr(o, "fault_secret_file", "") or None, "the fault hosts' secret")
+            secret = read_secret(secret_file or None, "the fault hosts' secret")
         except ValueError as e:
             raise UsageError(str(e), field="--fault-secret-file") from None
         hosts = cls(runner, session, secret, publish)
-        hosts.connect(getattr(o, "fault_host_wait", 30.0))
+        hosts.connect(wait_s)
         return hosts
 
     @property
