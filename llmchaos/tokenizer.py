@@ -23,7 +23,7 @@ SPECIAL = ["<unk>", "<s>", "</s>"]
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 SPACE = "\u2581"
 PIECE_CHARS = 65_536  # a longer text is counted in pieces: its encoding holds ~100 bytes a character
-BATCH_CHARS = PIECE_CHARS  # characters handed to the tokenizer at once (~30 ms of counting)
+BATCH_CHARS = PIECE_CHARS  # characters handed to the tokenizer at once, a piece's (~30 ms of counting)
 BATCH_TEXTS = 256  # ... and texts (a stream's events): more in one call save nothing
 
 
@@ -108,14 +108,12 @@ def count_batch(texts: list[str], stop: Stop | None = None) -> list[int]:
 
 def _batches(texts: list[str]) -> Iterator[tuple[int, list[str], bool]]:
     """What the tokenizer counts at once: (the first text's index, texts, True) for a run of short
-    texts, (the text's index, pieces, False) for pieces of a long one."""
+    texts, (the text's index, [piece], False) for each piece of a long one."""
     i, n = 0, len(texts)
     while i < n:
         if len(texts[i]) > PIECE_CHARS:
-            pieces = _pieces(texts[i])
-            per = BATCH_CHARS // PIECE_CHARS
-            for k in range(0, len(pieces), per):
-                yield i, pieces[k : k + per], False
+            for piece in _pieces(texts[i]):
+                yield i, [piece], False
             i += 1
             continue
         j, chars = i, 0

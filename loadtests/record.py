@@ -38,7 +38,7 @@ def _counting_pool() -> ThreadPool:
 def count_batch(texts: list[str], off_loop: bool, stop: tokenizer.Stop | None = None) -> list[int]:
     """Our tokenizer's counts of `texts`; in a native thread when `off_loop` (the tokenizer releases
     the GIL, so the event loop and every stream in flight go on meanwhile). `stop` set: given up
-    within a batch (`tokenizer.Abandoned`)."""
+    before the next batch (`tokenizer.Abandoned`)."""
     if off_loop:
         counts: list[int] | None = _counting_pool().apply(_count_behind, (texts, stop))
         if counts is None:
@@ -110,21 +110,20 @@ class RequestRecord:
         """The thinking text, all of it."""
         return "".join(self.chunks[i][:chars] for i, chars in self.thinking.items())
 
-    def _to_count(self) -> tuple[list[str], bool, bool, bool]:
-        """The texts `count_tokens` counts, and which: the whole text (when the server sent no usage,
-        with other texts, or long: else the collector counts it with others), each event's, the
-        thinking."""
-        n, usage = len(self.chunks), self.usage_tokens
+    def _to_count(self) -> tuple[bool, bool, bool, int]:
+        """Which texts `count_tokens` counts: the whole text (when the server sent no usage, with
+        other texts, or long: else the collector counts it with others), each event's, the
+        thinking; and their characters."""
+        n, usage, chars = len(self.chunks), self.usage_tokens, sum(map(len, self.chunks))
         each = n > 1 and (usage is None or usage - self.unstreamed > n)
         thinking = bool(self.thinking) and self.usage_reasoning is None
-        whole = n > 0 and (usage is None or each or thinking or sum(map(len, self.chunks)) > OFF_LOOP_CHARS)
-        texts = ([self.text] if whole else []) + (self.chunks if each else []) + ([self.thought] if thinking else [])
-        return texts, whole, each, thinking
+        whole = n > 0 and (usage is None or each or thinking or chars > OFF_LOOP_CHARS)
+        return whole, each, thinking, chars * (whole + each) + (sum(self.thinking.values()) if thinking else 0)
 
     @property
     def counts_long(self) -> bool:
         """Whether `count_tokens` has long texts to count (off the event loop: a second a MB)."""
-        return not self.counted and sum(map(len, self._to_count()[0])) > OFF_LOOP_CHARS
+        return not self.counted and self._to_count()[3] > OFF_LOOP_CHARS
 
     def count_tokens(self, stop: tokenizer.Stop | None = None) -> None:
         """Our tokenizer's counts this request needs, once it has ended, in one batch (off the event
@@ -134,9 +133,10 @@ class RequestRecord:
         the stop (`uncounted`)."""
         if self.counted:
             return
-        texts, whole, each, thinking = self._to_count()
+        whole, each, thinking, chars = self._to_count()
+        texts = ([self.text] if whole else []) + (self.chunks if each else []) + ([self.thought] if thinking else [])
         if texts:
-            long = sum(map(len, texts)) > OFF_LOOP_CHARS
+            long = chars > OFF_LOOP_CHARS
             try:  # a short text is counted whatever happens: at once, on the loop
                 counts = count_batch(texts, off_loop=long, stop=stop if long else None)
             except tokenizer.Abandoned:
