@@ -112,11 +112,15 @@ def test_a_huge_event_costs_what_many_small_ones_cost():
     huge = b"data: " + b"x" * size + b"\n\n"
     small = (b"data: " + b"x" * 94 + b"\n\n") * (size // 102)
 
-    def cost(raw: bytes) -> tuple[float, int]:
+    def once(raw: bytes) -> tuple[float, int]:
         d, n, t = sse_codec.Decoder(), 0, time.perf_counter()
         for i in range(0, len(raw), step):
             n += len(d.feed(raw[i : i + step]))
         return time.perf_counter() - t, n
+
+    def cost(raw: bytes) -> tuple[float, int]:
+        """The quickest of three: what the work costs, not what a neighbour's burst of CPU added."""
+        return min(once(raw) for _ in range(3))
 
     (t_huge, n_huge), (t_small, n_small) = cost(huge), cost(small)
     assert (n_huge, n_small) == (1, size // 102)
