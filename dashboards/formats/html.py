@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from dashboards.comparison import timeline
+from dashboards.comparison import plotted
 from dashboards.comparison.history import History
 from dashboards.comparison.runs import Loaded
 from dashboards.comparison.sample import PCTS, Binned, RunSample
@@ -131,7 +131,7 @@ def _cdfs(lang: str, ctx: Context) -> list[str]:
         chart = svg.Chart(f"{lang} {label}: CDF (log x)", "seconds", "share of samples", x_log=True)
         for side, runs in (("A", ctx.a), ("B", ctx.b)):
             for i, loaded in enumerate(runs):
-                xs, ys = timeline.cdf(_merged(loaded.results, metric, lang))
+                xs, ys = plotted.cdf(_merged(loaded.results, metric, lang))
                 chart.lines.append(
                     svg.Line(f"{side}{i + 1 if len(runs) > 1 else ''}", xs, ys, svg.SIDE_COLOURS[side], i > 0)
                 )
@@ -174,7 +174,7 @@ def _over_time(lang: str, ctx: Context) -> list[str]:
         chart = svg.Chart(f"{lang} {label} over time, fault windows shaded", "seconds from start", "ms")
         for side, runs in (("A", ctx.a), ("B", ctx.b)):
             for i, loaded in enumerate(runs):
-                mids, series = timeline.over_time(loaded.columns, metric, pct)
+                mids, series = plotted.over_time(loaded.columns, metric, pct)
                 if lang in series:
                     run_name = f"{side}{i + 1 if len(runs) > 1 else ''}"
                     chart.lines.append(
@@ -183,7 +183,7 @@ def _over_time(lang: str, ctx: Context) -> list[str]:
                 if i == 0:
                     chart.spans += [
                         svg.Span(s, e, f"{side}: {name}")
-                        for s, e, name in timeline.fault_spans(loaded.results.run, loaded.columns.start)
+                        for s, e, name in plotted.fault_spans(loaded.results.run, loaded.columns.start)
                     ]
         if chart.lines:
             out.append(svg.line_chart(chart))
@@ -285,9 +285,9 @@ def run_report(loaded: Loaded) -> str:
         sub.append("INVALID RUN: " + ", ".join(run.validity.flags))
     sections = ["<h2>Percentiles per language and phase</h2>", _phase_table(results)]
     sections.append('<h2>Over time (fault windows shaded)</h2><div class="charts">')
-    spans = [svg.Span(s, e, name) for s, e, name in timeline.fault_spans(run, cols.start)]
+    spans = [svg.Span(s, e, name) for s, e, name in plotted.fault_spans(run, cols.start)]
     for metric, pct, label in (*TIME_METRICS, ("error_rate", 0.0, "error rate")):
-        mids, series = timeline.over_time(cols, metric, pct)
+        mids, series = plotted.over_time(cols, metric, pct)
         scale = 100.0 if metric == "error_rate" else 1000.0
         lines = [
             svg.Line(lang, list(mids), list(v * scale), svg.PALETTE[i % len(svg.PALETTE)])
@@ -310,7 +310,7 @@ def run_report(loaded: Loaded) -> str:
     for metric, label in (("ttft", "TTFT"), *([("ttfa", "Time to first answer")] if thought else []), ("e2e", "E2E")):
         chart = svg.Chart(f"{label} CDF per language (log x)", "seconds", "share", x_log=True)
         for i, lang in enumerate(langs):
-            xs, ys = timeline.cdf(_merged(results, metric, lang))
+            xs, ys = plotted.cdf(_merged(results, metric, lang))
             chart.lines.append(svg.Line(lang, xs, ys, svg.PALETTE[i % len(svg.PALETTE)]))
         sections.append(svg.line_chart(chart))
     sections.append("</div>")
