@@ -114,7 +114,7 @@ def run_faults(args: argparse.Namespace) -> int:
     session.start(time.time() + START_LEAD_S)
     while not stopping and session.running():  # every window that fell due has run (late ones too)
         time.sleep(0.05)
-    timeline = session.stop(timeout=STOP_S if stopping else END_S)
+    timeline, _ = session.stop(timeout=STOP_S if stopping else END_S)  # fault hosts join a Locust master
     if args.timeline:
         with open(args.timeline, "w", encoding="utf-8") as f:
             json.dump([w.to_json() for w in timeline], f, indent=1)

@@ -23,15 +23,11 @@ from gevent.lock import Semaphore
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from faults.host.ledger import Phases, Segment
-from faults.host.master import FaultHosts, single_process
-from faults.k8s import phases
-from faults.session import FaultSession
+from faults.session import following, open_timeline
+from faults.timeline import FaultClock, PhaseUpdate, Timeline
 from llmchaos import tokenizer
-from llmchaos.errors import UsageError
 from llmchaos.headers import REQUEST_ID_HEADER
-from llmchaos.run import FaultWindow
-from loadtests import protocol
+from loadtests import locust_table, protocol
 from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter
@@ -45,7 +41,6 @@ if TYPE_CHECKING:
     from loadtests.results import RunWriter
     from loadtests.stream_client import StreamClient
 
-LOCAL = "local"  # a single process's name among the generator's processes
 MAX_ENDING = 4  # requests counted apart at once (each holds its text); beyond, a user waits its turn
 FAULTS_LEAD_S, PLAN_LEAD_S = 0.5, 1.0  # the schedule and the source's plan start this long after test start
 SourceType = Callable[[Settings, str], Source]
@@ -74,9 +69,6 @@ class Harness:
     def __init__(self, env: Environment, source_type: SourceType) -> None:
         self.env = env
         self.collector = Collector({}, 1.0, parsed_options(env).seed)
-        self.faults: FaultSession | phases.ClusterPhases | None = None
-        self.fault_t0: float | None = None  # the master's schedule start, as a worker hears it
-        self.remote_phases = Phases()  # the fault hosts' phases, as a worker hears them
         self._unsettled: list[RequestRecord] = []  # ended, waiting for their start's phase to be decided
         self.settings = Settings.read(parsed_options(env))
         self.source = source_type(self.settings, env.host or "")
@@ -85,57 +77,30 @@ class Harness:
         quiet_gc()
         self.watch = SelfWatch()
         self.warmup_until = 0.0
-        self._stopping = Event()
-        self.fault_timeline: list[FaultWindow] = []
+        # the test is stopping: a request cancelled now is cancelled at stop, and the counting of a
+        # request's tokens is given up (`RequestRecord.count_tokens`)
+        self.stopping = Event()
         self.exporter: Exporter | None = None  # master / single process: one for the process's life
         self.writer: RunWriter | None = None  # master / single process, from test start to quitting
         self.guard: Guard | None = None  # master / single process with --guard, from test start to quitting
         self.local_done = False  # a single process's share of the source is done
-        self._local_loop: gevent.Greenlet | None = None
-        self._local_done = Event()
         self._reporting = Semaphore()  # one shipment at a time: see shipment
         self._ending: set[gevent.Greenlet] = set()  # requests whose long texts are being counted
         runner = env.runner
         self.master = protocol.Master(runner, self) if isinstance(runner, MasterRunner) else None
         self.worker = protocol.Worker(runner, self) if isinstance(runner, WorkerRunner) else None
-        self.hosts = self._fault_hosts()
+        # the faults' phases: the master (or a single process) runs them; a worker follows its master's
+        transport = self.master.runner if self.master is not None else None
+        self.timeline: Timeline | None = None
+        if self.worker is None:
+            self.timeline = open_timeline(self.settings.faults, transport, self._publish)
         _HARNESSES[env] = self
-
-    def _fault_hosts(self) -> FaultHosts | None:
-        """The master's end of its fault hosts, when it has a schedule that names any."""
-        if self.master is None or not isinstance(self.faults, FaultSession):
-            return None
-        o = parsed_options(self.env)
-        wait = getattr(o, "fault_host_wait", 30.0)
-        return FaultHosts.of(self.master.runner, self.faults, self._publish, getattr(o, "fault_secret_file", ""), wait)
 
     def configure(self) -> None:
         """Read the options; a worker reads them again at test start, when the master's spawn
         message has brought the run's own (a worker starts with its defaults)."""
         self.settings = settings = Settings.read(parsed_options(self.env))
         o = settings.options
-        self.faults = (
-            FaultSession(
-                o.schedule,
-                o.fault_journal or None,
-                o.run_time,
-                settings.allow,
-                prepare_targets=not self.is_worker,
-                lease_s=o.fault_lease,
-            )
-            if o.schedule
-            else None
-        )
-        if self.faults is not None and self.faults.hosts and not (self.is_master or self.is_worker):
-            raise single_process(self.faults)
-        if o.k8s_workflow:  # the cluster runs the faults; the phases are its record of them
-            if o.schedule:
-                raise UsageError("give --schedule or --k8s-workflow, not both", field="--k8s-workflow")
-            self.faults = phases.shared(o.k8s_workflow)
-        if isinstance(self.faults, FaultSession) and self.is_worker:
-            self.faults.phases = self.remote_phases
-        if self.faults is not None and self.fault_t0 is not None:
-            self.faults.t0 = self.fault_t0
         self.collector.slos, self.collector.sample_rate = settings.slos, o.requests_sample
         self.source.configure(settings, self.env.host or "", self.is_worker)
 
@@ -147,24 +112,11 @@ class Harness:
     def is_worker(self) -> bool:
         return isinstance(self.env.runner, WorkerRunner)
 
-    @property
-    def stopping(self) -> bool:
-        """The test is stopping: a request cancelled now is cancelled at stop, and the counting of a
-        request's tokens is given up (`RequestRecord.count_tokens`)."""
-        return self._stopping.is_set()
-
-    @stopping.setter
-    def stopping(self, value: bool) -> None:
-        if value:
-            self._stopping.set()
-        else:
-            self._stopping.clear()
-
     def phase(self, unix_time: float) -> str:
         """The phase a request started in: warmup, a fault window's name, or baseline."""
         if unix_time < self.warmup_until:
             return "warmup"
-        return self.faults.phase(unix_time) if self.faults else "baseline"
+        return self.timeline.phase(unix_time) if self.timeline is not None else "baseline"
 
     # -- the test's life ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -172,17 +124,16 @@ class Harness:
         fault schedule and the source's plan, each worker's share sent to it."""
         if self.is_worker:
             self.configure()
-        self.warmup_until, self.stopping = time.time() + self.settings.warmup_s, False
+        self.warmup_until = time.time() + self.settings.warmup_s
+        self.stopping.clear()
         self.watch.start()
         if self.is_worker:
             return
         self.begin()
-        fault_t0 = self.faults.start(time.time() + FAULTS_LEAD_S) if self.faults else None
-        if self.hosts is not None and fault_t0 is not None:
-            self.hosts.start(fault_t0)
+        clock = self.timeline.start(time.time() + FAULTS_LEAD_S) if self.timeline is not None else None
         plan_t0 = time.time() + PLAN_LEAD_S
         if self.master is not None:
-            self.master.start(fault_t0, plan_t0)
+            self.master.start(clock, plan_t0)
         elif (plan := self.plan(plan_t0, 0, 1)) is not None:
             self.start_source(plan)
 
@@ -195,34 +146,28 @@ class Harness:
         self.local_done = False
         self.source.start(plan, self._share_done)
 
-    def follow_faults(self, clock: protocol.FaultClock) -> None:
-        """The master's fault schedule start (it may come before the spawn message brings the schedule)."""
-        self.fault_t0 = clock.t0
-        self.remote_phases = Phases()  # a new test: its phases follow this message
-        if self.faults is not None:
-            self.faults.t0 = clock.t0
-        if isinstance(self.faults, FaultSession):
-            self.faults.phases = self.remote_phases
+    def follow_faults(self, clock: FaultClock) -> None:
+        """A worker: the master's timeline has started (a new test: its phases follow this message,
+        which may come before the spawn message brings the test's options)."""
+        self.timeline = following(clock)
 
-    def follow_phases(self, update: protocol.PhaseUpdate) -> None:
-        """The fault hosts' phases the master decided: label the requests whose start they settle."""
-        self.remote_phases.absorb({"segments": update.segments, "settled": update.settled})
+    def follow_phases(self, update: PhaseUpdate) -> None:
+        """A worker: the fault hosts' phases the master decided."""
+        if self.timeline is not None:
+            self.timeline.absorb(update)
         self._settle()
 
-    def _publish(self, segments: list[Segment], final: bool) -> None:
-        """The master: newly decided phases to the workers (the last time, settled for good)."""
-        assert isinstance(self.faults, FaultSession)
-        settled = float("inf") if final else self.faults.phases.settled
-        if final:
-            self.faults.phases.settled = settled
+    def _publish(self, update: PhaseUpdate) -> None:
+        """The master: the fault hosts' newly decided phases, to the workers."""
         if self.master is not None:
-            self.master.phases(protocol.PhaseUpdate([[s.start, s.end, list(s.labels)] for s in segments], settled))
+            self.master.phases(update)
         self._settle()
 
     def _collect(self, rec: RequestRecord) -> None:
-        """Into the collector, once the phase of its start is decided (with fault hosts: acknowledged)."""
-        if isinstance(self.faults, FaultSession) and self.faults.hosts:
-            if not self.faults.settled(rec.intended):
+        """Into the collector, labelled with its start's phase once that is decided (a fault host's
+        window: once acknowledged)."""
+        if self.timeline is not None:
+            if not self.timeline.settled(rec.intended):
                 self._unsettled.append(rec)
                 return
             rec.phase = self.phase(rec.intended)
@@ -253,13 +198,10 @@ class Harness:
                 rec.sent, rec.outcome, rec.at_stop = time.time(), "cancelled", True
                 rec.error = "never sent: test stopped"
                 self._collect(rec)
-        if self.faults and not self.is_worker:
-            self.fault_timeline = self.faults.stop()
-        if self.hosts is not None:
-            windows, hosts = self.hosts.stop()
-            self.fault_timeline = sorted([*self.fault_timeline, *windows], key=lambda w: w.planned_start)
+        if self.timeline is not None and not self.is_worker:  # a worker's only follows its master's
+            ended = self.timeline.stop()
             if self.writer is not None:
-                self.writer.fault_hosts = hosts
+                self.writer.fault_windows, self.writer.fault_hosts = ended
         gevent.joinall(list(self._ending))
         if self.master is not None:
             self.master.collect_finals()
@@ -269,7 +211,7 @@ class Harness:
         from locust.runners import STATE_STOPPED
 
         runner = self.env.runner
-        if not self.stopping or runner is None:
+        if not self.stopping.is_set() or runner is None:
             return False
         return self.master.settled() if self.master is not None else runner.state == STATE_STOPPED
 
@@ -291,7 +233,7 @@ class Harness:
                     gevent.killall(sends)  # only when this user was stopped: the test is ending
         finally:
             for rec in recs.values():
-                rec.at_stop = rec.outcome == "cancelled" and self.stopping
+                rec.at_stop = rec.outcome == "cancelled" and self.stopping.is_set()
             if any(rec.counts_long for rec in recs.values()):
                 self._ended_apart(due, recs)
             else:
@@ -309,12 +251,12 @@ class Harness:
     def _ended(self, due: Due, recs: dict[str, RequestRecord]) -> None:
         """A request has ended: its tokens counted, its source told, its records collected."""
         for rec in recs.values():
-            rec.count_tokens(self._stopping)  # before it is added: adding never yields
+            rec.count_tokens(self.stopping)  # before it is added: adding never yields
         self.source.ended(due, recs)
         for rec in recs.values():
             self._collect(rec)
             self.watch.count(rec)
-            self._locust_stats(rec)
+            locust_table.fire(self.env.events.request, rec, len(self.source.sides) > 1)
 
     def _record(self, due: Due, side: str, rid: str) -> RequestRecord:
         intended = time.time() if due.intended is None else due.intended
@@ -341,31 +283,6 @@ class Harness:
         stream = not self.settings.options.no_stream
         user.clients[side].run(ADAPTERS[due.api], call, stream, rec, now_perf - (now_unix - rec.intended))
 
-    def _locust_stats(self, rec: RequestRecord) -> None:
-        """TTFT and E2E per language (and side, with two) in Locust's own table (and web UI)."""
-        fire = self.env.events.request.fire
-        name = f"{rec.side} {rec.lang}" if len(self.source.sides) > 1 else rec.lang
-        if rec.ttft is not None:
-            fire(
-                request_type="TTFT",
-                name=name,
-                response_time=rec.ttft * 1000.0,
-                response_length=0,
-                exception=None,
-                context={},
-            )
-        if rec.outcome == "cancelled":  # the test stopped it: not the target's failure
-            return
-        failed = None if rec.outcome == "ok" else Exception(f"{rec.outcome}: {rec.error or ''}"[:200])
-        fire(
-            request_type="E2E",
-            name=name,
-            response_time=(rec.e2e or 0.0) * 1000.0,
-            response_length=rec.output_tokens if rec.outcome == "ok" else 0,
-            exception=failed,
-            context={},
-        )
-
     # -- the run's results (master or single process) ------------------------------------------
     def begin(self) -> None:
         o = self.settings.options
@@ -375,12 +292,11 @@ class Harness:
             self.settings,
             self.exporter,
             None if self.is_master else self.collector,
-            self.faults.active if self.faults else None,
+            self.timeline.active if self.timeline is not None else None,
         )
         self._start_guard(self.writer)
         if not self.is_master:
-            self._local_done.clear()
-            self._local_loop = gevent.spawn(self._local_merge_loop)
+            self.writer.follow_local(self.collector, self.watch)
 
     def _start_guard(self, writer: RunWriter) -> None:
         """The live guard, on the merged totals from test start (`--guard`)."""
@@ -411,29 +327,13 @@ class Harness:
         if self.writer is not None:
             self.writer.absorb(process, shipment)
 
-    def _local_merge_loop(self) -> None:
-        """A single process shares its collector with the totals; only records need writing out,
-        every second until `finish` says done (a flush is never cut short: it holds taken records)."""
-        while not self._local_done.wait(1.0):
-            self._flush_local()
-
-    def _flush_local(self) -> None:
-        if self.writer is not None:
-            self.writer.merged.write_records(self.collector.take_records())
-            self.writer.merged.watch(LOCAL, self.watch.drain())
-
     def finish(self) -> None:
         """Write the results, push the last time, print the summary, set the exit code."""
         if self.writer is None:
             return
-        if self._local_loop is not None:
-            self._local_done.set()
-            self._local_loop.join()
-            self._local_loop = None
-            self._flush_local()
         if self.guard is not None:
             self.writer.guard_trips = self.guard.close()
-        if status := self.writer.finish(self.env.host or "", self.fault_timeline):
+        if status := self.writer.finish(self.env.host or ""):
             self.env.process_exit_code = status
         if self.guard is not None and self.guard.stopped:
             self.env.process_exit_code = EXIT_STOPPED

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from faults import allow
 from faults.host.messages import RENEW_S
+from faults.session import FaultOptions
 from llmchaos import languages, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
@@ -155,7 +156,7 @@ class Settings:
     open_loop: bool
     warmup_s: float
     prompt_sizes: frozenset[str]
-    allow: allow.Allowlist
+    faults: FaultOptions
     limits: Limits
     guard: guard.Config | None = None
 
@@ -165,6 +166,16 @@ class Settings:
             check_number(getattr(options, name), low, high, low_ok, "--" + name.replace("_", "-"))
         prof = _profile(options)
         langs, slos = _langs(options.langs), slo.load(options.slo or None)
+        faults = FaultOptions(
+            options.schedule,
+            options.k8s_workflow,
+            options.fault_journal or None,
+            options.run_time,
+            allow.from_args(options),
+            options.fault_lease,
+            options.fault_secret_file,
+            options.fault_host_wait,
+        )
         return cls(
             options,
             ADAPTERS[options.api],
@@ -174,7 +185,7 @@ class Settings:
             options.rate > 0 or bool(prof and prof.stages[0].rate is not None),
             duration(options.warmup, "--warmup"),
             _words(options.prompt_sizes),
-            allow.from_args(options),
+            faults,
             Limits(options.connect_timeout, options.ttft_timeout, options.stall_limit, options.request_timeout),
             guard.load(options.guard, slos, langs) if options.guard else None,
         )

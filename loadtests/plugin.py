@@ -54,7 +54,7 @@ def _sigterm_as_sigint(h: Harness) -> None:
     main = gevent.getcurrent()  # the init event runs in the main greenlet, where Locust waits on the shape
 
     def interrupt() -> None:
-        if not h.stopping:
+        if not h.stopping.is_set():
             main.throw(KeyboardInterrupt)
 
     gevent.signal_handler(signal.SIGTERM, interrupt)
@@ -65,7 +65,7 @@ def _sigterm_as_sigint(h: Harness) -> None:
 
 def on_test_stopping(environment: Environment, **kw: object) -> None:
     """Before Locust stops the users: what they had in flight is cancelled at stop."""
-    harness(environment).stopping = True
+    harness(environment).stopping.set()
 
 
 def on_quitting(environment: Environment, **kw: object) -> None:

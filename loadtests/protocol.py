@@ -2,13 +2,13 @@
 
 - `llmchaos_plan`, master -> worker at test start: the source's plan for that worker (`ArrivalPlan`,
   `ReplayPlan`: a typed dataclass, sent as its fields);
-- `llmchaos_faults`, master -> worker at test start with a fault schedule: `FaultClock`;
+- `llmchaos_faults`, master -> worker at test start with faults: `FaultClock` (faults/timeline.py);
 - Locust's own report, worker -> master every few seconds: a `Shipment` under the key `llmchaos`;
 - `llmchaos_flush`, master -> worker at test stop: no payload;
 - `llmchaos_final`, worker -> master, the answer to a flush: a `Shipment`;
 - `llmchaos_share_done`, worker -> master once its share of a log is sent and ended: no payload;
-- `llmchaos_phases`, master -> worker as the fault hosts' windows are decided: `PhaseUpdate`; a
-  worker labels a request once its start is settled.
+- `llmchaos_phases`, master -> worker as the fault hosts' windows are decided: `PhaseUpdate`
+  (faults/timeline.py); a worker labels a request once its start is settled.
 
 With fault hosts (faults/host/, `target: {host: ...}` in a schedule), the master's end of theirs is
 faults/host/master.py and their messages, sealed with the shared secret, are
@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
+from faults.timeline import FaultClock, PhaseUpdate
+
 if TYPE_CHECKING:  # importing locust monkey-patches the process: tests import this module without it
     from locust.rpc import Message
     from locust.runners import MasterRunner, WorkerRunner
@@ -42,30 +44,6 @@ PLAN, FAULTS, FLUSH, FINAL, SHARE_DONE, PHASES = (
 )
 REPORT_KEY = "llmchaos"  # our part of Locust's own report from a worker
 FINAL_WAIT_S = 15.0
-
-
-@dataclass(frozen=True)
-class FaultClock:
-    """When the master's fault schedule starts (unix time): a worker's phases follow it."""
-
-    t0: float
-
-    @classmethod
-    def from_message(cls, data: dict[str, Any]) -> FaultClock:
-        return cls(float(data["t0"]))
-
-
-@dataclass(frozen=True)
-class PhaseUpdate:
-    """Fault hosts' phases newly decided on the master (faults/host/ledger.py: `Phases.message`):
-    segments [start, end, labels] and the time up to which every request's phase is settled."""
-
-    segments: list[list[Any]]
-    settled: float
-
-    @classmethod
-    def from_message(cls, data: dict[str, Any]) -> PhaseUpdate:
-        return cls(data["segments"], float(data["settled"]))
 
 
 @dataclass(frozen=True)
@@ -113,13 +91,13 @@ class Master:
     def workers(self) -> set[str]:
         return {c.id for c in self.runner.clients.values()}
 
-    def start(self, fault_t0: float | None, plan_t0: float) -> None:
+    def start(self, clock: FaultClock | None, plan_t0: float) -> None:
         """Each worker's fault clock and its share of the source's plan."""
         self.shares_done.clear()
         workers = sorted(self.workers)
         for i, cid in enumerate(workers):
-            if fault_t0 is not None:
-                self.runner.send_message(FAULTS, asdict(FaultClock(fault_t0)), client_id=cid)
+            if clock is not None:
+                self.runner.send_message(FAULTS, asdict(clock), client_id=cid)
             if (plan := self.harness.plan(plan_t0, i, len(workers))) is not None:
                 self.runner.send_message(PLAN, plan, client_id=cid)
 

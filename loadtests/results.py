@@ -9,6 +9,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import gevent
+from gevent.event import Event
+
 from llmchaos import run as results
 from llmchaos import slo
 from llmchaos.histogram import HistogramSet
@@ -19,9 +22,10 @@ from loadtests.merge import Merged
 from loadtests.options import Settings
 from loadtests.protocol import Shipment
 from loadtests.record import SIDE
-from loadtests.selfwatch import verdict
+from loadtests.selfwatch import SelfWatch, verdict
 
 SECRET_OPTIONS = {"api_key"}
+LOCAL = "local"  # a single process's name among the generator's processes
 
 
 class RunWriter:
@@ -37,8 +41,24 @@ class RunWriter:
         self.requests = self.open_requests(self.run_dir) if self.run_dir is not None else {}
         self.merged = Merged(self.requests, local)
         self.guard_trips: list[results.GuardTrip] = []  # the live guard's, at the end
+        self.fault_windows: list[results.FaultWindow] = []  # the faults as they ran, at the end
         self.fault_hosts: list[results.FaultHost] = []  # the schedule's fault hosts, at the end
+        self._local: tuple[Collector, SelfWatch, gevent.Greenlet] | None = None
+        self._local_done = Event()
         exporter.start(self.merged, faults, self.run_id)
+
+    def follow_local(self, collector: Collector, watch: SelfWatch) -> None:
+        """A single process shares its collector with the totals: only its records and self-watch
+        need taking, every second until `finish` (a flush is never cut short: it holds taken records)."""
+        self._local = (collector, watch, gevent.spawn(self._local_loop, collector, watch))
+
+    def _local_loop(self, collector: Collector, watch: SelfWatch) -> None:
+        while not self._local_done.wait(1.0):
+            self._flush_local(collector, watch)
+
+    def _flush_local(self, collector: Collector, watch: SelfWatch) -> None:
+        self.merged.write_records(collector.take_records())
+        self.merged.watch(LOCAL, watch.drain())
 
     def open_requests(self, run_dir: Path) -> dict[str, results.RequestsWriter]:
         """requests.jsonl per side (one here), written as records arrive."""
@@ -110,14 +130,19 @@ class RunWriter:
             guard=[t for t in self.guard_trips if t.target == target],
         )
 
-    def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
+    def finish(self, target: str) -> int:
         """Push the totals a last time, write each results directory, print its summary; with
         `--check-slo`, the exit status of all their SLO rows together (slo.exit_status), else 0."""
+        if self._local is not None:
+            collector, watch, loop = self._local
+            self._local_done.set()
+            loop.join()
+            self._flush_local(collector, watch)
         ended = time.time()
         self.exporter.finish(self.run_id)
         self.close_requests()
         rows: list[results.SloResult] = []
-        for where, run, hist, summary in self.directories(target, faults, ended):
+        for where, run, hist, summary in self.directories(target, self.fault_windows, ended):
             if where is not None:
                 results.write(where, run, hist)
             print(summary, file=sys.stderr)

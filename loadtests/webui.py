@@ -92,11 +92,11 @@ def language_rows(merged: Merged, slos: slo.Slos, elapsed_s: float, phase: str) 
     return rows
 
 
-def _host(h: Harness, name: str | None) -> str:
+def _host(session: FaultSession, name: str | None) -> str:
     """A fault host's name with its clock offset from the master's, as estimated so far."""
     if name is None:
         return "master"
-    info = h.hosts.summary().get(name, {}) if h.hosts is not None else {}
+    info = session.hosts.summary().get(name, {}) if session.hosts is not None else {}
     if not info.get("connected"):
         return f"{name} (not connected)"
     if info.get("offset_ms") is None:
@@ -111,11 +111,11 @@ def _state(session: FaultSession, w: Window, start: float, now: float) -> str:
         return "planned"
     if start > 0:
         return "ahead"
-    if w.host is None or session.ledger is None:
+    if w.host is None or session.hosts is None:
         return "active"
-    if w.name in session.ledger.provisional(now):
+    if w.name in session.hosts.ledger.provisional(now):
         return "applied (acknowledged)"
-    host = session.ledger.hosts[w.host]
+    host = session.hosts.ledger.hosts[w.host]
     lost = host.last_ack is None or now - host.last_ack > LOST_S
     return "unconfirmed (no answer from its host)" if lost else "due, not acknowledged yet"
 
@@ -123,9 +123,9 @@ def _state(session: FaultSession, w: Window, start: float, now: float) -> str:
 def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
     """The schedule's windows active now and the next `AHEAD` to come (offsets from its start while
     the test has not started)."""
-    if not isinstance(h.faults, FaultSession):  # none, or the cluster's (it plans nothing ahead here)
+    if not isinstance(h.timeline, FaultSession):  # none, or the cluster's (it plans nothing ahead here)
         return []
-    session = h.faults
+    session = h.timeline
     t0 = session.t0
     rows = []
     for w in session.schedule.windows(session.horizon):
@@ -138,7 +138,7 @@ def fault_rows(h: Harness, now: float) -> list[dict[str, Any]]:
                 "name": w.name,
                 "kind": w.kind,
                 "target": target,
-                "host": _host(h, w.host),
+                "host": _host(session, w.host),
                 "state": _state(session, w, start, now),
                 "starts_in_s": round(start, 1),
                 "ends_in_s": round(end, 1),

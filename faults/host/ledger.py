@@ -14,51 +14,18 @@ from __future__ import annotations
 
 import itertools
 import math
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
 from faults.host.clock import Offset
 from faults.host.messages import Ack, Desired
 from faults.schedule import Schedule
+from faults.timeline import Phases, Segment
 from llmchaos.run import FaultHost, FaultWindow
 
 UNCONFIRMED = ":unconfirmed"
 LOST_S = 2.5  # no ack from a host for this long: contact lost (a lease goes out every RENEW_S)
 LEAD_S = 0.5  # a window is leased this long before its start, so its host applies it on time
-
-
-@dataclass(frozen=True)
-class Segment:
-    start: float
-    end: float
-    labels: tuple[str, ...]
-
-
-class Phases:
-    """Decided labels of fault hosts' windows: segments in time order, settled up to `settled`."""
-
-    def __init__(self) -> None:
-        self.segments: list[Segment] = []
-        self.starts: list[float] = []
-        self.settled = -math.inf
-
-    def extend(self, segments: list[Segment], settled: float) -> None:
-        for s in segments:
-            self.segments.append(s)
-            self.starts.append(s.start)
-        self.settled = max(self.settled, settled)
-
-    def labels(self, t: float) -> tuple[str, ...]:
-        i = bisect_right(self.starts, t) - 1
-        return self.segments[i].labels if i >= 0 and t < self.segments[i].end else ()
-
-    def message(self, segments: list[Segment]) -> dict[str, Any]:
-        return {"settled": self.settled, "segments": [[s.start, s.end, list(s.labels)] for s in segments]}
-
-    def absorb(self, data: dict[str, Any]) -> None:
-        """A master's message (see `message`)."""
-        self.extend([Segment(float(a), float(b), tuple(labels)) for a, b, labels in data["segments"]], data["settled"])
 
 
 @dataclass

@@ -21,9 +21,10 @@ import gevent
 
 from faults.host import ledger
 from faults.host import messages as m
-from faults.host.ledger import LOST_S, Host, Ledger, Segment
+from faults.host.ledger import LOST_S, Host, Ledger
 from faults.host.seal import Refused, read_secret, seal, unseal
-from faults.session import FaultSession
+from faults.schedule import FaultSpec
+from faults.timeline import Segment
 from llmchaos.errors import UsageError
 from llmchaos.run import FaultHost, FaultWindow
 
@@ -53,9 +54,14 @@ class Transport(Protocol):
 
 
 class FaultHosts:
-    def __init__(self, runner: Transport, session: FaultSession, secret: bytes, publish: Publish) -> None:
-        assert session.ledger is not None, "a master's session of a schedule that names fault hosts"
-        self.runner, self.session, self.secret, self.publish = runner, session, secret, publish
+    """The fault hosts of a schedule (`path`): `specs`, its windows on them, and `ledger`, the
+    master's record of them (a new one for each test)."""
+
+    def __init__(
+        self, runner: Transport, path: str, specs: list[FaultSpec], ledger: Ledger, secret: bytes, publish: Publish
+    ) -> None:
+        self.runner, self.path, self.specs, self.ledger = runner, path, specs, ledger
+        self.secret, self.publish = secret, publish
         self.id = uuid.uuid4().hex  # this master session: hosts follow its leases
         self.seq = 0
         self.probed: dict[str, m.Probed] = {}
@@ -65,24 +71,24 @@ class FaultHosts:
 
     @classmethod
     def of(
-        cls, runner: Transport, session: FaultSession, publish: Publish, secret_file: str | None, wait_s: float
-    ) -> FaultHosts | None:
-        """The master's end of a schedule's fault hosts (None without any), every one connected and
-        its targets probed before this returns (UsageError otherwise: before any load starts)."""
-        if not session.hosts:
-            return None
+        cls,
+        runner: Transport,
+        path: str,
+        specs: list[FaultSpec],
+        ledger: Ledger,
+        publish: Publish,
+        secret_file: str | None,
+        wait_s: float,
+    ) -> FaultHosts:
+        """The master's end of a schedule's fault hosts, every one connected and its targets probed
+        before this returns (UsageError otherwise: before any load starts)."""
         try:
             secret = read_secret(secret_file or None, "the fault hosts' secret")
         except ValueError as e:
             raise UsageError(str(e), field="--fault-secret-file") from None
-        hosts = cls(runner, session, secret, publish)
+        hosts = cls(runner, path, specs, ledger, secret, publish)
         hosts.connect(wait_s)
         return hosts
-
-    @property
-    def ledger(self) -> Ledger:
-        assert self.session.ledger is not None
-        return self.session.ledger
 
     # -- messages from the hosts -------------------------------------------------------------------
     def _open(self, kind: str, msg: Message, cls: type[m.M]) -> m.M | None:
@@ -151,7 +157,7 @@ class FaultHosts:
     def connect(self, wait_s: float) -> None:
         """Every host the schedule names has said hello and finds each of its windows' targets
         fit (its probe); else a UsageError naming the schedule's line, before any load starts."""
-        path, specs = self.session.path, [f for f in self.session.schedule.faults if f.host]
+        path, specs = self.path, self.specs
         deadline = time.monotonic() + wait_s
         while (missing := [h for h in self.ledger.hosts.values() if h.boot is None]) and time.monotonic() < deadline:
             gevent.sleep(0.05)
@@ -202,8 +208,9 @@ class FaultHosts:
 
     # -- the run -----------------------------------------------------------------------------------
     def start(self, t0: float) -> None:
-        """Lease the session's windows from `t0` (its ledger is new: FaultSession.start)."""
+        """Lease the schedule's windows from `t0`, in a new record (the hosts stay connected)."""
         self.id = uuid.uuid4().hex
+        self.ledger = self.ledger.renewed()
         self.ledger.begin(t0, time.time())
         self._loop = gevent.spawn(self._run)
 
@@ -267,14 +274,3 @@ class FaultHosts:
             }
             for h in self.ledger.hosts.values()
         }
-
-
-def single_process(session: FaultSession) -> UsageError:
-    """The refusal of a schedule with fault hosts in a single process: they join a master's port."""
-    f = next(f for f in session.schedule.faults if f.host)
-    return UsageError(
-        f"fault host {f.host!r} joins a Locust master: run with --master and workers (or --processes)",
-        file=session.path,
-        line=f.target_line,
-        field=f"faults[{f.index}].target.host",
-    )

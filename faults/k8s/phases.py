@@ -23,8 +23,9 @@ from typing import cast
 
 from faults.k8s.cluster import API
 from faults.k8s.workflow import WINDOWS
+from faults.timeline import Active, FaultClock, PhaseUpdate
 from llmchaos.errors import UsageError
-from llmchaos.run import FaultWindow
+from llmchaos.run import FaultHost, FaultWindow
 
 log = logging.getLogger("llmchaos.faults")
 
@@ -134,10 +135,12 @@ def api_reader(namespace: str, name: str) -> Callable[[], Snapshot]:
 
 
 class ClusterPhases:
-    """The load test's phases from a Workflow, polled every `poll_s` in a thread of its own; the
-    harness uses it as it uses a FaultSession (phase, start, stop, active)."""
+    """The load test's phases from a Workflow, polled every `poll_s` in a thread of its own: a
+    `Timeline` (faults/timeline.py) whose every phase is settled (the cluster's record, or what it
+    is expected to do until there is one). The master and each worker read the cluster themselves."""
 
     def __init__(self, ref: str, read: Callable[[], Snapshot] | None = None, poll_s: float = POLL_S) -> None:
+        self.ref = ref
         self.namespace, self.name = reference(ref)
         self.read = read or api_reader(self.namespace, self.name)
         self.poll_s = poll_s
@@ -170,18 +173,28 @@ class ClusterPhases:
     def phase(self, unix_time: float) -> str:
         return phase(self.runs, unix_time)
 
-    def start(self, t0: float) -> float:
-        self.t0 = t0
-        return t0
+    def settled(self, unix_time: float) -> bool:
+        return True
 
-    def stop(self, timeout: float = 5.0) -> list[FaultWindow]:
-        """The windows that started, as the cluster ran them (the Workflow runs on without us)."""
+    def start(self, t0: float) -> FaultClock:
+        self.t0 = t0
+        return FaultClock(t0, workflow=self.ref)
+
+    def follow(self, clock: FaultClock) -> None:
+        self.t0 = clock.t0
+
+    def absorb(self, update: PhaseUpdate) -> None:
+        """Nothing: a worker reads the cluster's record itself."""
+
+    def stop(self) -> tuple[list[FaultWindow], list[FaultHost]]:
+        """The windows that started, as the cluster ran them (the Workflow runs on without us); no
+        fault hosts."""
         self.poll()
         now = time.time()
         wf = self.workflow or {}
         started = wf.get("status", {}).get("startTime") or wf.get("metadata", {}).get("creationTimestamp")
         t0 = stamp(started) if started else now
-        return [
+        windows = [
             FaultWindow(
                 name=r.window,
                 kind=r.kind,
@@ -196,10 +209,11 @@ class ClusterPhases:
             for r in sorted(self.runs, key=lambda r: (r.start or 0.0, r.step))
             if r.recorded
         ]
+        return windows, []
 
-    def active(self) -> list[tuple[str, str, str, bool]]:
+    def active(self) -> list[Active]:
         """(window, kind, target, active now) for each window, for llmchaos_fault_active."""
-        now, out = time.time(), dict[str, tuple[str, str, str, bool]]()
+        now, out = time.time(), dict[str, Active]()
         for r in self.runs:
             on = out.get(r.window, (r.window, r.kind, json.dumps(r.target, sort_keys=True), False))[3] or r.covers(now)
             out[r.window] = (r.window, r.kind, json.dumps(r.target, sort_keys=True), on)

@@ -48,9 +48,9 @@ class ReplayWriter(RunWriter):
         if shipment.source:
             self.stats.merge(shipment.source)
 
-    def finish(self, target: str, faults: list[results.FaultWindow]) -> int:
+    def finish(self, target: str) -> int:
         """Each side's results directory and summary, then the log's skipped lines."""
-        status = super().finish(target, faults)
+        status = super().finish(target)
         for line in self.stats.problems.lines():
             print(f"llmchaos: {self.replay.source.path}: skipped {line}", file=sys.stderr)
         return status

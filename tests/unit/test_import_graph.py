@@ -100,3 +100,28 @@ def test_only_the_load_tests_import_locust():
     }
     assert importers
     assert {path.split("/")[0] for path in importers} == {"loadtests"}, sorted(importers)
+
+
+def test_the_harness_reaches_the_faults_through_their_timeline_only():
+    """The harness holds one `Timeline` (faults/timeline.py) that faults/session.py opens: no fault
+    type, no fault host, no cluster reader of its own."""
+    harness = ROOT / "loadtests" / "harness.py"
+    assert {name for name in imported_modules(harness) if name.split(".")[0] == "faults"} == {
+        "faults.session",
+        "faults.timeline",
+    }
+    tree = ast.parse(harness.read_text(encoding="utf-8"))
+    checked = [
+        ast.unparse(call.args[0])
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "isinstance"
+    ]
+    assert sorted(checked) == ["runner", "runner", "self.env.runner", "self.env.runner"]  # its role, not a fault type
+
+
+def test_nothing_in_the_fault_hosts_imports_locust():
+    assert [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "faults" / "host").rglob("*.py")
+        if any(name.split(".")[0] == "locust" for name in every_import(p))
+    ] == []

@@ -9,6 +9,7 @@ def settings(*argv: str) -> Settings:
     """Our options as Locust's parser reads them (it is a configargparse parser)."""
     parser = configargparse.ArgumentParser()
     add_arguments(parser)
+    parser.add_argument("-t", "--run-time", type=int)  # Locust's own, read as its parser gives it (seconds)
     return Settings.read(parser.parse_args(list(argv)))
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from faults.host import ledger as lg
 from faults.host.messages import Ack, Record
+from faults.timeline import PhaseUpdate
 from tests.unit.faults.schedules import load
 
 SCHEDULE = """faults:
@@ -152,7 +153,7 @@ def test_segments_do_not_overlap_and_carry_every_label():
         lg.Segment(15.0, 20.0, ("a",)),
     ]
     phases = lg.Phases()
-    phases.absorb(phases.message(lg._flatten(pieces)) | {"settled": 20.0})
+    phases.absorb(PhaseUpdate([[s.start, s.end, list(s.labels)] for s in lg._flatten(pieces)], 20.0))
     assert (phases.labels(4.9), phases.labels(5.0), phases.labels(20.0)) == (("a",), ("a", "b"), ())
 
 
