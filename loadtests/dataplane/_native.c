@@ -34,11 +34,12 @@
 #define TAKE_BYTES (1 << 20) /* their bytes: a long stream's are taken in batches; with this many held, */
                              /* the connection is not read until Python has taken them (its high-water mark) */
 #define SSE_MAX (8 << 20)    /* an SSE line or an event's data past this: malformed (sse_codec.MAX_FIELD) */
+#define BODY_MAX ((size_t)64 << 20) /* a whole 200 body past this: malformed, read no further (response.MAX_BODY) */
 
 enum { C_CLOSED, C_CONNECTING, C_SENDING, C_OPEN };
 enum { H_HEAD, H_LENGTH, H_CHUNK_SIZE, H_CHUNK_DATA, H_CHUNK_CRLF, H_TRAILER, H_CLOSE, H_DONE };
 /* what ended an exchange, as far as the wire goes (Python judges the rest) */
-enum { E_NONE, E_COMPLETE, E_CLOSED, E_ERROR, E_CONNECT_TIMEOUT, E_HTTP, E_UPGRADE, E_SSE };
+enum { E_NONE, E_COMPLETE, E_CLOSED, E_ERROR, E_CONNECT_TIMEOUT, E_HTTP, E_UPGRADE, E_SSE, E_BODY };
 
 typedef struct {
     double stamp, held;
@@ -363,7 +364,10 @@ static void body_bytes(conn_t *c, const char *p, size_t n, double stamp, double 
         int rc = sse_feed(c, p, n, stamp, held);
         if (rc == -2) end_with(c, E_SSE, 0, c->msg, stamp);
         else if (rc < 0) end_with(c, E_HTTP, 0, "out of memory", stamp);
-    } else if (c->status == 200 || c->body.len < HEAD_KEEP) {
+    } else if (c->status == 200) { /* a whole answer, handed over when it ends */
+        if (c->body.len + n > BODY_MAX) end_with(c, E_BODY, 0, NULL, stamp);
+        else if (buf_add(&c->body, p, n) < 0) end_with(c, E_HTTP, 0, "out of memory", stamp);
+    } else if (c->body.len < HEAD_KEEP) {
         buf_add(&c->body, p, n);
     }
 }
@@ -1101,5 +1105,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "E_HTTP", E_HTTP);
     PyModule_AddIntConstant(m, "E_UPGRADE", E_UPGRADE);
     PyModule_AddIntConstant(m, "E_SSE", E_SSE);
+    PyModule_AddIntConstant(m, "E_BODY", E_BODY);
     return m;
 }

@@ -8,6 +8,7 @@ E_CONNECT_TIMEOUT: int
 E_HTTP: int
 E_UPGRADE: int
 E_SSE: int
+E_BODY: int
 
 # take(): status, headers, events (data, valid UTF-8, stamp, held, read number), body, head, end, errno,
 # message, end_at, comments, pending, send_at, expired_at

@@ -98,7 +98,6 @@ class NativeExchange(Response):
         super().__init__(adapter, stream, rec, start, limits)
         self.link, self.seq = link, 0
         self.created = perf_counter()
-        self._whole: list[bytes] = []
 
     def end(self, outcome: str, error: str | None) -> None:
         """The record is whole; the connection is kept only after a whole, good response (the plane
@@ -132,7 +131,9 @@ class NativeExchange(Response):
         if events and self._events(events):
             return
         if body:
-            self._whole.append(body)
+            self.body_part(body)
+            if self.done:
+                return
         if end != _native.E_NONE:
             self._ended(end, err, message, end_at, comments, pending)
         elif expired is not None and expired >= self.limit:
@@ -175,7 +176,7 @@ class NativeExchange(Response):
             if self.mode == "stream":
                 self.cut(comments, pending)
             elif self.mode == "body":
-                self.whole_body(b"".join(self._whole), at)
+                self.whole_body(at)
             else:
                 self.error_status()
         elif end == _native.E_CONNECT_TIMEOUT:
@@ -184,6 +185,8 @@ class NativeExchange(Response):
             self.upgrade()
         elif end == _native.E_HTTP:
             self.http_fault(message)
+        elif end == _native.E_BODY:
+            self.too_large()
         elif end == _native.E_SSE:
             self.end("malformed", f"SSE: {message}")
         else:

@@ -61,7 +61,6 @@ class Exchange(Response):
         self.complete = False  # the response ended as HTTP frames it
         self.interim = False  # an interim (1xx) response is being parsed
         self._pieces: list[bytes] = []  # body bytes of the read being parsed
-        self._whole: list[bytes] = []  # a non-stream body's, until it ends
         self.decoder = sse_codec.Decoder()
         self.connect_by: float | None = None  # while connecting: when that is given up
         self.deadline: float | None = self.limit
@@ -137,9 +136,9 @@ class Exchange(Response):
         elif self.mode == "not_sse":
             self.not_a_stream()
         elif self.mode == "body":
-            self._whole.append(body)
-            if self.complete:
-                self.whole_body(b"".join(self._whole), now)
+            self.body_part(body)
+            if self.complete and not self.done:
+                self.whole_body(now)
         else:
             self.head += body[: ERROR_TEXT - len(self.head)]
             if self.complete:

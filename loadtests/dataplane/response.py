@@ -13,6 +13,7 @@ from loadtests.adapters import Adapter
 from loadtests.record import RequestRecord
 
 ERROR_TEXT = 500  # bytes of an error body kept as the record's error
+MAX_BODY = 64 << 20  # bytes: a whole (non-stream) answer past this is no API's, and is read no further
 LATE_S = 0.001  # the kernel held a read's last bytes this long or more: the generator was late to it (an
 # idle one reads within 0.1 ms here); several events in a read taken on time came so from the network
 
@@ -63,6 +64,8 @@ class Response:
         self.last_event = self.last_content = start
         self.seen = 0  # events decoded
         self.head = b""  # a stream's first bytes (to show what a non-stream was), an error body's text
+        self._whole: list[bytes] = []  # a non-stream body's, until it ends
+        self._whole_size = 0
         self.limit, self.why = self._limit() if stream else (start + limits.request, "timeout")
 
     def end(self, outcome: str, error: str | None) -> None:
@@ -135,8 +138,22 @@ class Response:
         else:
             self.end("truncated", "stream ended without a terminator")
 
-    def whole_body(self, raw: bytes, now: float) -> None:
-        rec = self.rec
+    def body_part(self, body: bytes) -> None:
+        """Bytes of a whole (non-stream) body, held until it ends: past MAX_BODY it is malformed and
+        let go, so an endless body cannot grow the generator until the request's timeout."""
+        self._whole.append(body)
+        self._whole_size += len(body)
+        if self._whole_size > MAX_BODY:
+            self.too_large()
+
+    def too_large(self) -> None:
+        self._whole.clear()
+        self.end("malformed", f"body over {MAX_BODY >> 20} MiB")
+
+    def whole_body(self, now: float) -> None:
+        """The whole (non-stream) body is in: the answer, or what it says went wrong."""
+        rec, raw = self.rec, b"".join(self._whole)
+        self._whole.clear()
         try:
             ev = self.adapter.body(raw)
         except (ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError) as e:

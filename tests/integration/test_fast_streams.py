@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from loadtests.dataplane import native
+from loadtests.dataplane.response import MAX_BODY
 from tests.integration.loadtest_helpers import _cmd, only_run
 from tests.procs import ROOT
 from tests.servers import flood
@@ -63,4 +64,24 @@ def test_an_endless_fast_stream_is_read_as_far_as_judged_and_cut_at_the_stop(pla
     # plane's batch hold: the generator did not read on ahead of its judging.
     ahead = sent - judged
     assert ahead * len(flood.EVENT) <= _tcp_buffers() + 2 * READ + TAKE_EVENTS * len(flood.EVENT), (sent, judged)
+    assert peak < MOST_RSS, peak
+
+
+@pytest.mark.parametrize("plane", ["native", "python"])
+def test_an_endless_whole_answer_is_malformed_past_its_cap_and_let_go(plane, tmp_path, monkeypatch):
+    """`--no-stream` against a 200 whose JSON never ends: each answer is held to MAX_BODY, then judged
+    malformed and dropped, well before the request's timeout; the generator does not grow with it."""
+    if plane == "native" and not native.available():
+        pytest.skip("the native plane is not built")
+    monkeypatch.setenv("LLMCHAOS_PLANE", plane)
+    with flood.running() as server:
+        args = ("--host", server.url, "--results-dir", str(tmp_path), "-u", "1", "-r", "1", "-t", f"{RUN_S}s")
+        proc, peak = _locust_peak_rss(*args, "--langs", "en", "--no-stream", "--exit-code-on-error", "0")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        sent = server.sent
+    _, _, requests = only_run(tmp_path)
+    ended = [r for r in requests if not r["at_stop"]]
+    assert len(ended) >= 2, requests  # answers passed the cap one after another, each long before its timeout
+    assert {(r["outcome"], r["error"]) for r in ended} == {("malformed", f"body over {MAX_BODY >> 20} MiB")}
+    assert min(sent[: len(ended)]) >= MAX_BODY // 65536  # each was read to the cap (64 KiB of text a chunk)
     assert peak < MOST_RSS, peak
