@@ -1,6 +1,7 @@
 """Per-language SLOs: from the registry or `--slo FILE`; per-request attainment and percentile checks.
 
-Keys are `<metric>_p<quantile>_ms`, e.g. `ttft_p99_ms: 100`, `itl_p99_ms: 50`.
+Keys are `<metric>_p<quantile>_ms`, e.g. `ttft_p99_ms: 100`, `itl_p99_ms: 50`; the file's
+`recovery` key is the rule detection and recovery are judged by (llmchaos/recovery.py).
 A request attains its language's SLO when it succeeded and its TTFT and its
 mean time per output token are within the thresholds; every request issued
 counts in the denominator, failures as misses.
@@ -30,6 +31,8 @@ def load(path: str | None) -> Slos:
         return slos
     r = yamlfile.Reader(path)
     for lang, (k, v) in r.mapping(yamlfile.compose(path), "", "an SLO file maps language -> {ttft_p99_ms: ..}").items():
+        if lang == "recovery":  # the recovery rule (llmchaos/recovery.py), not a language
+            continue
         if lang not in slos:
             raise r.fail(k, lang, "unknown language")
         for key, (mk, mv) in r.mapping(v, lang).items():
@@ -63,6 +66,11 @@ def attained(
         if value is not None:
             met = met & ~(np.asarray(value, dtype=float) * 1000.0 > ms)  # NaN > ms is False: no miss
     return met
+
+
+def metric_of(key: str) -> str:
+    """The metric an SLO key judges (ttft_p99_ms -> ttft)."""
+    return _metric(key)[0]
 
 
 def _metric(key: str) -> tuple[str, float]:

@@ -24,6 +24,7 @@ class Collector:
         self.hist = HistogramSet()
         self.outcomes: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, outcome)
         self.slo_counts: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, issued|met|at_stop)
+        self.slices: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, SLO key, second, n|over)
         self.records: list[RequestRecord] = []
 
     def add(self, rec: RequestRecord) -> None:
@@ -40,8 +41,20 @@ class Collector:
             self.slo_counts[(*base, "issued")] += 1
             if rec.attains(self.slos.get(rec.lang, {})):
                 self.slo_counts[(*base, "met")] += 1
+            if rec.outcome != "cancelled":
+                self._tally(rec)
         if self.sample_rate >= 1.0 or self._rng.random() < self.sample_rate:
             self.records.append(rec)
+
+    def _tally(self, rec: RequestRecord) -> None:
+        """The request's samples against each SLO of its language, in its start's second (recovery.py)."""
+        second = int(rec.intended)
+        for key, ms in self.slos.get(rec.lang, {}).items():
+            n, over = rec.tally(slo.metric_of(key), ms / 1000.0)
+            if n:
+                self.slices[(rec.target, rec.lang, rec.api, key, second, "n")] += n
+            if over:
+                self.slices[(rec.target, rec.lang, rec.api, key, second, "over")] += over
 
     def take_records(self, streaming: bool = True) -> dict[str, list[bytes]]:
         """Sampled records as encoded requests.jsonl lines, per side (see `encode`)."""
@@ -54,7 +67,8 @@ class Collector:
         While streams are in flight it yields to the event loop between histograms, so they are
         read on time."""
         hist, outcomes, slo_counts, recs = self.hist.drain(), self.outcomes, self.slo_counts, self.records
-        self.outcomes, self.slo_counts, self.records = Counter(), Counter(), []
+        slices = self.slices
+        self.outcomes, self.slo_counts, self.slices, self.records = Counter(), Counter(), Counter(), []
         items = []
         for key, h in hist:
             items.append({**key._asdict(), **h.encode()})
@@ -64,6 +78,7 @@ class Collector:
             "hist": items,
             "outcomes": [[*k, n] for k, n in outcomes.items()],
             "slo": [[*k, n] for k, n in slo_counts.items()],
+            "slices": [[*k, n] for k, n in slices.items()],
             "records": encode(recs, streaming),
         }
 

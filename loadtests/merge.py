@@ -21,6 +21,7 @@ class Merged:
         self.hist = local.hist if local else HistogramSet()
         self.outcomes: Counter[tuple[str, ...]] = local.outcomes if local else Counter()
         self.slo_counts: Counter[tuple[str, ...]] = local.slo_counts if local else Counter()
+        self.slices: Counter[tuple[Any, ...]] = local.slices if local else Counter()  # recovery.py's tallies
         self.requests = requests or {}  # side -> its requests.jsonl
         self.generator: dict[str, dict[str, Any]] = {}  # process -> cpu and loop-lag samples, read counts
 
@@ -33,6 +34,8 @@ class Merged:
             self.outcomes[tuple(k)] += n
         for *k, n in data["slo"]:
             self.slo_counts[tuple(k)] += n
+        for *k, n in data.get("slices", ()):
+            self.slices[tuple(k)] += n
         self.write_records(data["records"])
 
     def write_records(self, by_side: dict[str, list[bytes]]) -> None:
@@ -57,5 +60,6 @@ class Merged:
         view.hist = self.hist.select(target=target)
         view.outcomes.update({k: n for k, n in self.outcomes.items() if k[0] == target})
         view.slo_counts.update({k: n for k, n in self.slo_counts.items() if k[0] == target})
+        view.slices.update({k: n for k, n in self.slices.items() if k[0] == target})
         view.generator = self.generator
         return view

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from faults import allow
 from faults.host.messages import RENEW_S
 from faults.session import FaultOptions
-from llmchaos import languages, slo
+from llmchaos import languages, recovery, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
 from loadtests import guard, load_profile
@@ -158,6 +158,7 @@ class Settings:
     prompt_sizes: frozenset[str]
     faults: FaultOptions
     limits: Limits
+    recovery: recovery.Rule
     guard: guard.Config | None = None
 
     @classmethod
@@ -187,6 +188,7 @@ class Settings:
             _words(options.prompt_sizes),
             faults,
             Limits(options.connect_timeout, options.ttft_timeout, options.stall_limit, options.request_timeout),
+            recovery.load(options.slo or None),
             guard.load(options.guard, slos, langs) if options.guard else None,
         )
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import gevent
 from gevent.event import Event
 
+from llmchaos import recovery, slo
 from llmchaos import run as results
-from llmchaos import slo
 from llmchaos.histogram import HistogramSet
 from llmchaos.run.table import table
 from loadtests.collector import Collector
@@ -128,6 +128,7 @@ class RunWriter:
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),
             guard=[t for t in self.guard_trips if t.target == target],
+            recovery=recovery.evaluate(merged.slices, faults, settings.recovery, merged.outcomes, ended),
         )
 
     def finish(self, target: str) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
 from llmchaos import __version__
 from llmchaos.histogram import Histogram, HistogramSet, Key
@@ -180,6 +180,27 @@ class GuardTrip(Part):
     recovered: float | None = None  # the first window back under the threshold ended (marked spans end here)
 
 
+class Recovery(Part):
+    """How fast a (target, lang, api) broke and came back against one SLO, around one fault window
+    (llmchaos/recovery.py): seconds from its start to the end of the first evaluation window over
+    the SLO (None: none was), and from its revert to the first of `windows` consecutive windows
+    within it (None, `recovered` false: not within the run)."""
+
+    window: str
+    target: str
+    lang: str
+    api: str
+    metric: str  # the SLO key, e.g. ttft_p99_ms
+    window_s: float
+    windows: PositiveInt
+    detect_s: float | None
+    recover_s: float | None
+    recovered: bool
+    judged: NonNegativeInt  # windows from its start to the run's end with enough samples to judge
+    needed: PositiveInt  # samples a window needed
+    stranded: NonNegativeInt = 0  # requests started in its phase that got no answer in time
+
+
 class Validity(Part):
     valid: bool
     flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_late:<process>
@@ -318,6 +339,7 @@ class Run(Part):
     summaries: list[Summary] = []
     replay: Replay | None = None  # a replay's side: one of its results directories
     guard: list[GuardTrip] = []  # the live guard's trips (--guard)
+    recovery: list[Recovery] = []  # per fault window x (target, lang, api) x SLO: detection and recovery
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Run:

@@ -4,7 +4,7 @@ prints it for any results directory."""
 from __future__ import annotations
 
 from llmchaos.histogram import Histogram, HistogramSet
-from llmchaos.run.schema import Run
+from llmchaos.run.schema import Recovery, Run
 
 HEADER = (
     f"{'lang':5} {'reqs':>6} {'stop':>5} {'ok%':>6} {'ttft p50':>9} {'ttft p99':>9} {'itl p50':>8} {'itl p99':>8} "
@@ -49,6 +49,7 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
             f"{row.verdict:>7}" + (_thinking(hist, sel) if thought else "")
         )
+    lines += recovery_lines(run)
     reads = run.reads
     if reads.reads:
         lines.append(
@@ -67,3 +68,30 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
             + "); its own queueing is in these latencies"
         )
     return "\n".join(lines)
+
+
+def _recovery(r: Recovery) -> str:
+    if not r.judged:
+        return f"{r.metric} not judged (no window held the {r.needed} samples it needs)"
+    detected = "never over" if r.detect_s is None else f"over {r.detect_s:.1f} s after its start"
+    back = f"back {r.recover_s:.1f} s after its revert" if r.recover_s is not None else "never back within the run"
+    return f"{r.metric} {detected}, {back}"
+
+
+def recovery_lines(run: Run) -> list[str]:
+    """Per fault window and language: when each SLO was first over, and back within it for good."""
+    if not run.recovery:
+        return []
+    first = run.recovery[0]
+    lines = [f"recovery (windows of {first.window_s:g} s; back = {first.windows} in a row within the SLO):"]
+    groups: dict[tuple[str, str], list[Recovery]] = {}
+    for r in run.recovery:
+        groups.setdefault((r.window, r.lang), []).append(r)
+    for (window, lang), rows in groups.items():
+        stranded = rows[0].stranded  # requests, the same under each SLO
+        lines.append(
+            f"  {window} {lang}: "
+            + "; ".join(_recovery(r) for r in rows)
+            + (f"; {stranded} stranded" if stranded else "")
+        )
+    return lines

@@ -1,5 +1,7 @@
 """A Locust run against the reference server through the SSE proxy, with a schedule of two windows:
-run.json shows the windows and per-phase percentiles, and the fault phases are worse than baseline."""
+run.json shows the windows and per-phase percentiles, the fault phases are worse than baseline, and
+each language's detection and recovery of the first-token delay lie within one evaluation window of
+the window's known start and revert."""
 
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ faults:
     duration: 4s
     params: {{graphics_mhz: 660}}
 """)
+        slos = tmp_path / "slo.yaml"  # the delay holds every first event 0.3 s: each window's median over
+        slos.write_text("en: {ttft_p50_ms: 250}\nde: {ttft_p50_ms: 250}\nrecovery: {window: 1s, windows: 2}\n")
         monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)  # inherited by Locust and its workers
         args = (
             "--host",
@@ -61,6 +65,8 @@ faults:
             str(schedule),
             "--fault-journal",
             str(tmp_path / "journal.json"),
+            "--slo",
+            str(slos),
         )
         with WakeNoise() as noise:
             proc = locust(*args) if mode == "one process" else distributed(*args)
@@ -86,3 +92,13 @@ faults:
         assert slow["p50"] > 2.2 * summary(run, lang, "itl", "baseline")["p50"]
     phases = {r["phase"] for r in requests}
     assert {"baseline", "first-token-delay", "gpu-at-660mhz"} <= phases
+    delay = windows["first-token-delay"]
+    rows = [r for r in run["recovery"] if (r["window"], r["metric"]) == ("first-token-delay", "ttft_p50_ms")]
+    assert sorted(r["lang"] for r in rows) == ["de", "en"]
+    for r in rows:
+        # windows of 1 s from the second the delay began: the first wholly in it is over, and the
+        # first wholly after its revert is back (its start at most 1 s after the revert)
+        assert 0 < r["detect_s"] <= 2.0, (r, delay)
+        assert r["recovered"], (r, delay)
+        assert 0 <= r["recover_s"] <= 1.0, (r, delay)
+    assert "recovery (windows of 1 s; back = 2 in a row within the SLO):" in proc.stderr

@@ -50,3 +50,25 @@ def test_an_event_of_a_million_tokens_is_one_value_recorded_that_many_times():
     assert itl is not None
     assert itl.count == 2_000_000 - 1
     assert itl.sum == pytest.approx(0.5)
+
+
+def test_each_request_is_tallied_against_its_languages_slos_in_its_starts_second():
+    """recovery.py's input: per SLO key and second, the samples and those over the threshold; a
+    failure is one sample over every threshold, a cancelled request none."""
+    c = Collector({"en": {"ttft_p99_ms": 100, "itl_p99_ms": 50}}, seed=0)
+    fast = RequestRecord("en", "openai-chat", "t", intended=1000.2, ttft=0.05, e2e=0.2, gaps=[0.02, 0.08])
+    fast.chunks, fast.usage_tokens = [" a", " b", " c"], 3
+    c.add(fast)
+    c.add(RequestRecord("en", "openai-chat", "t", intended=1000.9, ttft=0.3, e2e=0.5, outcome="http_500"))
+    c.add(RequestRecord("en", "openai-chat", "t", intended=1001.5, outcome="cancelled"))
+    base = ("t", "en", "openai-chat")
+    expected = {
+        (*base, "ttft_p99_ms", 1000, "n"): 2,  # the fast one's TTFT and the failure
+        (*base, "ttft_p99_ms", 1000, "over"): 1,
+        (*base, "itl_p99_ms", 1000, "n"): 3,  # two gaps, and the failure
+        (*base, "itl_p99_ms", 1000, "over"): 2,  # 80 ms, and the failure
+    }
+    assert dict(c.slices) == expected
+    shipped = c.drain(streaming=False)["slices"]
+    assert sorted(map(tuple, shipped)) == sorted((*k, n) for k, n in expected.items())
+    assert not c.slices
