@@ -1,6 +1,7 @@
 """`llmchaos regress --baseline RUN... --current RUN...`: the current runs gated against a baseline by
-per-language rules (`--rules`, default the registry's SLOs), with the change points of a history of
-nightly runs (`--history`); exit 0 no regression, 1 a regression beyond the rules, 2 bad input."""
+per-language rules (`--rules`, default the registry's SLOs) and, where the rules gate `recover_s`, by
+each fault window's recovery, with the change points of a history of nightly runs (`--history`);
+exit 0 no regression, 1 a regression beyond the rules, 2 bad input."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dashboards.comparison import flags, history, rules, runs
+    from dashboards.comparison import flags, history, recovery_gate, rules, runs
     from dashboards.comparison.verdicts import Gate, compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -36,5 +37,9 @@ def run(args: argparse.Namespace) -> int:
         [sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, gate, runs.differences(a, b)
     )
     past = history.load(Path(args.history), gates) if args.history else None
-    lines = past.lines() if past is not None else []
-    return emit(result, args, Context(a, b, history=past), "llmchaos regress", lines)
+    recovered, slower = recovery_gate.judge(
+        gates, [x.results.run.recovery for x in a], [x.results.run.recovery for x in b]
+    )
+    lines = recovered + (past.lines() if past is not None else [])
+    status = emit(result, args, Context(a, b, history=past), "llmchaos regress", lines)
+    return max(status, 1 if slower else 0)

@@ -10,7 +10,12 @@ de:
   ttft: {increase_pct: 10, percentiles: [p95, p99]}
 "*":                      # every language
   error_rate: {increase_abs: 0.01}
+  recover_s: {max: 60, increase_pct: 20}   # each fault window's recovery (run.json's `recovery`)
 ```
+
+`recover_s` gates no statistic: a fault window's recovery against each SLO is over `max` seconds, or
+more than `increase_pct` over the baseline's (plus one evaluation window, its resolution), or never
+back within the run (recovery_gate.py).
 
 Without a rule, each language's SLOs in the registry say what is gated: every metric an SLO names,
 at every percentile compared (ttft_p99_ms gates TTFT p50 to p99: a slower median is a regression
@@ -20,7 +25,7 @@ too, and a short run cannot tell its p99), plus the error rate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -30,6 +35,13 @@ from llmchaos import languages, slo, yamlfile
 
 ALL = "*"
 FIELDS = ("increase_pct", "increase_ms", "increase_abs", "confidence", "percentiles")
+RECOVERY, RECOVERY_FIELDS = "recover_s", ("max", "increase_pct")
+
+
+@dataclass(frozen=True)
+class RecoveryRule:
+    max_s: float | None = None
+    increase_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,10 @@ class Gated:
 class Rules:
     by_cell: dict[tuple[str, str], Gated]  # (lang or *, metric) -> rule
     defaults: Rule
+    recovery: dict[str, RecoveryRule] = field(default_factory=dict)  # lang or * -> its recovery's rule
+
+    def recovery_rule(self, lang: str) -> RecoveryRule | None:
+        return self.recovery.get(lang) or self.recovery.get(ALL)
 
     def gate(self, key: CellKey, stat: str) -> Rule | None:
         g = self.by_cell.get((key.lang, key.metric)) or self.by_cell.get((ALL, key.metric))
@@ -65,7 +81,7 @@ def load(path: str | None, settings: Settings) -> Rules:
     if "defaults" in top:
         defaults = _rule(r, top["defaults"][1], "defaults", Gated(defaults, ()), "s").rule
         by_cell = _from_registry(defaults, settings)
-    known = languages.tags()
+    known, recovery = languages.tags(), {}
     for lang, (k, v) in top.items():
         if lang == "defaults":
             continue
@@ -73,12 +89,28 @@ def load(path: str | None, settings: Settings) -> Rules:
             raise r.fail(k, lang, f"unknown language (known: {', '.join(known)}, or * for every one)")
         for metric, (mk, mv) in r.mapping(v, lang, "maps a metric to its rule").items():
             where = f"{lang}.{metric}"
+            if metric == RECOVERY:
+                recovery[lang] = _recovery(r, mv, where)
+                continue
             if metric not in METRICS:
-                raise r.fail(mk, where, f"unknown metric (known: {', '.join(METRICS)})")
+                raise r.fail(mk, where, f"unknown metric (known: {', '.join(METRICS)}, {RECOVERY})")
             unit = METRICS[metric].unit
             base = Gated(replace(defaults, min_abs=_default_abs(unit, defaults)), _stats(metric, settings.pcts))
             by_cell[(lang, metric)] = _rule(r, mv, where, base, unit, metric)
-    return Rules(by_cell, defaults)
+    return Rules(by_cell, defaults, recovery)
+
+
+def _recovery(r: yamlfile.Reader, node: yaml.Node, where: str) -> RecoveryRule:
+    values: dict[str, float] = {}
+    for name, (k, v) in r.mapping(node, where, "maps max and increase_pct to numbers").items():
+        at = f"{where}.{name}"
+        if name not in RECOVERY_FIELDS:
+            raise r.fail(k, at, f"unknown field (known: {', '.join(RECOVERY_FIELDS)})")
+        value = r.value(v, at)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise r.fail(v, at, f"must be a number >= 0, got {value!r}")
+        values[name] = float(value)
+    return RecoveryRule(values.get("max"), values.get("increase_pct"))
 
 
 def _from_registry(defaults: Rule, settings: Settings) -> dict[tuple[str, str], Gated]:

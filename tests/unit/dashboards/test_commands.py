@@ -5,6 +5,7 @@ one line; every output format read back by its own reader (JSON, JUnit XML, Mark
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -103,6 +104,34 @@ def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_the
     assert r.stdout.startswith("NO WORSE")
 
 
+def with_recovery(src: Path, dst: Path, recover_s: float | None) -> Path:
+    """A copy of a run whose first-token-delay window took `recover_s` to come back, for English."""
+    shutil.copytree(src, dst)
+    raw = json.loads((dst / "run.json").read_text())
+    raw["recovery"] = [
+        {"window": "first-token-delay", "target": raw["targets"][0], "lang": "en", "api": raw["api"],
+         "metric": "ttft_p99_ms", "window_s": 2.0, "windows": 3, "detect_s": 2.0, "recover_s": recover_s,
+         "recovered": recover_s is not None, "judged": 9, "needed": 100, "stranded": 0}
+    ]  # fmt: skip
+    (dst / "run.json").write_text(json.dumps(raw))
+    return dst
+
+
+def test_regress_fails_a_run_whose_recovery_got_worse_by_the_rule(runs, tmp_path, capsys):
+    a = with_recovery(runs["a"], tmp_path / "a", 4.0)
+    b = with_recovery(runs["b"], tmp_path / "b", 12.0)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text('defaults: {increase_pct: 30}\n"*": {recover_s: {increase_pct: 50}}\n')  # latencies pass
+    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert "WORSE in recovery: the current runs came back more slowly than the rules allow" in r.stdout
+    assert "recovery of first-token-delay en ttft_p99_ms: 12.0 s, WORSE: over the baseline's 4.0 s" in r.stdout
+    rules.write_text('defaults: {increase_pct: 30}\n"*": {recover_s: {max: 15}}\n')
+    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert "recovery of first-token-delay en ttft_p99_ms: 12.0 s, within the rule" in r.stdout
+
+
 @pytest.mark.parametrize(
     ("case", "message"),
     [
@@ -110,6 +139,7 @@ def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_the
         ("future", "{d}/future/run.json: schema_version: schema_version 99 is newer than this llmchaos reads (1)"),
         ("no common language", "A and B have no language in common (A: de, en, ja; B: fr)"),
         ("unknown metric", "{d}/rules.yaml:2: de.ttfb: unknown metric (known: ttft, ttfa, itl"),
+        ("bad recovery rule", "{d}/rules.yaml:2: de.recover_s.maximum: unknown field (known: max, increase_pct)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message, capsys):
@@ -124,7 +154,8 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message, capsys)
     elif case == "no common language":
         args = ["compare", str(runs["a"]), str(runs["fr"])]
     else:
-        (d / "rules.yaml").write_text("defaults: {confidence: 0.99}\nde: {ttfb: {increase_pct: 5}}\n")
+        rule = "ttfb: {increase_pct: 5}" if case == "unknown metric" else "recover_s: {maximum: 60}"
+        (d / "rules.yaml").write_text(f"defaults: {{confidence: 0.99}}\nde: {{{rule}}}\n")
         args = ["regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--rules", str(d / "rules.yaml")]
     r = llmchaos(capsys, *args)
     assert r.returncode == 2
