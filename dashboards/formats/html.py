@@ -22,6 +22,7 @@ from dashboards.comparison.verdicts import BETTER, INCONCLUSIVE, NO_CHANGE, WORS
 from dashboards.formats import svg, text
 from llmchaos.histogram import Histogram
 from llmchaos.run import RunResults
+from llmchaos.run.table import recovery_cells
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2327;background:#fafafa}
@@ -318,7 +319,7 @@ def run_report(loaded: Loaded) -> str:
     if rows:
         sections += ["<h2>Outcomes</h2>", svg.stacked("requests by outcome, per language", rows)]
     sections += ["<h2>SLOs</h2>", _slo_table(results), "<h2>Load generator</h2>", _generator_table(results)]
-    sections += _guard(results)
+    sections += _guard(results) + _recovery(results)
     sections += [f'<p class="note">{escape(n)}</p>' for n in loaded.sample.notes]
     return page(f"llmchaos run {run.run_id}", cls, headline, sub, sections)
 
@@ -383,3 +384,13 @@ def _guard(results: RunResults) -> list[str]:
         "<h2>Guard trips</h2>",
         _table(("lang", "statistic", "threshold ms", "windows (ms)", "phase", "actions"), rows),
     ]
+
+
+def _recovery(results: RunResults) -> list[str]:
+    rows = [(r.window, r.lang, r.metric, *recovery_cells(r), str(r.stranded)) for r in results.run.recovery if r.judged]
+    if not rows:
+        return []
+    first = results.run.recovery[0]
+    note = f"windows of {first.window_s:g} s; back: {first.windows} in a row within the SLO, from the revert"
+    head = ("fault window", "lang", "SLO", "over after its start", "back after its revert", "stranded")
+    return ["<h2>Detection and recovery</h2>", _table(head, rows), f'<p class="meta">{escape(note)}</p>']

@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks._synthetic_run import write
 from tests.procs import ROOT
+from tests.unit.dashboards.test_commands import with_recovery
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: run `make debian-deps` as root")
@@ -112,12 +113,17 @@ def test_the_comparison_page_renders_offline_with_its_plots_and_the_verdict_on_t
 
 def test_the_run_report_renders_with_fault_windows_shaded(runs, tmp_path):
     page, shot = tmp_path / "run.html", tmp_path / "run.png"
-    r = llmchaos("report", str(runs["fault"]), "--html", str(page))
+    run_dir = with_recovery(runs["fault"], tmp_path / "fault", None)
+    r = llmchaos("report", str(run_dir), "--html", str(page))
     assert r.returncode == 0, r.stderr
     html = page.read_text()
     for title in ("Percentiles per language and phase", "TTFT p99 per language", "Outcomes", "SLOs", "Load generator"):
         assert title in html
     assert "slow (latency)" in html  # the fault window, shaded in every time chart
+    assert "<h2>Detection and recovery</h2>" in html
+    cells = ("first-token-delay", "en", "ttft_p99_ms", "2.0 s", "never within the run")
+    assert "".join(f"<td>{c}</td>" for c in cells) in html
+    assert "first-token-delay en: ttft_p99_ms over 2.0 s after its start, never back within the run" in r.stdout
     assert chromium(page, shot, tmp_path / "profile") == []
     assert pixel(shot, 5, 5) in (RED, GREEN)
     print(f"screenshot: {shot}")
