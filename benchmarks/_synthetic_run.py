@@ -7,6 +7,7 @@ the tests of the readers of results.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from pathlib import Path
 
@@ -44,8 +45,9 @@ def write(
     t = start + np.sort(rng.uniform(0, duration, requests))
     knots = np.arange(0, duration + 10, 5.0)  # the load drifts between knots 5 s apart
     level = np.exp(drift * np.interp(t - start, knots, rng.normal(0, 1, len(knots))))
-    if fault is not None:
-        level *= np.where((t - start >= fault[0]) & (t - start < fault[1]), 3.0, 1.0)
+    slowed = (t - start >= fault[0]) & (t - start < fault[1]) if fault is not None else np.zeros(requests, bool)
+    level *= np.where(slowed, 3.0, 1.0)
+    phases = np.where(slowed, "slow", "baseline")  # a request's phase: the window it started in
     lang = rng.integers(0, len(langs), requests)
     median = np.array([TTFT_MEDIAN_S.get(x, 0.07) for x in langs])[lang]
     ttft = slowdown * level * median * np.exp(rng.normal(0, 0.25, requests))
@@ -57,13 +59,13 @@ def write(
     with_tokens = gaps + 1
     writer = RequestsWriter(path / "requests.jsonl")
     for i in range(requests):
-        tag, good = langs[lang[i]], bool(ok[i])
+        tag, good, phase = langs[lang[i]], bool(ok[i]), str(phases[i])
         line = RequestLine(
             request_id=f"r{i}",
             lang=tag,
             api=API,
             target=TARGET,
-            phase="baseline",
+            phase=phase,
             open_loop=False,
             intended=float(t[i]),
             sent=float(t[i]),
@@ -78,15 +80,15 @@ def write(
             tokens_from="usage" if good else None,
         )
         writer.write((line.encode(),))
-        outcomes[(TARGET, tag, API, "baseline", line.outcome)] += 1
-        counts[(TARGET, tag, API, "baseline", "issued")] += 1
+        outcomes[(TARGET, tag, API, phase, line.outcome)] += 1
+        counts[(TARGET, tag, API, phase, "issued")] += 1
         tpot = (e2e[i] - ttft[i]) / (with_tokens - 1)
         limits = slos.get(tag, {})
         if slo.attained(limits, ok=good, ttft=line.ttft, e2e=line.e2e, tpot=tpot, max_gap=float(gap[i].max())):
-            counts[(TARGET, tag, API, "baseline", "met")] += 1
+            counts[(TARGET, tag, API, phase, "met")] += 1
     writer.close()
-    for li, tag in enumerate(langs):
-        sel = (lang == li) & ok
+    for (li, tag), phase in itertools.product(enumerate(langs), sorted(set(phases.tolist()))):
+        sel = (lang == li) & ok & (phases == phase)
         tpot = (e2e[sel] - ttft[sel]) / (with_tokens - 1)
         for metric, values in (
             ("ttft", ttft[sel]),
@@ -97,7 +99,7 @@ def write(
             ("output_tokens", np.full(int(sel.sum()), float(with_tokens))),
         ):
             unique, times = np.unique(np.round(values, 6), return_counts=True)
-            hist.record_many(Key(TARGET, tag, API, "baseline", metric), unique.tolist(), times.tolist())
+            hist.record_many(Key(TARGET, tag, API, phase, metric), unique.tolist(), times.tolist())
     end = float(t[-1])
     result = run.Run(
         run_id=run_id or path.name,

@@ -30,7 +30,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def write_html(run_dir: str | Path, path: str | Path) -> None:
     from dashboards.comparison import runs
-    from dashboards.formats.html import run_report
+    from dashboards.formats.run_page import run_report
 
     content = run_report(runs.load(Path(run_dir)))
     try:

@@ -1,7 +1,10 @@
 """What the reports plot: each metric over a run's time (per language, percentiles per time bucket),
-the fault windows as spans of that time, and a histogram's CDF."""
+the fault windows as spans of that time, a histogram's CDF, and the order the run's phases came in."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -63,3 +66,18 @@ def cdf(h: Histogram | None) -> tuple[list[float], list[float]]:
     keep = np.unique(np.linspace(0, len(idx) - 1, min(len(idx), CDF_POINTS)).astype(np.int64))
     values = [hdr.get_highest_equivalent_value(hdr.get_value_from_index(int(i))) / h.scale for i in idx[keep]]
     return values, [float(x) for x in shares[keep]]
+
+
+def phase_order(run: Run) -> Callable[[str], float]:
+    """A phase's place in time: warmup, baseline, then a fault phase by the earliest start of the
+    windows it names (`a+b`, `a:unconfirmed`); one no window names last."""
+    starts: dict[str, float] = {}
+    for w in run.faults:
+        starts[w.name] = min(starts.get(w.name, math.inf), w.planned_start)
+
+    def at(phase: str) -> float:
+        if phase in ("warmup", "baseline"):
+            return -2.0 if phase == "warmup" else -1.0
+        return min((starts.get(n.removesuffix(":unconfirmed"), math.inf) for n in phase.split("+")), default=math.inf)
+
+    return at

@@ -4,8 +4,7 @@ opens offline. The verdict is the first thing on the page, in one line and one c
 A comparison shows its cells, then per language the latency CDFs of A and B, the percentiles with
 their intervals, TTFT over time with the fault windows shaded, the outcomes, a replay's output drift
 (mirrored pairs) and, for `regress --history`, each gated series with its change points. A run's
-report shows per-language percentiles per phase, each metric over time, outcomes, SLOs and the load
-generator's health.
+report (run_page.py) is built of the same parts.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from dashboards.comparison.verdicts import BETTER, INCONCLUSIVE, NO_CHANGE, WORS
 from dashboards.formats import svg, text
 from llmchaos.histogram import Histogram
 from llmchaos.run import RunResults
-from llmchaos.run.table import recovery_cells
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2327;background:#fafafa}
@@ -69,7 +67,7 @@ def page(title: str, verdict_class: str, headline: str, sub: Iterable[str], sect
     )
 
 
-def _table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Iterable[str] | None = None) -> str:
+def table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Iterable[str] | None = None) -> str:
     cls = list(classes) if classes is not None else None
     body = "".join(
         (f'<tr class="{cls[i]}">' if cls else "<tr>") + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>"
@@ -79,7 +77,7 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Iterable
 
 
 def _cells_table(rows: list[Finding]) -> str:
-    return _table(
+    return table(
         ("verdict", "cell", *text.NUMBERS, "note"),
         ((r.verdict, text.cell(r) + ("" if r.gated else " (not gated)"), *text.numbers(r), r.reason) for r in rows),
         (r.verdict.replace(" ", "-") for r in rows),
@@ -115,7 +113,7 @@ def comparison(result: Comparison, ctx: Context, title: str = "llmchaos compare"
     return page(title, cls, text.headline(result), sub, sections)
 
 
-def _merged(results: RunResults, metric: str, lang: str) -> Histogram | None:
+def merged(results: RunResults, metric: str, lang: str) -> Histogram | None:
     """A language's histogram of `metric` over every phase but warmup."""
     out = None
     for key, h in results.histograms:
@@ -132,7 +130,7 @@ def _cdfs(lang: str, ctx: Context) -> list[str]:
         chart = svg.Chart(f"{lang} {label}: CDF (log x)", "seconds", "share of samples", x_log=True)
         for side, runs in (("A", ctx.a), ("B", ctx.b)):
             for i, loaded in enumerate(runs):
-                xs, ys = plotted.cdf(_merged(loaded.results, metric, lang))
+                xs, ys = plotted.cdf(merged(loaded.results, metric, lang))
                 chart.lines.append(
                     svg.Line(f"{side}{i + 1 if len(runs) > 1 else ''}", xs, ys, svg.SIDE_COLOURS[side], i > 0)
                 )
@@ -191,7 +189,7 @@ def _over_time(lang: str, ctx: Context) -> list[str]:
     return out
 
 
-def _outcome_rows(label: str, results: RunResults) -> list[tuple[str, list[tuple[str, float, str]]]]:
+def outcome_rows(label: str, results: RunResults) -> list[tuple[str, list[tuple[str, float, str]]]]:
     by_lang: dict[str, dict[str, int]] = {}
     for o in results.run.outcomes:
         by_lang.setdefault(o.lang, {}).setdefault(o.outcome, 0)
@@ -211,7 +209,7 @@ def _outcomes(ctx: Context) -> list[str]:
         row
         for side, runs in (("A", ctx.a), ("B", ctx.b))
         for loaded in runs
-        for row in _outcome_rows(side, loaded.results)
+        for row in outcome_rows(side, loaded.results)
     ]
     return (
         ["<h2>Outcomes</h2>", svg.stacked("requests by outcome, per language and side", sorted(rows))] if rows else []
@@ -244,7 +242,7 @@ def _drift(ctx: Context) -> list[str]:
     ]
     return [
         "<h2>Output drift (mirrored pairs)</h2>",
-        _table(("lang", "pairs", "identical text", "output tokens A", "output tokens B"), rows),
+        table(("lang", "pairs", "identical text", "output tokens A", "output tokens B"), rows),
         svg.bar_chart("identical output text per language", "% of pairs", bars),
     ]
 
@@ -265,132 +263,3 @@ def _history(h: History) -> list[str]:
         out.append(svg.line_chart(chart))
     out.append("</div>")
     return out
-
-
-# -- one run -------------------------------------------------------------------------------------
-def run_report(loaded: Loaded) -> str:
-    results, cols = loaded.results, loaded.columns
-    run = results.run
-    failed = [row for row in run.slo if row.passed is False]
-    if failed:
-        detail = "; ".join(
-            f"{row.lang} "
-            + ", ".join(f"{c.slo} {c.value_ms or 0:.1f} > {c.threshold_ms:g}" for c in row.checks if not c.passed)
-            for row in failed
-        )
-        headline, cls = f"SLO FAILED for {len(failed)} of {len(run.slo)} languages: {detail}", "worse"
-    else:
-        headline, cls = f"SLOs met for all {len(run.slo)} languages", "ok"
-    sub = [f"run {run.run_id} ({run.start} to {run.end}, {run.duration_s:.0f} s) against {', '.join(run.targets)}"]
-    if not run.validity.valid:
-        sub.append("INVALID RUN: " + ", ".join(run.validity.flags))
-    sections = ["<h2>Percentiles per language and phase</h2>", _phase_table(results)]
-    sections.append('<h2>Over time (fault windows shaded)</h2><div class="charts">')
-    spans = [svg.Span(s, e, name) for s, e, name in plotted.fault_spans(run, cols.start)]
-    for metric, pct, label in (*TIME_METRICS, ("error_rate", 0.0, "error rate")):
-        mids, series = plotted.over_time(cols, metric, pct)
-        scale = 100.0 if metric == "error_rate" else 1000.0
-        lines = [
-            svg.Line(lang, list(mids), list(v * scale), svg.PALETTE[i % len(svg.PALETTE)])
-            for i, (lang, v) in enumerate(sorted(series.items()))
-        ]
-        sections.append(
-            svg.line_chart(
-                svg.Chart(
-                    f"{label} per language",
-                    "seconds from start",
-                    "%" if metric == "error_rate" else "ms",
-                    lines,
-                    list(spans),
-                )
-            )
-        )
-    sections.append('</div><h2>Latency CDFs</h2><div class="charts">')
-    langs = sorted({key.lang for key, _ in results.histograms})
-    thought = any(key.metric == "reasoning_tokens" for key, _ in results.histograms)
-    for metric, label in (("ttft", "TTFT"), *([("ttfa", "Time to first answer")] if thought else []), ("e2e", "E2E")):
-        chart = svg.Chart(f"{label} CDF per language (log x)", "seconds", "share", x_log=True)
-        for i, lang in enumerate(langs):
-            xs, ys = plotted.cdf(_merged(results, metric, lang))
-            chart.lines.append(svg.Line(lang, xs, ys, svg.PALETTE[i % len(svg.PALETTE)]))
-        sections.append(svg.line_chart(chart))
-    sections.append("</div>")
-    rows = _outcome_rows("", results)
-    if rows:
-        sections += ["<h2>Outcomes</h2>", svg.stacked("requests by outcome, per language", rows)]
-    sections += ["<h2>SLOs</h2>", _slo_table(results), "<h2>Load generator</h2>", _generator_table(results)]
-    sections += _guard(results) + _recovery(results)
-    sections += [f'<p class="note">{escape(n)}</p>' for n in loaded.sample.notes]
-    return page(f"llmchaos run {run.run_id}", cls, headline, sub, sections)
-
-
-def _phase_table(results: RunResults) -> str:
-    rows = []
-    keys = sorted({(k.lang, k.phase) for k, _ in results.histograms})
-    for lang, phase in keys:
-        row = [lang, phase]
-        for metric in ("ttft", "itl", "e2e"):
-            h = results.histograms.combined(metric, lang=lang, phase=phase)
-            row += [text.value(h.quantile(p), "s") if h is not None and h.count else "-" for p in PCTS.values()]
-        n = sum(o.count for o in results.run.outcomes if (o.lang, o.phase) == (lang, phase))
-        ok = sum(o.count for o in results.run.outcomes if (o.lang, o.phase, o.outcome) == (lang, phase, "ok"))
-        rows.append([*row, str(n), f"{ok / n:.1%}" if n else "-"])
-    head = ["lang", "phase"] + [f"{m} {p}" for m in ("TTFT", "ITL", "E2E") for p in PCTS] + ["requests", "ok"]
-    return _table(head, rows)
-
-
-def _slo_table(results: RunResults) -> str:
-    rows = [
-        (
-            r.lang,
-            r.verdict,
-            ", ".join(f"{c.slo} {c.value_ms or 0:.1f}/{c.threshold_ms:g}" for c in r.checks),
-            str(r.issued),
-            "-" if r.attainment is None else f"{r.attainment:.1%}",
-            "-" if r.goodput_rps is None else f"{r.goodput_rps:.2f}/s",
-        )
-        for r in results.run.slo
-    ]
-    return _table(("lang", "verdict", "checks (ms: value/threshold)", "issued", "attainment", "goodput"), rows)
-
-
-def _generator_table(results: RunResults) -> str:
-    run = results.run
-    rows = [
-        (name, *(f"{v:g}" if isinstance(v, (int, float)) else str(v) for v in g.values()))
-        for name, g in run.generator.items()
-    ]
-    head = ["process", *next(iter(run.generator.values()), {}).keys()]
-    verdict = "valid" if run.validity.valid else "INVALID: " + ", ".join(run.validity.flags)
-    return _table(head, rows) + f'<p class="meta">{escape(verdict)}; host {escape(str(run.host))}</p>'
-
-
-def _guard(results: RunResults) -> list[str]:
-    trips = results.run.guard
-    if not trips:
-        return []
-    rows = [
-        (
-            t.lang,
-            f"{t.metric} p{t.percentile:g}",
-            f"{t.threshold_ms:g}",
-            ", ".join(f"{v:.1f}" for v in t.windows_ms),
-            t.phase,
-            ", ".join(t.actions),
-        )
-        for t in trips
-    ]
-    return [
-        "<h2>Guard trips</h2>",
-        _table(("lang", "statistic", "threshold ms", "windows (ms)", "phase", "actions"), rows),
-    ]
-
-
-def _recovery(results: RunResults) -> list[str]:
-    rows = [(r.window, r.lang, r.metric, *recovery_cells(r), str(r.stranded)) for r in results.run.recovery if r.judged]
-    if not rows:
-        return []
-    first = results.run.recovery[0]
-    note = f"windows of {first.window_s:g} s; back: {first.windows} in a row within the SLO, from the revert"
-    head = ("fault window", "lang", "SLO", "over after its start", "back after its revert", "stranded")
-    return ["<h2>Detection and recovery</h2>", _table(head, rows), f'<p class="meta">{escape(note)}</p>']

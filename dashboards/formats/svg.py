@@ -74,7 +74,8 @@ def _nice(x: float) -> float:
 
 
 def number(v: float) -> str:
-    return f"{v:.3g}"
+    """An axis figure: 3 significant figures, whole thousands written out (1,000, not 1e+03)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 def _frame(title: str, body: list[str], height: int = H) -> str:

@@ -15,12 +15,24 @@ def value(v: float | None, unit: str) -> str:
     if v is None or not math.isfinite(v):
         return "-"
     if unit == "s":
-        return f"{v * 1000:.3g} ms" if abs(v) < 10 else f"{v:.3g} s"
+        return duration(v)
     if unit == "ratio":
         return f"{v * 100:.3g} %"
     if unit == "req/s":
         return f"{v:.3g}/s"
     return f"{v:.3g}"
+
+
+def duration(v: float) -> str:
+    """Seconds in the unit that reads best, to 3 significant figures and never in exponents:
+    4.2 µs, 730 ms, 1.03 s, 4210 s (a value that rounds up to 1000 of a unit reads in the next)."""
+    a = abs(v)
+    if a == 0:
+        return "0 s"
+    if a >= 999.5:
+        return f"{v:.0f} s"
+    scale, unit = (1.0, "s") if a >= 0.9995 else (1e3, "ms") if a >= 0.9995e-3 else (1e6, "µs")
+    return f"{v * scale:.3g} {unit}"
 
 
 def change(r: Finding) -> str:
