@@ -28,6 +28,15 @@ SECRET_OPTIONS = {"api_key"}
 LOCAL = "local"  # a single process's name among the generator's processes
 
 
+def worker_name(names: dict[str, str], client_id: str) -> str:
+    """A worker as a person tells it apart in `names` (Locust's ids to theirs): its host and its
+    number, in the order they were first heard (Locust's id is the host and a random hex)."""
+    if client_id not in names:
+        host = client_id.rsplit("_", 1)[0] if "_" in client_id else client_id
+        names[client_id] = f"worker {len(names) + 1} on {host}"
+    return names[client_id]
+
+
 class RunWriter:
     """One run: its id and results directory from test start, requests.jsonl written as records
     arrive, the totals merged (a single process shares its own collector's) and exported live."""
@@ -45,6 +54,7 @@ class RunWriter:
         self.fault_hosts: list[results.FaultHost] = []  # the schedule's fault hosts, at the end
         self._local: tuple[Collector, SelfWatch, gevent.Greenlet] | None = None
         self._local_done = Event()
+        self._names: dict[str, str] = {}  # Locust's worker ids -> worker_name
         exporter.start(self.merged, faults, self.run_id)
 
     def follow_local(self, collector: Collector, watch: SelfWatch) -> None:
@@ -71,9 +81,9 @@ class RunWriter:
         return writer.written if writer is not None else 0
 
     def absorb(self, process: str, shipment: Shipment) -> None:
-        """A process's shipment: its collector's data and its self-watch samples."""
+        """A worker's shipment: its collector's data and its self-watch samples."""
         self.merged.merge(shipment.collector)
-        self.merged.watch(process, shipment.watch)
+        self.merged.watch(worker_name(self._names, process), shipment.watch)
 
     def close_requests(self) -> None:
         for writer in self.requests.values():
