@@ -32,7 +32,8 @@ def run_report(loaded: Loaded) -> str:
     sub = [f"run {run.run_id} ({run.start} to {run.end}, {run.duration_s:.0f} s) against {', '.join(run.targets)}"]
     if not run.validity.valid:
         sub.append("INVALID RUN: " + ", ".join(run.validity.flags))
-    sections = ["<h2>Percentiles per language and phase</h2>", _phase_table(results)]
+    sub += _recovery_verdict(results)
+    sections = ["<h2>Percentiles per language and phase</h2>", _phase_table(results), *_batched(results)]
     sections.append('<h2>Over time (fault windows shaded)</h2><div class="charts">')
     spans = [svg.Span(s, e, name) for s, e, name in plotted.fault_spans(run, cols.start)]
     for metric, pct, label in (*TIME_METRICS, ("error_rate", 0.0, "error rate")):
@@ -149,3 +150,35 @@ def _recovery(results: RunResults) -> list[str]:
     note = f"windows of {first.window_s:g} s; back: {first.windows} in a row within the SLO, from the revert"
     head = ("fault window", "lang", "SLO", "over after its start", "back after its revert", "stranded")
     return ["<h2>Detection and recovery</h2>", table(head, rows), f'<p class="meta">{escape(note)}</p>']
+
+
+def _recovery_verdict(results: RunResults) -> list[str]:
+    """One line for the top: how many (fault window, language, SLO) came back, the slowest, those never."""
+    judged = [r for r in results.run.recovery if r.judged]
+    if not judged:
+        return []
+    back = [r for r in judged if r.recover_s is not None]
+    line = f"recovery: {len(back)} of {len(judged)} (fault window, language, SLO) back within their SLO"
+    if back:
+        r = max(back, key=lambda r: r.recover_s or 0.0)
+        line += f", the slowest {r.window} {r.lang} {r.metric} {recovery_cells(r)[1]} after its revert"
+    never = sorted({f"{r.window} {r.lang}" for r in judged if r.recover_s is None})
+    return [line] + ([f"never back within the run: {', '.join(never)}"] if never else [])
+
+
+BATCHED_SHARE = 0.05  # a phase whose reads brought several events this often: its ITL is the network's batching
+
+
+def _batched(results: RunResults) -> list[str]:
+    """Why a phase's ITL can read near zero: the network delivered its events together (a rate limit
+    or a proxy's hold releases them at once, so the tokens between them arrive in one read)."""
+    notes = []
+    for p in results.run.reads.phases:
+        share = (p.coalesced - p.late) / p.reads if p.reads else 0.0
+        if share >= BATCHED_SHARE:
+            notes.append(
+                f"ITL in {p.phase}: {share:.0%} of its stream reads brought several events the network delivered "
+                "together, so the tokens between them arrived at once: a low ITL there is the network's batching, "
+                "not a fast server (E2E and TTFT tell its cost)."
+            )
+    return [f'<p class="note">{escape(n)}</p>' for n in notes]

@@ -124,6 +124,9 @@ def test_the_run_report_renders_with_fault_windows_shaded(runs, tmp_path):
     assert html.index("<td>baseline</td>") < html.index("<td>slow</td>")  # the order they ran, baseline first
     assert re.search(r"<td>slow</td><td>[0-9.]+ (µs|ms|s) ×[0-9.]+</td>", html)  # each beside its x baseline
     assert "e+0" not in html  # no figure in exponents
+    top = html[: html.index("<h2>")]  # under the verdict, before any section
+    assert "recovery: 0 of 1 (fault window, language, SLO) back within their SLO" in top
+    assert "never back within the run: first-token-delay en" in top
     cells = ("first-token-delay", "en", "ttft_p99_ms", "2.0 s", "never within the run")
     assert "".join(f"<td>{c}</td>" for c in cells) in html
     assert "first-token-delay en: ttft_p99_ms over 2.0 s after its start, never back within the run" in r.stdout
