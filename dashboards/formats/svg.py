@@ -10,6 +10,7 @@ from html import escape
 
 W, H = 640, 260
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 40
+CHAR_PX, LANE_PX, LEGEND_PX = 6.2, 12, 14  # a 10 px label's character (at most), a lane of fault labels, a legend row
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 SIDE_COLOURS = {"A": "#1f77b4", "B": "#d62728"}
 
@@ -115,12 +116,17 @@ def line_chart(c: Chart) -> str:
     x = Scale(min(xs), max(xs), LEFT, W - RIGHT, c.x_log)
     y = Scale(0.0 if c.y_from_zero else min(ys), max(ys) * 1.05 or 1.0, H - BOTTOM, TOP)
     body = []
-    for s in c.spans:
+    lanes: list[float] = []  # each lane's right end so far: a label goes to the first it fits in
+    for s in sorted(c.spans, key=lambda s: s.x0):
         x0, x1 = x(s.x0), x(s.x1)
+        width = CHAR_PX * len(s.label)
+        lx = min(x0 + 3, W - RIGHT - width)
+        lane = next((i for i, end in enumerate(lanes) if end + 6 <= lx), len(lanes))
+        lanes[lane : lane + 1] = [lx + width]
         body.append(
             f'<rect x="{x0:.1f}" y="{TOP}" width="{max(x1 - x0, 1):.1f}" height="{H - BOTTOM - TOP}" '
             f'fill="{s.colour}" opacity="0.18" class="fault"><title>{escape(s.label)}</title></rect>'
-            f'<text x="{x0 + 3:.1f}" y="{TOP + 11}" class="tk">{escape(s.label)}</text>'
+            f'<text x="{lx:.1f}" y="{TOP + 11 + LANE_PX * lane}" class="tk">{escape(s.label)}</text>'
         )
     body += _axes(x, y, c.x_label, c.y_label)
     for px_v, label in c.marks:
@@ -129,7 +135,7 @@ def line_chart(c: Chart) -> str:
             f'<line x1="{px:.1f}" y1="{TOP}" x2="{px:.1f}" y2="{H - BOTTOM}" class="mark">'
             f"<title>{escape(label)}</title></line>"
         )
-    for i, ln in enumerate(c.lines):
+    for ln in c.lines:
         pts = [(x(a), y(b)) for a, b in zip(ln.xs, ln.ys, strict=True) if math.isfinite(b) and (not c.x_log or a > 0)]
         if ln.step:
             pts = [p for j, p in enumerate(pts) for p in ((p[0], pts[j - 1][1]) if j else p, p)]
@@ -138,16 +144,24 @@ def line_chart(c: Chart) -> str:
         body.append(
             f'<polyline points="{d}" fill="none" stroke="{ln.colour}" stroke-width="1.8"{dash} class="series"/>'
         )
-        body.append(_legend(i, ln.label, ln.colour))
-    return _frame(c.title, body)
+    legend, height = _legend([(ln.label, ln.colour) for ln in c.lines])
+    return _frame(c.title, body + legend, H + height)
 
 
-def _legend(i: int, label: str, colour: str) -> str:
-    lx, ly = W - RIGHT - 150, TOP + 14 + 14 * i
-    return (
-        f'<rect x="{lx}" y="{ly - 8}" width="10" height="10" fill="{colour}"/>'
-        f'<text x="{lx + 14}" y="{ly + 1}" class="tk">{escape(label)}</text>'
-    )
+def _legend(entries: list[tuple[str, str]]) -> tuple[list[str], int]:
+    """The legend in rows under the chart, clear of its lines and labels; its elements and height."""
+    out, lx, row = [], float(LEFT), 0
+    for label, colour in entries:
+        width = 14 + CHAR_PX * len(label) + 14
+        if lx + width > W - RIGHT and lx > LEFT:
+            lx, row = float(LEFT), row + 1
+        ly = H + 8 + LEGEND_PX * row
+        out.append(
+            f'<rect x="{lx:.1f}" y="{ly - 8}" width="10" height="10" fill="{colour}"/>'
+            f'<text x="{lx + 14:.1f}" y="{ly + 1}" class="tk">{escape(label)}</text>'
+        )
+        lx += width
+    return out, (LEGEND_PX * (row + 1) + 4 if entries else 0)
 
 
 @dataclass
@@ -189,8 +203,8 @@ def bar_chart(title: str, y_label: str, bars: list[Bar]) -> str:
                 body.append(
                     f'<line x1="{cx:.1f}" y1="{y(b.lo):.1f}" x2="{cx:.1f}" y2="{y(b.hi):.1f}" class="whisker"/>'
                 )
-    body += [_legend(i, label, next(b.colour for b in bars if b.label == label)) for i, label in enumerate(labels)]
-    return _frame(title, body)
+    legend, height = _legend([(label, next(b.colour for b in bars if b.label == label)) for label in labels])
+    return _frame(title, body + legend, H + height)
 
 
 def stacked(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]]) -> str:

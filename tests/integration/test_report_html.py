@@ -5,6 +5,8 @@ fail."""
 
 from __future__ import annotations
 
+import html as html_lib
+import json
 import re
 import shutil
 import struct
@@ -141,3 +143,52 @@ def test_a_console_error_is_caught(tmp_path):
     messages = chromium(page, tmp_path / "bad.png", tmp_path / "profile")
     assert len(messages) == 1
     assert "boom" in messages[0]
+
+
+OVERLAPS = """<script>
+const out = [];
+for (const svg of document.querySelectorAll("svg.chart")) {
+  const boxes = [...svg.querySelectorAll("text")].filter(t => t.textContent.trim())
+    .map(t => [t.textContent, t.getBoundingClientRect()]);
+  boxes.forEach(([a, r], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+    if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5)
+      out.push([svg.getAttribute("aria-label"), a, b]);
+  }));
+}
+document.body.setAttribute("data-overlaps", JSON.stringify(out));
+</script>"""
+
+
+def overlaps(page: Path, profile: Path) -> list[list[str]]:
+    """Every pair of texts in one chart whose boxes overlap, as Chromium laid the page out (a copy of
+    it with a script that measures them: the report itself has none)."""
+    assert CHROMIUM is not None
+    measured = page.with_name("measured.html")
+    measured.write_text(page.read_text().replace("</body>", OVERLAPS + "</body>"))
+    r = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+         f"--window-size={WIDTH},{HEIGHT}", "--dump-dom", measured.as_uri()],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = re.search(r'data-overlaps="([^"]*)"', r.stdout)
+    assert found, r.stdout[-2000:]
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
+def test_no_chart_label_or_legend_overlaps_another_with_fault_windows_close_together(runs, tmp_path):
+    """The demo's three windows 0.5 s apart, each named longer than its shaded span is wide: their
+    labels take lanes, and the legend sits under the chart, clear of both."""
+    run_dir = tmp_path / "close"
+    shutil.copytree(runs["fault"], run_dir)
+    raw = json.loads((run_dir / "run.json").read_text())
+    (slow,) = raw["faults"]
+    for name, at in (("gpu-at-660mhz", 12.5), ("bandwidth-200kbit", 16.5)):
+        start = slow["planned_start"] - 8.0 + at
+        raw["faults"].append({**slow, "name": name, "planned_start": start, "planned_end": start + 3.5,
+                              "actual_start": start, "actual_end": start + 3.5})  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(raw))
+    page = tmp_path / "run.html"
+    assert llmchaos("report", str(run_dir), "--html", str(page)).returncode == 0
+    assert page.read_text().count('class="fault"') >= 9  # three windows in each time chart
+    assert overlaps(page, tmp_path / "profile") == []
