@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dashboards.comparison import flags, prometheus, runs
+    from dashboards.comparison import flags, prometheus, recovery_gate, runs
     from dashboards.comparison.verdicts import compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     result = compare(
         [sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, None, runs.differences(a, b)
     )
-    return emit(result, args, Context(a, b))
+    recovered = recovery_gate.side_by_side([x.results.run.recovery for x in a], [x.results.run.recovery for x in b])
+    return emit(result, args, Context(a, b), notes={"recovery": recovered})
 
 
 def _sides(args: argparse.Namespace) -> tuple[list[Loaded], list[Loaded]]:

@@ -40,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
     recovered, slower = recovery_gate.judge(
         gates, [x.results.run.recovery for x in a], [x.results.run.recovery for x in b]
     )
-    lines = recovered + (past.lines() if past is not None else [])
-    status = emit(result, args, Context(a, b, history=past), "llmchaos regress", lines)
+    notes = {"recovery": recovered, "history": past.lines() if past is not None else []}
+    status = emit(result, args, Context(a, b, history=past), "llmchaos regress", notes)
     return max(status, 1 if slower else 0)

@@ -1,5 +1,6 @@
 """The regression gate on recovery (`recover_s` in a rules file): per fault window, language and SLO,
-how long the current runs took to come back against the rule's ceiling and against the baseline's.
+how long the current runs took to come back against the rule's ceiling and against the baseline's;
+and `compare`'s plain listing of both sides' recovery.
 
 Each side's figure is the median over its runs of run.json's `recover_s` (never back within the run
 counts as endless). A run whose windows held too few samples to judge (`judged` 0) says so and gates
@@ -29,17 +30,33 @@ def _seconds(v: float) -> str:
     return "never back within the run" if math.isinf(v) else f"{v:.1f} s"
 
 
+def _by_key(runs: Iterable[list[Recovery]]) -> dict[tuple[str, str, str], list[Recovery]]:
+    out: dict[tuple[str, str, str], list[Recovery]] = {}
+    for rows in runs:
+        for r in rows:
+            out.setdefault(_key(r), []).append(r)
+    return out
+
+
+def side_by_side(a_runs: Iterable[list[Recovery]], b_runs: Iterable[list[Recovery]]) -> list[str]:
+    """`compare`'s lines: each (window, lang, SLO) both sides judged, A's recovery beside B's
+    (medians over each side's runs); informative, never gated (a rules file gates, in `regress`)."""
+    a, b = _by_key(a_runs), _by_key(b_runs)
+    lines = []
+    for key in sorted(set(a) & set(b)):
+        ra, rb = [r for r in a[key] if r.judged], [r for r in b[key] if r.judged]
+        if ra and rb:
+            window, lang, metric = key
+            lines.append(f"recovery of {window} {lang} {metric}: A {_seconds(_median(ra))}, B {_seconds(_median(rb))}")
+    return lines
+
+
 def judge(
     rules: Rules, baseline: Iterable[list[Recovery]], current: Iterable[list[Recovery]]
 ) -> tuple[list[str], bool]:
     """One line per gated (window, lang, SLO) and whether any regressed; `baseline` and `current`
     are each run's recovery rows."""
-    a: dict[tuple[str, str, str], list[Recovery]] = {}
-    b: dict[tuple[str, str, str], list[Recovery]] = {}
-    for side, runs in ((a, baseline), (b, current)):
-        for rows in runs:
-            for r in rows:
-                side.setdefault(_key(r), []).append(r)
+    a, b = _by_key(baseline), _by_key(current)
     lines, worse = [], False
     for key in sorted(b):
         window, lang, metric = key

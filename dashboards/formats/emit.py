@@ -19,13 +19,15 @@ def emit(
     args: argparse.Namespace,
     context: Context,
     title: str = "llmchaos compare",
-    lines: list[str] | None = None,
+    notes: dict[str, list[str]] | None = None,
 ) -> int:
-    """Print the comparison as asked (with `lines` after it: the history's change points) and write
-    its files; its exit status."""
-    lines = lines or []
+    """Print the comparison as asked (with `notes` after it, each kind of line under its JSON key:
+    the recovery of each fault window, the history's change points) and write its files; its exit
+    status."""
+    notes = notes or {}
+    lines = [line for kind in notes.values() for line in kind]
     if args.json:
-        print(json_format.render(result, {"history": lines}))
+        print(json_format.render(result, notes))
     elif args.md:
         print(markdown.render(result) + "".join(f"\n- {markdown.escape(line)}" for line in lines))
     else:

@@ -127,9 +127,11 @@ def test_regress_fails_a_run_whose_recovery_got_worse_by_the_rule(runs, tmp_path
     assert "WORSE in recovery: the current runs came back more slowly than the rules allow" in r.stdout
     assert "recovery of first-token-delay en ttft_p99_ms: 12.0 s, WORSE: over the baseline's 4.0 s" in r.stdout
     rules.write_text('defaults: {increase_pct: 30}\n"*": {recover_s: {max: 15}}\n')
-    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules), "--json")
     assert r.returncode == 0, r.stdout[-2000:]
-    assert "recovery of first-token-delay en ttft_p99_ms: 12.0 s, within the rule" in r.stdout
+    assert json.loads(r.stdout)["recovery"] == ["recovery of first-token-delay en ttft_p99_ms: 12.0 s, within the rule"]
+    r = llmchaos(capsys, "compare", str(a), str(b))  # compare lists both sides' recovery, gating nothing on it
+    assert "recovery of first-token-delay en ttft_p99_ms: A 4.0 s, B 12.0 s" in r.stdout
 
 
 @pytest.mark.parametrize(

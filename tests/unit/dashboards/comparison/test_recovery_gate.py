@@ -3,7 +3,7 @@ window, never back within the run, and windows too sparse to judge, each as a ru
 
 from __future__ import annotations
 
-from dashboards.comparison.recovery_gate import judge
+from dashboards.comparison.recovery_gate import judge, side_by_side
 from dashboards.comparison.rules import ALL, RecoveryRule, Rules
 from dashboards.comparison.verdicts import Rule
 from llmchaos.run import Recovery
@@ -50,3 +50,9 @@ def test_only_the_languages_a_rule_names_and_judged_windows_are_gated():
         ["recovery of first-token-delay de ttft_p99_ms: not judged (too few samples in its windows)"],
         False,
     )
+
+
+def test_compare_lists_both_sides_where_both_judged_one():
+    a = [[row(4.0), row(None, lang="de")], [row(6.0)]]
+    b = [[row(12.0), row(3.0, lang="de", judged=0)]]
+    assert side_by_side(a, b) == ["recovery of first-token-delay en ttft_p99_ms: A 5.0 s, B 12.0 s"]
