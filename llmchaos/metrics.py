@@ -140,6 +140,12 @@ REQUESTS_TOTAL = "llmchaos_requests_total"  # counter, plus label outcome
 SLO_ISSUED_TOTAL = "llmchaos_slo_issued_total"  # requests issued (failures included: misses)
 SLO_MET_TOTAL = "llmchaos_slo_met_total"  # requests that met their language's SLO: goodput
 FAULT_ACTIVE = "llmchaos_fault_active"  # gauge, labels fault, kind, target
+# at the run's end, per fault window x (target, lang, api) x SLO key judged (llmchaos/recovery.py); labels
+# fault, target, lang, api, slo: from its start to the first window over the SLO (absent: none was), from its
+# revert to back within it (absent: never within the run), and whether it was back (1) or not (0)
+FAULT_DETECT = "llmchaos_fault_detect_seconds"
+FAULT_RECOVER = "llmchaos_fault_recover_seconds"
+FAULT_RECOVERED = "llmchaos_fault_recovered"
 GENERATOR_CPU = "llmchaos_generator_cpu_ratio"  # the generator's own CPU, of one core, last sample; label process
 GENERATOR_LOOP_LAG = "llmchaos_generator_loop_lag_seconds"  # how late its event loop ran; label process
 RUN_ID = "run_id"  # on every series, the Pushgateway's grouping key too: a live scrape can select a run

@@ -12,6 +12,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from llmchaos.metrics import (
     FAULT_ACTIVE,
+    FAULT_DETECT,
+    FAULT_RECOVER,
+    FAULT_RECOVERED,
     GENERATOR_CPU,
     GENERATOR_LOOP_LAG,
     LABELS,
@@ -21,6 +24,7 @@ from llmchaos.metrics import (
     SLO_ISSUED_TOTAL,
     SLO_MET_TOTAL,
 )
+from llmchaos.run import Recovery
 from loadtests.merge import Merged
 
 log = logging.getLogger("llmchaos.exporters")
@@ -36,6 +40,7 @@ class ResultsCollector:
 
     def __init__(self, merged: Merged | None = None, faults: FaultState | None = None, run_id: str = "") -> None:
         self.merged, self.faults, self.run_id = merged, faults, run_id
+        self.recovery: list[Recovery] = []  # at the run's end
 
     def collect(self) -> Iterator[Metric]:
         if self.merged is None:  # between tests
@@ -65,6 +70,23 @@ class ResultsCollector:
             for name, kind, target, active in self.faults():
                 g.add_metric([name, kind, target, *run], 1.0 if active else 0.0)
             yield g
+        yield from self._recovery(run)
+
+    def _recovery(self, run: list[str]) -> Iterator[Metric]:
+        """Each fault window's detection and recovery per language and SLO, once the run has ended."""
+        labels = ["fault", "target", "lang", "api", "slo", RUN_ID]
+        detect = GaugeMetricFamily(FAULT_DETECT, "Fault start to its first window over the SLO.", labels=labels)
+        recover = GaugeMetricFamily(FAULT_RECOVER, "Fault revert to back within the SLO.", labels=labels)
+        back = GaugeMetricFamily(FAULT_RECOVERED, "1: back within the SLO within the run; 0: never.", labels=labels)
+        for r in (r for r in self.recovery if r.judged):
+            key = [r.window, r.target, r.lang, r.api, r.metric, *run]
+            if r.detect_s is not None:
+                detect.add_metric(key, r.detect_s)
+            if r.recover_s is not None:
+                recover.add_metric(key, r.recover_s)
+            back.add_metric(key, 1.0 if r.recovered else 0.0)
+        if self.recovery:
+            yield from (detect, recover, back)
 
     def _slo(self, labels: list[str], run: list[str]) -> Iterator[Metric]:
         """Issued and SLO-meeting requests (attainment is their ratio, goodput the rate of the met)."""
@@ -126,6 +148,7 @@ class Exporter:
 
     def start(self, merged: Merged, faults: FaultState | None, run_id: str) -> None:
         self.results.merged, self.results.faults, self.results.run_id = merged, faults, run_id
+        self.results.recovery = []
         if self.gateway:
             self._pusher = gevent.spawn(self._push_loop, run_id)
 
@@ -134,8 +157,10 @@ class Exporter:
             gevent.sleep(self.interval)
             push(self.gateway, self.registry, run_id)
 
-    def finish(self, run_id: str) -> None:
-        """Stop pushing on a timer and push the final totals once (the live endpoint keeps them)."""
+    def finish(self, run_id: str, recovery: list[Recovery]) -> None:
+        """Stop pushing on a timer and push the final totals, with each fault window's recovery, once
+        (the live endpoint keeps them)."""
+        self.results.recovery = recovery
         if self._pusher is not None:
             self._pusher.kill(block=False)
             self._pusher = None

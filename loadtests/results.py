@@ -138,8 +138,11 @@ class RunWriter:
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),
             guard=[t for t in self.guard_trips if t.target == target],
-            recovery=recovery.evaluate(merged.slices, faults, settings.recovery, merged.outcomes, ended),
+            recovery=self.recovery_of(merged, faults, ended),
         )
+
+    def recovery_of(self, merged: Merged, faults: list[results.FaultWindow], ended: float) -> list[results.Recovery]:
+        return recovery.evaluate(merged.slices, faults, self.settings.recovery, merged.outcomes, ended)
 
     def finish(self, target: str) -> int:
         """Push the totals a last time, write each results directory, print its summary; with
@@ -150,7 +153,7 @@ class RunWriter:
             loop.join()
             self._flush_local(collector, watch)
         ended = time.time()
-        self.exporter.finish(self.run_id)
+        self.exporter.finish(self.run_id, self.recovery_of(self.merged, self.fault_windows, ended))
         self.close_requests()
         rows: list[results.SloResult] = []
         for where, run, hist, summary in self.directories(target, self.fault_windows, ended):

@@ -6,7 +6,15 @@ from __future__ import annotations
 from grafanalib import core as g
 
 from dashboards.grafana import panels as p
-from llmchaos.metrics import GENERATOR_CPU, GENERATOR_LOOP_LAG, METRICS, REQUESTS_TOTAL, SLO_ISSUED_TOTAL, SLO_MET_TOTAL
+from llmchaos.metrics import (
+    FAULT_RECOVER,
+    GENERATOR_CPU,
+    GENERATOR_LOOP_LAG,
+    METRICS,
+    REQUESTS_TOTAL,
+    SLO_ISSUED_TOTAL,
+    SLO_MET_TOTAL,
+)
 
 SEL = p.selector(p.CLIENT_LABELS)
 RUN = p.selector(["run_id"])
@@ -48,6 +56,13 @@ def throughput() -> list[g.Panel]:
             "Thinking tokens of reasoning models, within the output tokens (empty for a model that does not think).",
         ),
         p.fault_timeline(RUN),
+        p.timeseries(
+            "Recovery after each fault window",
+            [(f"max by (fault, lang, slo) ({FAULT_RECOVER}{RUN})", "{{fault}} {{lang}} {{slo}}")],
+            "s",
+            "From a fault's revert to back within the language's SLO for the rule's windows in a row, set when "
+            "the run ends; one never back within the run has no value here and llmchaos_fault_recovered 0.",
+        ),
     ]
 
 

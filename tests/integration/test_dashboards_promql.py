@@ -46,7 +46,10 @@ def locust(host: str, port: int, sched: str, tmp_path, env: dict, *extra: str) -
     # SLOs every answered request meets, whatever the machine's load: goodput's panels need a rate above 0
     # (a busy host once made every request miss the registry's, and Goodput B / A came out NaN, no series)
     slos = tmp_path / "slo.yaml"
-    slos.write_text("".join(f"{lang}: {{ttft_p99_ms: 60000, itl_p99_ms: 60000}}\n" for lang in ("en", "de")))
+    slos.write_text(
+        "".join(f"{lang}: {{ttft_p99_ms: 60000, itl_p99_ms: 60000}}\n" for lang in ("en", "de"))
+        + "recovery: {min_samples: 1}\n"  # a window of a few requests is judged: the recovery panel has its series
+    )
     args += ["--slo", str(slos)]
     args += ["--model", "llmchaos-sim-8b-think-3"]  # thinking first: the reasoning panels have data too
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

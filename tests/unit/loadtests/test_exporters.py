@@ -5,6 +5,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmchaos import slo
+from llmchaos.run import Recovery
 from loadtests.collector import Collector
 from loadtests.exporters import ResultsCollector
 from loadtests.merge import Merged
@@ -55,3 +56,25 @@ def test_generator_health_is_the_last_cpu_sample_and_every_loop_lag_tick():
     assert lag["0.005"] == 2.0
     assert lag["+Inf"] == 3.0
     assert lag[None] == 0.0335  # the sum
+
+
+def test_each_fault_windows_recovery_is_exported_once_the_run_has_ended():
+    def row(lang: str, recover_s: float | None, judged: int = 4) -> Recovery:
+        return Recovery(
+            window="slow", target="t", lang=lang, api="openai-chat", metric="ttft_p99_ms", window_s=1.0, windows=3,
+            detect_s=2.0 if recover_s is not None else None, recover_s=recover_s, recovered=recover_s is not None,
+            judged=judged, needed=100,
+        )  # fmt: skip
+
+    collector = ResultsCollector(merged_run(), None, "run-7")
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(collector)
+    live = {f.name for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    assert not live & {"llmchaos_fault_recover_seconds", "llmchaos_fault_recovered"}  # none while it runs
+    collector.recovery = [row("en", 3.5), row("de", None), row("ja", None, judged=0)]
+    families = {f.name: f.samples for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    assert [(s.labels["lang"], s.value) for s in families["llmchaos_fault_recover_seconds"]] == [("en", 3.5)]
+    assert [(s.labels["lang"], s.value) for s in families["llmchaos_fault_recovered"]] == [("en", 1.0), ("de", 0.0)]
+    assert [(s.labels["fault"], s.labels["slo"]) for s in families["llmchaos_fault_detect_seconds"]] == [
+        ("slow", "ttft_p99_ms")
+    ]
