@@ -9,31 +9,18 @@ from html import escape
 
 from dashboards.comparison import plotted
 from dashboards.comparison.runs import Loaded
-from dashboards.comparison.sample import PCTS
-from dashboards.formats import svg, text
+from dashboards.formats import run_parts, svg
 from dashboards.formats.html import TIME_METRICS, merged, outcome_rows, page, table
 from llmchaos.run import RunResults
-from llmchaos.run.table import recovery_cells
 
 
 def run_report(loaded: Loaded) -> str:
     results, cols = loaded.results, loaded.columns
     run = results.run
-    failed = [row for row in run.slo if row.passed is False]
-    if failed:
-        detail = "; ".join(
-            f"{row.lang} "
-            + ", ".join(f"{c.slo} {c.value_ms or 0:.1f} > {c.threshold_ms:g}" for c in row.checks if not c.passed)
-            for row in failed
-        )
-        headline, cls = f"SLO FAILED for {len(failed)} of {len(run.slo)} languages: {detail}", "worse"
-    else:
-        headline, cls = f"SLOs met for all {len(run.slo)} languages", "ok"
-    sub = [f"run {run.run_id} ({run.start} to {run.end}, {run.duration_s:.0f} s) against {', '.join(run.targets)}"]
-    if not run.validity.valid:
-        sub.append("INVALID RUN: " + ", ".join(run.validity.flags))
-    sub += _recovery_verdict(results)
-    sections = ["<h2>Percentiles per language and phase</h2>", _phase_table(results), *_batched(results)]
+    headline, met = run_parts.verdict(run)
+    sub = run_parts.summary_lines(results)
+    notes = [f'<p class="note">{escape(n)}</p>' for n in run_parts.batched_notes(results)]
+    sections = ["<h2>Percentiles per language and phase</h2>", table(*run_parts.phase_rows(results)), *notes]
     sections.append('<h2>Over time (fault windows shaded)</h2><div class="charts">')
     spans = [svg.Span(s, e, name) for s, e, name in plotted.fault_spans(run, cols.start)]
     for metric, pct, label in (*TIME_METRICS, ("error_rate", 0.0, "error rate")):
@@ -70,29 +57,7 @@ def run_report(loaded: Loaded) -> str:
     sections += ["<h2>SLOs</h2>", _slo_table(results), "<h2>Load generator</h2>", _generator_table(results)]
     sections += _guard(results) + _recovery(results)
     sections += [f'<p class="note">{escape(n)}</p>' for n in loaded.sample.notes]
-    return page(f"llmchaos run {run.run_id}", cls, headline, sub, sections)
-
-
-def _phase_table(results: RunResults) -> str:
-    """Per language, its phases in the order they ran (warmup, baseline, then each fault phase by its
-    window's start), every fault phase's figure beside its multiple of the baseline's."""
-    rows = []
-    at = plotted.phase_order(results.run)
-    keys = sorted({(k.lang, k.phase) for k, _ in results.histograms}, key=lambda k: (k[0], at(k[1]), k[1]))
-    for lang, phase in keys:
-        row = [lang, phase]
-        for metric in ("ttft", "itl", "e2e"):
-            h = results.histograms.combined(metric, lang=lang, phase=phase)
-            base = results.histograms.combined(metric, lang=lang, phase="baseline")
-            for p in PCTS.values():
-                v = h.quantile(p) if h is not None and h.count else None
-                b = base.quantile(p) if base is not None and base.count and phase != "baseline" else None
-                row.append(text.value(v, "s") + (f" ×{v / b:.2g}" if v is not None and b else ""))
-        n = sum(o.count for o in results.run.outcomes if (o.lang, o.phase) == (lang, phase))
-        ok = sum(o.count for o in results.run.outcomes if (o.lang, o.phase, o.outcome) == (lang, phase, "ok"))
-        rows.append([*row, str(n), f"{ok / n:.1%}" if n else "-"])
-    head = ["lang", "phase"] + [f"{m} {p}" for m in ("TTFT", "ITL", "E2E") for p in PCTS] + ["requests", "ok"]
-    return table(head, rows)
+    return page(f"llmchaos run {run.run_id}", "ok" if met else "worse", headline, sub, sections)
 
 
 def _slo_table(results: RunResults) -> str:
@@ -143,42 +108,8 @@ def _guard(results: RunResults) -> list[str]:
 
 
 def _recovery(results: RunResults) -> list[str]:
-    rows = [(r.window, r.lang, r.metric, *recovery_cells(r), str(r.stranded)) for r in results.run.recovery if r.judged]
-    if not rows:
+    parts = run_parts.recovery_rows(results)
+    if parts is None:
         return []
-    first = results.run.recovery[0]
-    note = f"windows of {first.window_s:g} s; back: {first.windows} in a row within the SLO, from the revert"
-    head = ("fault window", "lang", "SLO", "over after its start", "back after its revert", "stranded")
+    head, rows, note = parts
     return ["<h2>Detection and recovery</h2>", table(head, rows), f'<p class="meta">{escape(note)}</p>']
-
-
-def _recovery_verdict(results: RunResults) -> list[str]:
-    """One line for the top: how many (fault window, language, SLO) came back, the slowest, those never."""
-    judged = [r for r in results.run.recovery if r.judged]
-    if not judged:
-        return []
-    back = [r for r in judged if r.recover_s is not None]
-    line = f"recovery: {len(back)} of {len(judged)} (fault window, language, SLO) back within their SLO"
-    if back:
-        r = max(back, key=lambda r: r.recover_s or 0.0)
-        line += f", the slowest {r.window} {r.lang} {r.metric} {recovery_cells(r)[1]} after its revert"
-    never = sorted({f"{r.window} {r.lang}" for r in judged if r.recover_s is None})
-    return [line] + ([f"never back within the run: {', '.join(never)}"] if never else [])
-
-
-BATCHED_SHARE = 0.05  # a phase whose reads brought several events this often: its ITL is the network's batching
-
-
-def _batched(results: RunResults) -> list[str]:
-    """Why a phase's ITL can read near zero: the network delivered its events together (a rate limit
-    or a proxy's hold releases them at once, so the tokens between them arrive in one read)."""
-    notes = []
-    for p in results.run.reads.phases:
-        share = (p.coalesced - p.late) / p.reads if p.reads else 0.0
-        if share >= BATCHED_SHARE:
-            notes.append(
-                f"ITL in {p.phase}: {share:.0%} of its stream reads brought several events the network delivered "
-                "together, so the tokens between them arrived at once: a low ITL there is the network's batching, "
-                "not a fast server (E2E and TTFT tell its cost)."
-            )
-    return [f'<p class="note">{escape(n)}</p>' for n in notes]

@@ -134,6 +134,18 @@ def test_regress_fails_a_run_whose_recovery_got_worse_by_the_rule(runs, tmp_path
     assert "recovery of first-token-delay en ttft_p99_ms: A 4.0 s, B 12.0 s" in r.stdout
 
 
+def test_report_as_markdown_shows_the_verdict_phases_and_recovery_as_the_html_does(runs, tmp_path, capsys):
+    run_dir = with_recovery(runs["a"], tmp_path / "a", None)
+    r = llmchaos(capsys, "report", str(run_dir), "--md")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("### llmchaos: ")
+    assert "never back within the run: first-token-delay en" in r.stdout  # under the headline
+    assert "| lang | phase | TTFT p50 |" in r.stdout
+    assert "| en | baseline | " in r.stdout
+    assert "| first-token-delay | en | ttft\\_p99\\_ms | 2.0 s | never within the run | 0 |" in r.stdout
+    assert "e+0" not in r.stdout
+
+
 @pytest.mark.parametrize(
     ("case", "message"),
     [

@@ -1,9 +1,9 @@
-"""The one-run page's notes: a phase whose events the network delivered together has its low ITL
+"""A run's report parts: a phase whose events the network delivered together has its low ITL
 explained, and only such a phase."""
 
 from types import SimpleNamespace
 
-from dashboards.formats.run_page import _batched
+from dashboards.formats.run_parts import batched_notes
 from llmchaos.run import Reads
 from llmchaos.run.schema import PhaseReads
 
@@ -18,9 +18,8 @@ def test_a_phase_whose_reads_the_network_batched_has_its_itl_explained():
             PhaseReads(phase="bandwidth-200kbit", reads=200, coalesced=90, late=0),
         ),
     )
-    (note,) = _batched(SimpleNamespace(run=SimpleNamespace(reads=reads)))  # type: ignore[arg-type]
+    (note,) = batched_notes(SimpleNamespace(run=SimpleNamespace(reads=reads)))  # type: ignore[arg-type]
     assert note.startswith(
-        '<p class="note">ITL in bandwidth-200kbit: 45% of its stream reads brought several events the network '
-        "delivered together"
+        "ITL in bandwidth-200kbit: 45% of its stream reads brought several events the network delivered together"
     )
-    assert "the network&#x27;s batching, not a fast server" in note
+    assert "the network's batching, not a fast server" in note

@@ -1,0 +1,29 @@
+"""A run's report as Markdown (`llmchaos report RUN --md`), for a CI comment or a ticket: the same
+verdict, phases, recovery and notes as the HTML page (`run_parts`), every text from the run escaped."""
+
+from __future__ import annotations
+
+from dashboards.formats import run_parts
+from dashboards.formats.markdown import escape
+from llmchaos.run import RunResults
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(map(escape, head)) + " |",
+        "|" + "---|" * len(head),
+        *("| " + " | ".join(map(escape, row)) + " |" for row in rows),
+    ]
+
+
+def render(results: RunResults) -> str:
+    headline, met = run_parts.verdict(results.run)
+    out = [f"### llmchaos: {'🟢' if met else '🔴'} {escape(headline)}", ""]
+    out += [f"{escape(line)}  " for line in run_parts.summary_lines(results)]
+    out += ["", "#### Percentiles per language and phase", "", *_table(*run_parts.phase_rows(results))]
+    out += [f"\n_{escape(note)}_" for note in run_parts.batched_notes(results)]
+    recovery = run_parts.recovery_rows(results)
+    if recovery is not None:
+        head, rows, note = recovery
+        out += ["", "#### Detection and recovery", "", *_table(head, rows), "", f"_{escape(note)}_"]
+    return "\n".join(out)
