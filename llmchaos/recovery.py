@@ -16,7 +16,9 @@ says how many windows were.
 - `recover_s`: from the fault's revert to the start of the first `windows` consecutive windows
   within the SLO (None, with `recovered` false: not within the run, or the fault was never reverted);
 - `stranded`: requests started in the window's phase that got no answer in time (stalled, or timed
-  out before their first token or their end).
+  out before their first token or their end);
+- `burn`: how fast the window spent the SLO's error budget, the share of its samples over the
+  threshold over the share the percentile allows (1 % for a p99): above 1, the percentile was over.
 
 The rule comes from the SLO file's `recovery` key:
 
@@ -131,7 +133,8 @@ def evaluate(
         for (target, lang, api, key), by_second in sorted(tallies.items()):
             pct = percentile_of(key)
             verdicts = _Windows(by_second, w, rule.least(pct), pct)
-            detect = verdicts.first_over(f.actual_start, f.actual_end if f.actual_end is not None else end)
+            until = f.actual_end if f.actual_end is not None else end
+            detect = verdicts.first_over(f.actual_start, until)
             recover = verdicts.back_within(f.actual_end, end, rule.windows) if f.actual_end is not None else None
             stranded = sum(
                 n
@@ -151,6 +154,7 @@ def evaluate(
                     recover_s=recover,
                     recovered=recover is not None,
                     judged=verdicts.judged,
+                    burn=verdicts.burn(f.actual_start, until),
                     needed=rule.least(pct),
                     stranded=stranded,
                 )
@@ -176,6 +180,16 @@ class _Windows:
             return None
         self.judged += 1
         return bad > self.share * n
+
+    def burn(self, start: float, until: float) -> float | None:
+        """The share of samples over the threshold in the seconds from `start` to `until`, over the
+        share the percentile allows (None: no sample, or a p100 that allows none)."""
+        n = bad = 0
+        for s in range(math.floor(start), math.ceil(until)):
+            tally = self.by_second.get(s)
+            if tally is not None:
+                n, bad = n + tally[0], bad + tally[1]
+        return bad / n / self.share if n and self.share else None
 
     def first_over(self, start: float, until: float) -> float | None:
         """Seconds from `start` to the end of the first window over the SLO that starts before `until`."""

@@ -66,7 +66,7 @@ def recovery_rows(results: RunResults) -> tuple[list[str], list[list[str]], str]
         return None
     first = results.run.recovery[0]
     note = f"windows of {first.window_s:g} s; back: {first.windows} in a row within the SLO, from the revert"
-    head = ["fault window", "lang", "SLO", "over after its start", "back after its revert", "stranded"]
+    head = ["fault window", "lang", "SLO", "over after its start", "back after its revert", "budget burn", "stranded"]
     return head, rows, note
 
 

@@ -199,6 +199,7 @@ class Recovery(Part):
     judged: NonNegativeInt  # windows from its start to the run's end with enough samples to judge
     needed: PositiveInt  # samples a window needed
     stranded: NonNegativeInt = 0  # requests started in its phase that got no answer in time
+    burn: float | None = None  # its share of samples over the threshold / the share the percentile allows
 
 
 class Validity(Part):

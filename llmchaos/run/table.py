@@ -70,20 +70,23 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def recovery_cells(r: Recovery) -> tuple[str, str]:
-    """When `r`'s SLO first went over after its fault's start, and when it was back after its revert."""
+def recovery_cells(r: Recovery) -> tuple[str, str, str]:
+    """When `r`'s SLO first went over after its fault's start, when it was back after its revert, and
+    how fast the window burned its error budget."""
     detected = "never" if r.detect_s is None else f"{r.detect_s:.1f} s"
     back = f"{r.recover_s:.1f} s" if r.recover_s is not None else "never within the run"
-    return detected, back
+    return detected, back, "-" if r.burn is None else f"{r.burn:.2g}x"
 
 
 def _recovery(r: Recovery) -> str:
     if not r.judged:
         return f"{r.metric} not judged (no window held the {r.needed} samples it needs)"
-    detected, back = recovery_cells(r)
+    detected, back, burn = recovery_cells(r)
     over = "never over" if r.detect_s is None else f"over {detected} after its start"
-    return f"{r.metric} {over}, " + (
-        f"back {back} after its revert" if r.recover_s is not None else "never back within the run"
+    return (
+        f"{r.metric} {over}, "
+        + (f"back {back} after its revert" if r.recover_s is not None else "never back within the run")
+        + (f", budget burned {burn} during it" if r.burn is not None else "")
     )
 
 

@@ -142,7 +142,7 @@ def test_report_as_markdown_shows_the_verdict_phases_and_recovery_as_the_html_do
     assert "never back within the run: first-token-delay en" in r.stdout  # under the headline
     assert "| lang | phase | TTFT p50 |" in r.stdout
     assert "| en | baseline | " in r.stdout
-    assert "| first-token-delay | en | ttft\\_p99\\_ms | 2.0 s | never within the run | 0 |" in r.stdout
+    assert "| first-token-delay | en | ttft\\_p99\\_ms | 2.0 s | never within the run | - | 0 |" in r.stdout
     assert "e+0" not in r.stdout
 
 

@@ -43,6 +43,7 @@ def healthy(seconds: range) -> dict[int, tuple[int, int]]:
 def test_a_fault_is_detected_in_its_first_window_over_and_recovered_at_the_first_run_within():
     seconds = healthy(range(100, 160)) | dict.fromkeys(range(120, 132), (10, 5))  # 1 s of backlog past the revert
     row = run(seconds, fault(120.0, 130.0), recovery.Rule(window_s=2, windows=3, min_samples=1))
+    assert row.burn == pytest.approx(50.0)  # half its samples over a p99's threshold: 50 times the 1 % allowed
     assert (row.window, row.lang, row.metric, row.window_s, row.windows) == ("slow", "en", "ttft_p99_ms", 2, 3)
     assert row.detect_s == 2.0  # the window [120, 122) was over: known at its end
     assert row.recover_s == 2.0  # [130, 132) still over; [132, 138) within, three in a row
@@ -65,7 +66,7 @@ def test_a_percentile_is_over_exactly_when_more_than_its_share_is():
 
 def test_never_over_is_no_detection_and_no_wait_to_recover():
     row = run(healthy(range(100, 160)), fault(120.0, 130.0), recovery.Rule(window_s=2, min_samples=1))
-    assert (row.detect_s, row.recover_s, row.recovered) == (None, 0.0, True)
+    assert (row.detect_s, row.recover_s, row.recovered, row.burn) == (None, 0.0, True, 0.0)
 
 
 def test_never_back_within_the_run_is_a_value_of_its_own():
