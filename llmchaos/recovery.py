@@ -155,6 +155,7 @@ def evaluate(
                     recovered=recover is not None,
                     judged=verdicts.judged,
                     burn=verdicts.burn(f.actual_start, until),
+                    reverted=f.actual_end,
                     needed=rule.least(pct),
                     stranded=stranded,
                 )

@@ -55,6 +55,30 @@ def fault_spans(run: Run, start: float) -> list[tuple[float, float, str]]:
     ]
 
 
+def recovery_marks(run: Run, start: float) -> list[tuple[float, str]]:
+    """Per fault window revert, where its slowest (language, SLO) was back within its SLO, in seconds
+    from `start`, labelled; a window some language never came back from is marked at its revert."""
+    by_revert: dict[tuple[str, float], list] = {}
+    for r in run.recovery:
+        if r.judged and r.reverted is not None:
+            by_revert.setdefault((r.window, r.reverted), []).append(r)
+    marks = []
+    for (window, reverted), rows in sorted(by_revert.items(), key=lambda kv: kv[0][1]):
+        never = [r for r in rows if r.recover_s is None]
+        if never:
+            who = ", ".join(sorted({f"{r.lang} {r.metric}" for r in never}))
+            marks.append((reverted - start, f"{window} reverted; never back within the run: {who}"))
+            continue
+        r = max(rows, key=lambda r: r.recover_s or 0.0)
+        marks.append(
+            (
+                reverted + (r.recover_s or 0.0) - start,
+                f"{window}: all back +{r.recover_s:.1f} s after its revert (last: {r.lang} {r.metric})",
+            )
+        )
+    return marks
+
+
 def cdf(h: Histogram | None) -> tuple[list[float], list[float]]:
     """A histogram's CDF as at most `CDF_POINTS` (value, cumulative share) points."""
     if h is None or not h.count:

@@ -23,6 +23,7 @@ def run_report(loaded: Loaded) -> str:
     sections = ["<h2>Percentiles per language and phase</h2>", table(*run_parts.phase_rows(results)), *notes]
     sections.append('<h2>Over time (fault windows shaded)</h2><div class="charts">')
     spans = [svg.Span(s, e, name) for s, e, name in plotted.fault_spans(run, cols.start)]
+    marks = plotted.recovery_marks(run, cols.start)  # each fault window's recovery, a line with its tooltip
     for metric, pct, label in (*TIME_METRICS, ("error_rate", 0.0, "error rate")):
         mids, series = plotted.over_time(cols, metric, pct)
         scale = 100.0 if metric == "error_rate" else 1000.0
@@ -38,6 +39,7 @@ def run_report(loaded: Loaded) -> str:
                     "%" if metric == "error_rate" else "ms",
                     lines,
                     list(spans),
+                    list(marks),
                 )
             )
         )

@@ -200,6 +200,7 @@ class Recovery(Part):
     needed: PositiveInt  # samples a window needed
     stranded: NonNegativeInt = 0  # requests started in its phase that got no answer in time
     burn: float | None = None  # its share of samples over the threshold / the share the percentile allows
+    reverted: float | None = None  # unix time of the window's revert (None: still on at the end)
 
 
 class Validity(Part):
