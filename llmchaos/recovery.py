@@ -33,9 +33,11 @@ window, in whole seconds (at least 1 s, at most 30 s).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import accumulate, repeat
 
 from llmchaos import yamlfile
 from llmchaos.run.schema import FaultWindow, Recovery
@@ -127,20 +129,25 @@ def evaluate(
         tallies[(target, lang, api, key)][int(second)] = (n + count, bad) if what == "n" else (n, bad + count)
     ran = [f for f in faults if f.actual_start is not None]
     w = rule.window_for(ran)
+    judges = {
+        k: _Windows(by_second, w, rule.least(percentile_of(k[3])), percentile_of(k[3]))
+        for k, by_second in tallies.items()
+    }
+    stranded_in: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, window) -> requests stranded
+    for (target, lang, api, phase, outcome), n in outcomes.items():
+        if outcome in STRANDED:
+            for window in set(phase.split("+")):
+                stranded_in[(target, lang, api, window)] += n
     rows = []
     for f in ran:
         assert f.actual_start is not None
-        for (target, lang, api, key), by_second in sorted(tallies.items()):
+        for (target, lang, api, key), verdicts in sorted(judges.items()):
+            verdicts.judged = 0
             pct = percentile_of(key)
-            verdicts = _Windows(by_second, w, rule.least(pct), pct)
             until = f.actual_end if f.actual_end is not None else end
             detect = verdicts.first_over(f.actual_start, until)
             recover = verdicts.back_within(f.actual_end, end, rule.windows) if f.actual_end is not None else None
-            stranded = sum(
-                n
-                for (t, la, a, phase, outcome), n in outcomes.items()
-                if (t, la, a) == (target, lang, api) and outcome in STRANDED and f.name in phase.split("+")
-            )
+            stranded = stranded_in.get((target, lang, api, f.name), 0)
             rows.append(
                 Recovery(
                     window=f.name,
@@ -167,16 +174,20 @@ class _Windows:
     """One (target, lang, api, SLO key)'s verdict on windows of `w` seconds from a given start."""
 
     def __init__(self, by_second: dict[int, Tally], w: float, least: int, pct: float) -> None:
-        self.by_second, self.w, self.least, self.share = by_second, int(w), least, (100.0 - pct) / 100.0
-        self.judged = 0  # windows with enough samples, so far
+        self.w, self.least, self.share = int(w), least, (100.0 - pct) / 100.0
+        self.seconds = sorted(by_second)  # and the running sums of their tallies: any stretch's in O(log n)
+        self.n = list(accumulate((by_second[s][0] for s in self.seconds), initial=0))
+        self.bad = list(accumulate((by_second[s][1] for s in self.seconds), initial=0))
+        self.judged = 0  # windows with enough samples, in the scans since it was last zeroed
+
+    def tally(self, first: int, stop: int) -> Tally:
+        """The samples and those over the threshold in the seconds [first, stop)."""
+        i, j = bisect_left(self.seconds, first), bisect_left(self.seconds, stop)
+        return self.n[j] - self.n[i], self.bad[j] - self.bad[i]
 
     def verdict(self, first: int) -> bool | None:
         """Whether the window of seconds [first, first + w) was over its SLO (None: too few samples)."""
-        n = bad = 0
-        for s in range(first, first + self.w):
-            tally = self.by_second.get(s)
-            if tally is not None:
-                n, bad = n + tally[0], bad + tally[1]
+        n, bad = self.tally(first, first + self.w)
         if n < self.least:
             return None
         self.judged += 1
@@ -185,11 +196,7 @@ class _Windows:
     def burn(self, start: float, until: float) -> float | None:
         """The share of samples over the threshold in the seconds from `start` to `until`, over the
         share the percentile allows (None: no sample, or a p100 that allows none)."""
-        n = bad = 0
-        for s in range(math.floor(start), math.ceil(until)):
-            tally = self.by_second.get(s)
-            if tally is not None:
-                n, bad = n + tally[0], bad + tally[1]
+        n, bad = self.tally(math.floor(start), math.ceil(until))
         return bad / n / self.share if n and self.share else None
 
     def first_over(self, start: float, until: float) -> float | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import gevent
 
-from llmchaos import slo
+from llmchaos import recovery, slo
 from llmchaos.histogram import HistogramSet, Key
 from loadtests.record import RequestRecord, count_batch
 
@@ -29,11 +29,13 @@ class Collector:
 
     def add(self, rec: RequestRecord) -> None:
         base = (rec.target, rec.lang, rec.api, rec.phase)
-        for metric, values in rec.samples().items():
+        samples = rec.samples()
+        for metric, values in samples.items():
             if values:
                 self.hist.record_many(Key(*base, metric), values)
-        if rec.outcome == "ok" and rec.gaps:
-            self.hist.record_many(Key(*base, "itl"), *rec.itl_spread())
+        spread = rec.itl_spread() if rec.outcome == "ok" and rec.gaps else ([], [])
+        if spread[0]:
+            self.hist.record_many(Key(*base, "itl"), *spread)
         self.outcomes[(*base, rec.outcome)] += 1
         if rec.at_stop:
             self.slo_counts[(*base, "at_stop")] += 1
@@ -42,15 +44,24 @@ class Collector:
             if rec.attains(self.slos.get(rec.lang, {})):
                 self.slo_counts[(*base, "met")] += 1
             if rec.outcome != "cancelled":
-                self._tally(rec)
+                self._tally(rec, samples, spread)
         if self.sample_rate >= 1.0 or self._rng.random() < self.sample_rate:
             self.records.append(rec)
 
-    def _tally(self, rec: RequestRecord) -> None:
-        """The request's samples against each SLO of its language, in its start's second (recovery.py)."""
+    def _tally(
+        self, rec: RequestRecord, samples: dict[str, list[float]], spread: tuple[list[float], list[int]]
+    ) -> None:
+        """The request's samples (its histograms', ITL's `spread`) against each SLO of its language,
+        in its start's second; a failure is one sample over every threshold (llmchaos/recovery.py)."""
         second = int(rec.intended)
         for key, ms in self.slos.get(rec.lang, {}).items():
-            n, over = rec.tally(slo.metric_of(key), ms / 1000.0)
+            metric = slo.metric_of(key)
+            if rec.outcome != "ok":
+                n, over = 1, 1
+            elif metric == "itl":
+                n, over = recovery.over(*spread, ms / 1000.0)
+            else:
+                n, over = recovery.over(samples.get(metric, []), None, ms / 1000.0)
             if n:
                 self.slices[(rec.target, rec.lang, rec.api, key, second, "n")] += n
             if over:

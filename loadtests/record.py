@@ -9,7 +9,7 @@ from functools import cache
 
 from gevent.threadpool import ThreadPool
 
-from llmchaos import recovery, slo, tokenizer
+from llmchaos import slo, tokenizer
 from llmchaos.run import ReplayFields, RequestLine, itl
 
 SIDE = "a"  # the one side of a test with one target (an A/B replay has a and b)
@@ -232,15 +232,6 @@ class RequestRecord:
             max_gap=max(self.gaps, default=0.0),
         )
         return bool(met)
-
-    def tally(self, metric: str, threshold_s: float) -> recovery.Tally:
-        """This request's samples of `metric` (an SLO's) and how many were over `threshold_s`; a
-        failure is one sample over (llmchaos/recovery.py)."""
-        if self.outcome != "ok":
-            return 1, 1
-        if metric == "itl":
-            return recovery.over(*self.itl_spread(), threshold_s)
-        return recovery.over(self.samples().get(metric, []), None, threshold_s)
 
     def samples(self) -> dict[str, list[float]]:
         """Values this request adds to each metric's histogram (latencies only when it succeeded),

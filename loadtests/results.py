@@ -52,6 +52,7 @@ class RunWriter:
         self.guard_trips: list[results.GuardTrip] = []  # the live guard's, at the end
         self.fault_windows: list[results.FaultWindow] = []  # the faults as they ran, at the end
         self.fault_hosts: list[results.FaultHost] = []  # the schedule's fault hosts, at the end
+        self.fault_recovery: list[results.Recovery] = []  # each fault window's, every target's, at the end
         self._local: tuple[Collector, SelfWatch, gevent.Greenlet] | None = None
         self._local_done = Event()
         self._names: dict[str, str] = {}  # Locust's worker ids -> worker_name
@@ -138,11 +139,8 @@ class RunWriter:
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),
             guard=[t for t in self.guard_trips if t.target == target],
-            recovery=self.recovery_of(merged, faults, ended),
+            recovery=[r for r in self.fault_recovery if r.target == target],
         )
-
-    def recovery_of(self, merged: Merged, faults: list[results.FaultWindow], ended: float) -> list[results.Recovery]:
-        return recovery.evaluate(merged.slices, faults, self.settings.recovery, merged.outcomes, ended)
 
     def finish(self, target: str) -> int:
         """Push the totals a last time, write each results directory, print its summary; with
@@ -153,7 +151,11 @@ class RunWriter:
             loop.join()
             self._flush_local(collector, watch)
         ended = time.time()
-        self.exporter.finish(self.run_id, self.recovery_of(self.merged, self.fault_windows, ended))
+        merged, settings = self.merged, self.settings
+        self.fault_recovery = recovery.evaluate(
+            merged.slices, self.fault_windows, settings.recovery, merged.outcomes, ended
+        )
+        self.exporter.finish(self.run_id, self.fault_recovery)
         self.close_requests()
         rows: list[results.SloResult] = []
         for where, run, hist, summary in self.directories(target, self.fault_windows, ended):
