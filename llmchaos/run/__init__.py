@@ -22,10 +22,8 @@ from llmchaos.run.schema import (
     SloResult,
     Summary,
     Validity,
-    outcome_rows,
-    summarize,
 )
-from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, write
+from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, outcome_rows, summarize, write
 
 __all__ = [
     "SCHEMA_VERSION",

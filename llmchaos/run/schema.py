@@ -6,14 +6,24 @@ ever added within one `schema_version`; readers ignore fields they do not know.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from llmchaos import __version__
-from llmchaos.histogram import Histogram, HistogramSet, Key
+from llmchaos.histogram import Histogram, Key
 from llmchaos.metrics import METRICS
 
 SCHEMA_VERSION = 1
@@ -191,16 +201,22 @@ class Recovery(Part):
     lang: str
     api: str
     metric: str  # the SLO key, e.g. ttft_p99_ms
-    window_s: float
+    window_s: PositiveFloat
     windows: PositiveInt
-    detect_s: float | None
-    recover_s: float | None
+    detect_s: NonNegativeFloat | None
+    recover_s: NonNegativeFloat | None
     recovered: bool
     judged: NonNegativeInt  # windows from its start to the run's end with enough samples to judge
     needed: PositiveInt  # samples a window needed
     stranded: NonNegativeInt = 0  # requests started in its phase that got no answer in time
-    burn: float | None = None  # its share of samples over the threshold / the share the percentile allows
+    burn: NonNegativeFloat | None = None  # its share of samples over the threshold / the share allowed
     reverted: float | None = None  # unix time of the window's revert (None: still on at the end)
+
+    @model_validator(mode="after")
+    def _recovered_when_back(self) -> Recovery:
+        if self.recovered != (self.recover_s is not None):
+            raise ValueError(f"recovered is {self.recovered} with recover_s {self.recover_s}")
+        return self
 
 
 class Validity(Part):
@@ -372,24 +388,3 @@ class Run(Part):
     def iter_summaries(self, **match: str) -> Iterator[Summary]:
         """Summaries whose key fields equal `match`, e.g. `metric="ttft", lang="de"`."""
         return (s for s in self.summaries if all(getattr(s, f) == v for f, v in match.items()))
-
-
-def summarize(hist: HistogramSet) -> list[Summary]:
-    """One summary per histogram, in key order."""
-    return [Summary.of(key, h) for key, h in sorted(hist, key=lambda kv: kv[0])]
-
-
-def outcome_rows(
-    counts: Mapping[tuple[str, ...], int], at_stop: Mapping[tuple[str, ...], int] | None = None
-) -> list[OutcomeCount]:
-    """Counts keyed (target, lang, api, phase, outcome) as rows, in key order; `at_stop` (keyed
-    (target, lang, api, phase)) says how many of each phase's cancelled ones the end of the test cut."""
-    fields = ("target", "lang", "api", "phase", "outcome")
-    return [
-        OutcomeCount(
-            **dict(zip(fields, k, strict=True)),
-            count=n,
-            at_stop=at_stop.get(k[:4], 0) if at_stop is not None and k[4] == "cancelled" else None,
-        )
-        for k, n in sorted(counts.items())
-    ]

@@ -15,7 +15,7 @@ import stat
 import sys
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from llmchaos.errors import UsageError
 from llmchaos.histogram import Histogram, HistogramSet, Key
 from llmchaos.run import requests
-from llmchaos.run.schema import SCHEMA_VERSION, Run, Summary
+from llmchaos.run.schema import SCHEMA_VERSION, OutcomeCount, Run, Summary
 
 RUN_JSON, HISTOGRAMS, INDEX = "run.json", "histograms", "index.json"
 NOT_OURS = (TypeError, ValueError, zlib.error, HdrCookieException, HdrLengthException, HdrHistogramSettingsException)
@@ -185,3 +185,24 @@ def _histograms(index_path: Path, root: Path) -> HistogramSet:
                 raise UsageError(f"a second histogram for {'/'.join(key)}", file=str(index_path), field=where)
         out.merge(one)
     return out
+
+
+def summarize(hist: HistogramSet) -> list[Summary]:
+    """One summary per histogram, in key order."""
+    return [Summary.of(key, h) for key, h in sorted(hist, key=lambda kv: kv[0])]
+
+
+def outcome_rows(
+    counts: Mapping[tuple[str, ...], int], at_stop: Mapping[tuple[str, ...], int] | None = None
+) -> list[OutcomeCount]:
+    """Counts keyed (target, lang, api, phase, outcome) as rows, in key order; `at_stop` (keyed
+    (target, lang, api, phase)) says how many of each phase's cancelled ones the end of the test cut."""
+    fields = ("target", "lang", "api", "phase", "outcome")
+    return [
+        OutcomeCount(
+            **dict(zip(fields, k, strict=True)),
+            count=n,
+            at_stop=at_stop.get(k[:4], 0) if at_stop is not None and k[4] == "cancelled" else None,
+        )
+        for k, n in sorted(counts.items())
+    ]
