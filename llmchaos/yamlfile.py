@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import yaml
 
 from llmchaos.errors import UsageError
+
+MAX_BYTES = 16 << 20  # a config (a schedule, SLOs, a guard, rules) this large is no config
 
 
 def compose(path: str) -> yaml.Node:
     """The document's root node; an unreadable or invalid file is a UsageError with its line."""
     text = ""
     try:
-        with open(path, encoding="utf-8") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, to be refused
+        with open(fd, encoding="utf-8") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UsageError("not a regular file (a pipe or a device is no config)", file=path)
+            if st.st_size > MAX_BYTES:
+                raise UsageError(f"{st.st_size:,} bytes, over the {MAX_BYTES >> 20} MiB a config may have", file=path)
             text = f.read()
         node = yaml.compose(text)
     except OSError as e:
