@@ -158,4 +158,5 @@ OUTCOMES = (
     "timeout",
     "connect_error",
     "cancelled",
+    "wrong",  # 200 and whole, but a canary's answer that failed its check (loadtests/canaries.py)
 )  # plus http_<code>

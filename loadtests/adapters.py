@@ -39,6 +39,7 @@ class Ask:
     api_key: str | None = None
     thoughts: bool = False  # Gemini: a thinking model streams its thoughts
     force_output: bool = False  # no fewer tokens either (OpenAI APIs: vLLM's ignore_eos and min_tokens)
+    greedy_seed: int | None = None  # a canary's: temperature 0 and this seed (None: as the target defaults)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ class OpenAIChat:
             body["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = ask.max_tokens
             if ask.force_output:
                 body |= {"ignore_eos": True, "min_tokens": ask.max_tokens}
+        if ask.greedy_seed is not None:
+            body |= {"temperature": 0, "seed": ask.greedy_seed}
         if ask.lang_in_body:
             _merged(body, "metadata", lang=ask.lang)
         asked = body.get("max_completion_tokens") or body.get("max_tokens")
@@ -218,6 +221,8 @@ class Gemini:
             config["maxOutputTokens"] = ask.max_tokens
         if ask.thoughts:  # a thinking model streams them as parts with thought: true (hidden otherwise)
             config["thinkingConfig"] = {**(config.get("thinkingConfig") or {}), "includeThoughts": True}
+        if ask.greedy_seed is not None:
+            config |= {"temperature": 0, "seed": ask.greedy_seed}
         if config:
             body["generationConfig"] = config
         if ask.lang_in_body:

@@ -23,7 +23,7 @@ class Collector:
         self._rng = random.Random(seed)
         self.hist = HistogramSet()
         self.outcomes: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, outcome)
-        self.slo_counts: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, issued|met|at_stop)
+        self.slo_counts: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, issued|met|at_stop|canary)
         self.slices: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, SLO key, second, n|over)
         self.records: list[RequestRecord] = []
 
@@ -41,6 +41,8 @@ class Collector:
             self.slo_counts[(*base, "at_stop")] += 1
         else:
             self.slo_counts[(*base, "issued")] += 1
+            if rec.canary is not None:
+                self.slo_counts[(*base, "canary")] += 1
             if rec.attains(self.slos.get(rec.lang, {})):
                 self.slo_counts[(*base, "met")] += 1
             if rec.outcome != "cancelled":

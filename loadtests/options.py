@@ -13,7 +13,7 @@ from faults.session import FaultOptions
 from llmchaos import languages, recovery, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
-from loadtests import guard, load_profile
+from loadtests import canaries, guard, load_profile
 from loadtests.adapters import ADAPTERS, Adapter
 from loadtests.dataplane.response import Limits
 
@@ -46,6 +46,13 @@ def add_arguments(parser: ArgumentParser) -> None:
         help="use generated prompts of this many tokens instead of the corpus prompts",
     )
     g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
+    g.add_argument(
+        "--canary-rate",
+        type=float,
+        default=0.0,
+        help="share of each language's requests that are canaries (a known answer, checked: else outcome wrong)",
+    )
+    g.add_argument("--canaries", default="", help="canary file (YAML; default: the reference server's answers)")
     g.add_argument(
         "--think-time",
         type=float,
@@ -119,6 +126,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "rate": (0, math.inf, True),
     "burstiness": (0, math.inf, False),
     "requests_sample": (0, 1, True),
+    "canary_rate": (0, 1, True),
     "prometheus_port": (0, 65535, True),
     "push_interval": (0, math.inf, False),
     "fault_lease": (2 * RENEW_S, 3600, True),  # two renewals: one lost or late must not revert the fault
@@ -160,6 +168,7 @@ class Settings:
     limits: Limits
     recovery: recovery.Rule
     guard: guard.Config | None = None
+    canaries: canaries.ByLang | None = None  # with --canary-rate: each language's
 
     @classmethod
     def read(cls, options: Namespace) -> Settings:
@@ -190,6 +199,9 @@ class Settings:
             Limits(options.connect_timeout, options.ttft_timeout, options.stall_limit, options.request_timeout),
             recovery.load(options.slo or None),
             guard.load(options.guard, slos, langs) if options.guard else None,
+            canaries.load(options.canaries or canaries.reference_file(), langs, options.api)
+            if options.canary_rate > 0
+            else None,
         )
 
 

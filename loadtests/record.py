@@ -94,6 +94,7 @@ class RequestRecord:
     side: str = SIDE  # which of the test's targets: a, or b in an A/B replay
     prepare_s: float | None = None  # open loop: its call's build, ahead of its time (a replay's prompt)
     send_s: float | None = None  # from its send to its last byte written (connecting included)
+    canary: str | None = None  # a canary (--canary-rate): its name; its answer was checked
     counted: bool = field(default=False, repr=False)  # count_tokens has run
     uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
@@ -104,6 +105,11 @@ class RequestRecord:
     @property
     def text(self) -> str:
         return "".join(self.chunks)
+
+    @property
+    def answer(self) -> str:
+        """The answer's text, without the thinking."""
+        return "".join(chunk[self.thinking.get(i, 0) :] for i, chunk in enumerate(self.chunks))
 
     @property
     def thought(self) -> str:
@@ -308,4 +314,5 @@ class RequestRecord:
             late_reads=self.late_reads,
             tokens_per_event=per if any(k != 1 for k in per) and not self.uncounted else None,
             unstreamed_tokens=self.unstreamed,
+            canary=self.canary,
         )

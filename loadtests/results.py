@@ -135,6 +135,7 @@ class RunWriter:
             outcomes=results.outcome_rows(
                 merged.outcomes, {k[:4]: n for k, n in merged.slo_counts.items() if k[4] == "at_stop"}
             ),
+            canaries=results.canary_rows(merged.slo_counts, merged.outcomes),
             slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),

@@ -7,6 +7,7 @@ replay's log is `loadtests/replay/source.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from llmchaos.run import ReplayFields
 from loadtests.adapters import Ask, Call
 from loadtests.arrivals import ArrivalPlan, Arrivals
+from loadtests.canaries import Canaries, Canary
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
 from loadtests.options import Settings
@@ -39,6 +41,7 @@ class Due:
     sides: tuple[str, ...] = (SIDE,)
     replay: ReplayFields | None = None
     prepare_s: float | None = None  # seconds its call took to build, ahead of its time (None: not timed)
+    canary: Canary | None = None  # a canary: its answer is checked (loadtests/canaries.py)
 
 
 class Source:
@@ -87,16 +90,20 @@ class Source:
 
 class Loop(Source):
     """The load test's: each user's next prompt of its language, sent now (closed loop) or, with a
-    rate, at its arrival on the master's seeded schedule, arrival k to worker k mod n (open loop)."""
+    rate, at its arrival on the master's seeded schedule, arrival k to worker k mod n (open loop).
+    With --canary-rate, a share of them are canaries, their answers checked at their end."""
 
     def __init__(self, settings: Settings, host: str) -> None:
         super().__init__(settings, host)
         self.arrivals = Arrivals()
         self._prompts: dict[str, PromptSource | LongContextSource] = {}
+        self._canaries: Canaries | None = None
 
     def configure(self, settings: Settings, host: str, is_worker: bool) -> None:
         super().configure(settings, host, is_worker)
         self._prompts = {}
+        o = settings.options
+        self._canaries = Canaries(settings.canaries, o.canary_rate, o.seed) if settings.canaries else None
 
     def plan(self, t0: float, worker: int, workers: int) -> dict[str, Any] | None:
         if not self.settings.open_loop:
@@ -110,11 +117,22 @@ class Loop(Source):
         """A prompt of `lang`'s, due now or at the language's next arrival."""
         s, o = self.settings, self.settings.options
         intended = self.arrivals.next(lang) if self.settings.open_loop else None
-        prompt = self._prompt_source(lang).next()
-        call = s.adapter.call(
-            Ask(o.model, lang, prompt, o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts)
-        )
-        return Due(lang, s.adapter.name, call, intended)
+        canary = self._canaries.draw(lang) if self._canaries is not None else None
+        ask = Ask(o.model, lang, "", o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts)
+        if canary is None:
+            ask = dataclasses.replace(ask, prompt=self._prompt_source(lang).next())
+        else:
+            ask = dataclasses.replace(ask, prompt=canary.prompt, max_tokens=canary.max_tokens, greedy_seed=canary.seed)
+        return Due(lang, s.adapter.name, s.adapter.call(ask), intended, canary=canary)
+
+    def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:
+        """A canary whose answer came whole (`ok`) and fails its check is `wrong`."""
+        if due.canary is None:
+            return
+        for rec in records.values():
+            rec.canary = due.canary.name
+            if rec.outcome == "ok" and (why := due.canary.fault(rec.answer)) is not None:
+                rec.outcome, rec.error = "wrong", why
 
     def _prompt_source(self, lang: str) -> PromptSource | LongContextSource:
         """A language's seeded prompt draws (generated prompts of a length with --long-context-tokens)."""

@@ -4,6 +4,7 @@ dashboards. Every reader and writer of a results directory goes through this pac
 from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter, itl
 from llmchaos.run.schema import (
     SCHEMA_VERSION,
+    CanaryCount,
     FaultHost,
     FaultWindow,
     Fidelity,
@@ -23,10 +24,21 @@ from llmchaos.run.schema import (
     Summary,
     Validity,
 )
-from llmchaos.run.store import RunResults, host_info, iso, load, new_run_id, outcome_rows, summarize, write
+from llmchaos.run.store import (
+    RunResults,
+    canary_rows,
+    host_info,
+    iso,
+    load,
+    new_run_id,
+    outcome_rows,
+    summarize,
+    write,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CanaryCount",
     "FaultHost",
     "FaultWindow",
     "Fidelity",
@@ -49,6 +61,7 @@ __all__ = [
     "SloResult",
     "Summary",
     "Validity",
+    "canary_rows",
     "host_info",
     "iso",
     "itl",

@@ -78,6 +78,7 @@ class RequestLine:
     ttfa: float | None = None  # from the intended start: the first answer token (after any thinking)
     reasoning_tokens: int | None = None  # thinking tokens among output_tokens; absent: no thinking seen
     unstreamed_tokens: int = 0  # of output_tokens, thinking no event delivered (hidden): out of ITL and TPOT
+    canary: str | None = None  # a canary (--canary-rate): its name in the canary file; its answer was checked
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:

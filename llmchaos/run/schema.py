@@ -99,6 +99,23 @@ class OutcomeCount(Part):
         return self
 
 
+class CanaryCount(Part):
+    """Canaries (--canary-rate) sent in one phase, and those answered `wrong`: whole, failing their check."""
+
+    target: str
+    lang: str
+    api: str
+    phase: str
+    sent: NonNegativeInt
+    wrong: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _within(self) -> CanaryCount:
+        if self.wrong > self.sent:
+            raise ValueError(f"wrong {self.wrong} of {self.sent} sent")
+        return self
+
+
 class SloCheck(Part):
     """One percentile SLO of a language against its merged histogram over every phase."""
 
@@ -352,6 +369,7 @@ class Run(Part):
     faults: list[FaultWindow] = []
     fault_hosts: list[FaultHost] = []
     outcomes: list[OutcomeCount] = []
+    canaries: list[CanaryCount] = []  # per (target, lang, api, phase), with --canary-rate
     slo: list[SloResult] = []
     requests: RequestsFile = RequestsFile()
     summaries: list[Summary] = []

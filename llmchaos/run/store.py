@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from llmchaos.errors import UsageError
 from llmchaos.histogram import Histogram, HistogramSet, Key
 from llmchaos.run import requests
-from llmchaos.run.schema import SCHEMA_VERSION, OutcomeCount, Run, Summary
+from llmchaos.run.schema import SCHEMA_VERSION, CanaryCount, OutcomeCount, Run, Summary
 
 RUN_JSON, HISTOGRAMS, INDEX = "run.json", "histograms", "index.json"
 NOT_OURS = (TypeError, ValueError, zlib.error, HdrCookieException, HdrLengthException, HdrHistogramSettingsException)
@@ -205,4 +205,15 @@ def outcome_rows(
             at_stop=at_stop.get(k[:4], 0) if at_stop is not None and k[4] == "cancelled" else None,
         )
         for k, n in sorted(counts.items())
+    ]
+
+
+def canary_rows(counts: Mapping[tuple[str, ...], int], outcomes: Mapping[tuple[str, ...], int]) -> list[CanaryCount]:
+    """Canaries sent per (target, lang, api, phase) (`counts` keyed with a last field `canary`, as
+    the collector's SLO counts are) and how many of them `outcomes` counts `wrong`, in key order."""
+    fields = ("target", "lang", "api", "phase")
+    return [
+        CanaryCount(**dict(zip(fields, k[:4], strict=True)), sent=n, wrong=outcomes.get((*k[:4], "wrong"), 0))
+        for k, n in sorted(counts.items())
+        if k[4] == "canary"
     ]

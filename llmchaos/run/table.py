@@ -49,7 +49,7 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
             f"{row.verdict:>7}" + (_thinking(hist, sel) if thought else "")
         )
-    lines += recovery_lines(run)
+    lines += recovery_lines(run) + canary_lines(run)
     reads = run.reads
     if reads.reads:
         lines.append(
@@ -107,3 +107,14 @@ def recovery_lines(run: Run) -> list[str]:
             + (f"; {stranded} stranded" if stranded else "")
         )
     return lines
+
+
+def canary_lines(run: Run) -> list[str]:
+    """How many canaries were sent, and where any answered wrong (per phase and language)."""
+    if not run.canaries:
+        return []
+    sent, wrong = sum(c.sent for c in run.canaries), [c for c in run.canaries if c.wrong]
+    if not wrong:
+        return [f"canaries: {sent} sent, none answered wrong"]
+    where = ", ".join(f"{c.phase} {c.lang} {c.wrong} of {c.sent}" for c in wrong)
+    return [f"canaries: {sent} sent, {sum(c.wrong for c in wrong)} answered wrong (200, whole, failed its check): {where}"]
