@@ -118,6 +118,7 @@ class SSEFault:
 
     name: str = _field("sse", _name)
     drop_ratio: float = _field(0.0, _ratio)  # drop this fraction of content events (seeded)
+    corrupt_ratio: float = _field(0.0, _ratio)  # replace this fraction of content events' text with garbage (seeded)
     first_event_delay: float = _field(0.0, _seconds)  # every event this much later (a slow prefill)
     hold: float = _field(0.0, _seconds)  # events wait this long from the stream's start, then go at once
     jitter: float = _field(0.0, _seconds)  # each event a further uniform(0, jitter) later, order kept

@@ -1,5 +1,5 @@
 """One event stream through a fault: its pieces released in order, each at its due time (see SSEFault),
-some dropped, the stream cut after N events."""
+some dropped, some with their text turned to garbage, the stream cut after N events."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 from collections import deque
 from typing import Protocol
 
+from faults.proxy.corrupt import corrupt
 from faults.proxy.events import Kind, Piece, Splitter
 from faults.proxy.fault import SSEFault
 
@@ -94,13 +95,16 @@ class Misbehave:
             dropped = piece.kind is Kind.EVENT and f.drop_ratio > 0 and self.rng.random() < f.drop_ratio
             if dropped:
                 continue
+            data = piece.data
+            if piece.kind is Kind.EVENT and f.corrupt_ratio > 0 and self.rng.random() < f.corrupt_ratio:
+                data = corrupt(data, self.rng)  # its line ends kept: a TAIL after it still completes its CRLF
             due = max(arrived + f.first_event_delay, self.start + f.hold)
             if f.jitter:
                 due += self.rng.uniform(0.0, f.jitter)
             if f.bandwidth:
-                link = due = max(due, link) + len(piece.data) / f.bandwidth
+                link = due = max(due, link) + len(data) / f.bandwidth
             await _until(due)
-            self.out.write(piece.data)
+            self.out.write(data)
             sent += piece.kind in (Kind.EVENT, Kind.DONE)
             if f.cut_after and sent >= f.cut_after:
                 self.out.cut_upstream()

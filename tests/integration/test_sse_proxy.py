@@ -143,6 +143,26 @@ def test_drop_delay_cut_reset_and_errors(urls):
     assert err["retry_after"] == "2"
 
 
+def test_corrupt_ratio_1_garbles_every_text_and_keeps_the_stream(urls):
+    """Issue 32, a 200 with garbage: each content event's text replaced by as many punctuation marks,
+    the stream still parsing to its end."""
+    direct, p = urls
+    upstream = stream(direct)["texts"]
+    state = set_fault(p, name="garbage", corrupt_ratio=1, seed=5)
+    assert state["fault"]["corrupt_ratio"] == 1.0
+    try:
+        got = stream(p)
+    finally:
+        httpx.delete(p + FAULT)
+    assert got["done"]
+    assert got["error"] is None
+    assert len(got["texts"]) == len(upstream) == 20
+    for text, original in zip(got["texts"], upstream, strict=True):
+        assert text != original
+        assert len(text) == len(original)
+        assert not any(c.isalnum() or c.isspace() for c in text)
+
+
 def test_fault_per_language_and_revert(urls):
     _direct, p = urls
     state = set_fault(p, name="de-only", cut_after=3, langs=["de"])
@@ -158,6 +178,7 @@ def test_fault_per_language_and_revert(urls):
     ("params", "message"),
     [
         ({"drop_ratio": 1.5}, "drop_ratio must be within [0, 1]"),
+        ({"corrupt_ratio": 2}, "corrupt_ratio must be within [0, 1]"),
         ({"jitter": -1}, "jitter must not be negative"),
         ({"error_status": 404}, "error_status must be one of"),
         ({"colour": "red"}, "unknown field 'colour'"),

@@ -4,6 +4,7 @@ seeds' three drills render to their golden files (shown in docs/kubernetes.md), 
 cannot express is one line and exit 2."""
 
 import copy
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from faults import schedule
 from faults.injectors import KINDS
 from faults.k8s import network, pods
 from faults.k8s.cluster import Cluster, Step
-from faults.k8s.workflow import render
+from faults.k8s.workflow import WINDOWS, render
 from faults.schedule import Window
 from tests.inprocess import llmchaos
 from tests.procs import ROOT
@@ -115,6 +116,31 @@ def test_the_drills_objects(tmp_path, capsys):
     assert "nvidia.com/gpu" not in str(pod["containers"][0]["resources"])  # the server holds the GPUs
     assert job["activeDeadlineSeconds"] == 30 + 60 + 120
     assert run[0]["spec"]["templates"][-1] == {"name": "slow-gpu", "templateType": "Suspend", "deadline": "60s"}
+
+
+def test_an_sse_window_with_corrupt_ratio_renders_its_params_as_given(tmp_path):
+    """Issue 32's fault (a 200 with garbage) goes to the proxy's step as given, checked like any other."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "seed: 7\nfaults:\n"
+        '  - {name: garbage, kind: sse, target: {proxy: "127.0.0.1:9100"}, at: 30s, duration: 60s,\n'
+        "     params: {corrupt_ratio: 0.25, drop_ratio: 0.1, seed: 3}}\n"
+    )
+    plan = schedule.load(str(path), KINDS)
+    rendered = render(plan, str(path), CLUSTER, plan.end())
+    objects = rendered.objects()
+    assert [e for o in objects for e in errors(o)] == []
+    assert [o["kind"] for o in rendered.setup] == ["ConfigMap", "Deployment", "Service", "NetworkPolicy"]
+    for o in objects:
+        assert o["metadata"]["namespace"] == "staging"
+        assert o["metadata"]["labels"]["llmchaos.dev/run"] == "example"
+    params = {"corrupt_ratio": 0.25, "drop_ratio": 0.1, "seed": 3}
+    windows = json.loads(rendered.run[0]["metadata"]["annotations"][WINDOWS])
+    assert windows["garbage"]["params"] == params
+    one = tmp_path / "one.yaml"  # the file the step's `llmchaos faults run` reads, checked as it checks it
+    one.write_text(rendered.setup[0]["data"]["garbage.yaml"])
+    (spec,) = schedule.load(str(one), KINDS).faults
+    assert (spec.kind, spec.params, spec.target) == ("sse", params, {"proxy": "example-proxy-9100:9199"})
 
 
 @pytest.mark.parametrize(

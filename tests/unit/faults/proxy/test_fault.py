@@ -16,6 +16,8 @@ BAD = [
     ({"bandwidth": -5}, "bandwidth must not be negative"),
     ({"drop_ratio": math.nan}, "drop_ratio must be within [0, 1]"),
     ({"drop_ratio": "0.5"}, "drop_ratio must be within [0, 1]"),
+    ({"corrupt_ratio": 2}, "corrupt_ratio must be within [0, 1]"),
+    ({"corrupt_ratio": True}, "corrupt_ratio must be within [0, 1]"),
     ({"error_ratio": 1.5}, "error_ratio must be within [0, 1]"),
     ({"error_status": 429.0}, "error_status must be one of 429, 500, 502, 503, 504"),
     ({"error_status": 404}, "error_status must be one of"),
