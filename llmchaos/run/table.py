@@ -117,4 +117,6 @@ def canary_lines(run: Run) -> list[str]:
     if not wrong:
         return [f"canaries: {sent} sent, none answered wrong"]
     where = ", ".join(f"{c.phase} {c.lang} {c.wrong} of {c.sent}" for c in wrong)
-    return [f"canaries: {sent} sent, {sum(c.wrong for c in wrong)} answered wrong (200, whole, failed its check): {where}"]
+    return [
+        f"canaries: {sent} sent, {sum(c.wrong for c in wrong)} answered wrong (200, whole, failed its check): {where}"
+    ]

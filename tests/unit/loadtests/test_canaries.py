@@ -36,7 +36,8 @@ def test_the_reference_file_has_canaries_for_every_language_under_every_api(api)
     by_lang = canaries.load(canaries.reference_file(), LANGS, api)
     assert set(by_lang) == set(LANGS)
     for found in by_lang.values():
-        assert found and all(c.check == "equals" and c.seed == 1234 and c.max_tokens == 16 for c in found)
+        assert found
+        assert all(c.check == "equals" and c.seed == 1234 and c.max_tokens == 16 for c in found)
         assert all(c.fault(c.expected) is None and c.fault(c.expected + "!") is not None for c in found)
 
 
@@ -46,8 +47,10 @@ def test_the_example_for_real_models_reads_and_checks_loosely():
     assert capital.fault("The capital is Paris.") is None
     assert capital.fault("PARIS") is None
     why = capital.fault("!!,;.:!?" * 20)
-    assert why is not None and why.startswith("canary en-capital: expected it to match '(?i)paris', answered '!!,;")
-    assert why.endswith("…'") and "\n" not in why
+    assert why is not None
+    assert why.startswith("canary en-capital: expected it to match '(?i)paris', answered '!!,;")
+    assert why.endswith("…'")
+    assert "\n" not in why
 
 
 def test_defaults_and_a_canary_own_values(tmp_path):
@@ -70,7 +73,10 @@ def test_defaults_and_a_canary_own_values(tmp_path):
         ("max_tokens: 0\ncanaries: [{lang: en, prompt: p, expect: {contains: x}}]\n", "1: max_tokens: must be a whole"),
         ("canaries:\n  - {lang: en, prompt: p}\n", "2: canaries[0].expect: missing"),
         ("canaries:\n  - {lang: xx, prompt: p, expect: {contains: x}}\n", "2: canaries[0].lang: unknown language"),
-        ("canaries:\n  - {lang: en, prompt: '', expect: {contains: x}}\n", "2: canaries[0].prompt: must be a non-empty"),
+        (
+            "canaries:\n  - {lang: en, prompt: '', expect: {contains: x}}\n",
+            "2: canaries[0].prompt: must be a non-empty",
+        ),
         ("canaries:\n  - {lang: en, prompt: p, expect: {contains: x, regex: y}}\n", "2: canaries[0].expect: give"),
         ("canaries:\n  - {lang: en, prompt: p, expect: {startswith: x}}\n", "2: canaries[0].expect: give exactly"),
         ("canaries:\n  - {lang: en, prompt: p, expect: {regex: '(unclosed'}}\n", "2: canaries[0].expect.regex: not"),
@@ -88,7 +94,8 @@ def test_a_bad_canary_file_is_one_line_naming_file_line_and_field(tmp_path, text
         canaries.load(path, ("en",), "gemini")
     message = str(e.value)
     assert message.startswith(path + (":" if where[0].isdigit() else ": ")), message
-    assert where in message and "\n" not in message
+    assert where in message
+    assert "\n" not in message
 
 
 def test_the_options_read_the_file_only_with_a_rate(tmp_path):
@@ -108,10 +115,12 @@ def test_canaries_are_drawn_at_their_rate_from_the_seed():
         return [c.name if (c := drawn.draw("en")) else None for _ in range(2000)]
 
     assert set(draws(0.0)) == {None}
-    assert None not in draws(1.0) and set(draws(1.0)) == {c.name for c in by_lang["en"]}
+    assert None not in draws(1.0)
+    assert set(draws(1.0)) == {c.name for c in by_lang["en"]}
     quarter = draws(0.25)
     assert 0.2 < sum(d is not None for d in quarter) / len(quarter) < 0.3
-    assert quarter == draws(0.25) and quarter != draws(0.25, seed=1)
+    assert quarter == draws(0.25)
+    assert quarter != draws(0.25, seed=1)
 
 
 @pytest.mark.parametrize("api", sorted(ADAPTERS))
@@ -133,22 +142,25 @@ def loop_with(rate: float) -> Loop:
 def test_the_loop_sends_canaries_with_their_own_length_and_judges_their_answers():
     loop = loop_with(1.0)
     due = loop.next("en")
-    assert due.canary is not None and due.call is not None
+    canary = due.canary
+    assert canary is not None
+    assert due.call is not None
     body = orjson.loads(due.call.body)
-    assert body["messages"][0]["content"] == due.canary.prompt
+    assert body["messages"][0]["content"] == canary.prompt
     assert (body["max_tokens"], body["temperature"], body["seed"]) == (16, 0, 1234)
 
     def ended(outcome: str, chunks: list[str], thinking: dict[int, int] | None = None) -> RequestRecord:
         rec = RequestRecord("en", "openai-chat", "t", outcome=outcome, chunks=chunks, thinking=thinking or {})
         loop.ended(due, {"a": rec})
-        assert rec.canary == due.canary.name
+        assert rec.canary == canary.name
         return rec
 
-    assert ended("ok", [due.canary.expected]).outcome == "ok"
-    thought = ended("ok", ["hmm, " + due.canary.expected[:3], due.canary.expected[3:]], {0: 5})
+    assert ended("ok", [canary.expected]).outcome == "ok"
+    thought = ended("ok", ["hmm, " + canary.expected[:3], canary.expected[3:]], {0: 5})
     assert thought.outcome == "ok"  # the thinking is no part of the answer checked
     wrong = ended("ok", ["!?!?"])
-    assert wrong.outcome == "wrong" and wrong.error == due.canary.fault("!?!?")
+    assert wrong.outcome == "wrong"
+    assert wrong.error == canary.fault("!?!?")
     cut = ended("truncated", ["!?"])
     assert cut.outcome == "truncated"  # a stream cut short is that, whatever it said
 
@@ -158,14 +170,23 @@ def test_an_ordinary_request_is_not_judged():
     due = loop.next("en")
     rec = RequestRecord("en", "openai-chat", "t", chunks=["anything"])
     loop.ended(due, {"a": rec})
-    assert due.canary is None and (rec.outcome, rec.canary) == ("ok", None)
+    assert due.canary is None
+    assert (rec.outcome, rec.canary) == ("ok", None)
     assert Due("en", "openai-chat", None, None).canary is None
 
 
 def test_run_json_counts_canaries_per_phase_and_the_summary_says_where_they_were_wrong():
     key = ("t", "en", "gemini")
-    counts = {(*key, "baseline", "canary"): 10, (*key, "corrupt", "canary"): 4, (*key, "corrupt", "issued"): 9}
-    outcomes = {(*key, "corrupt", "wrong"): 3, (*key, "corrupt", "ok"): 6, (*key, "baseline", "ok"): 30}
+    counts: dict[tuple[str, ...], int] = {
+        (*key, "baseline", "canary"): 10,
+        (*key, "corrupt", "canary"): 4,
+        (*key, "corrupt", "issued"): 9,
+    }
+    outcomes: dict[tuple[str, ...], int] = {
+        (*key, "corrupt", "wrong"): 3,
+        (*key, "corrupt", "ok"): 6,
+        (*key, "baseline", "ok"): 30,
+    }
     rows = canary_rows(counts, outcomes)
     assert [(r.phase, r.sent, r.wrong) for r in rows] == [("baseline", 10, 0), ("corrupt", 4, 3)]
     with pytest.raises(ValueError, match="wrong 5 of 4 sent"):
