@@ -1,4 +1,4 @@
-"""The Starlette application: API routes, /metrics, /healthz, the admin device API, lifecycle."""
+"""The Starlette application: API routes, /metrics, /healthz, the admin API (device, faults), lifecycle."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ PROBE_TTL_S = 5.0
 
 class ClockLock(Strict):
     graphics_mhz: float
+
+
+class NoFields(Strict):
+    """A body that may be sent but says nothing (`{}`)."""
 
 
 def render_error(request: Request, exc: Exception) -> Response:
@@ -96,7 +100,8 @@ class Health:
 
 
 class Admin:
-    """The simulated device's clocks, set like `nvidia-smi -lgc/-rgc` (token, loopback only)."""
+    """The simulated device's clocks, set like `nvidia-smi -lgc/-rgc`, and the engine's fault `corrupt`
+    (reference_server/corrupt.py): token, loopback only."""
 
     def __init__(self, engine: Engine, opts: ServerOptions) -> None:
         self.engine, self.opts = engine, opts
@@ -143,6 +148,20 @@ class Admin:
             device.reset()
         return self._state()
 
+    async def corrupt(self, request: Request) -> Response:
+        """PUT sets the fault (an empty body or `{}`), DELETE clears it; each answers as GET does."""
+        self._check(request)
+        if request.method == "PUT":
+            if await request.body():
+                await parse_body(request, NoFields)
+            try:
+                self.engine.set_corrupt(True)
+            except ValueError as e:
+                raise APIError("NOT_FOUND", str(e)) from None
+        elif request.method == "DELETE":
+            self.engine.set_corrupt(False)
+        return JSONResponse({"corrupt": self.engine.corrupt})
+
 
 def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_s: float = 0.0) -> Starlette:
     opts = opts or ServerOptions()
@@ -184,6 +203,7 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Route("/healthz", health.endpoint, methods=["GET"]),
         Route("/health", health.endpoint, methods=["GET"]),
         Route("/admin/device/clocks", admin.endpoint, methods=["GET", "PUT", "DELETE"]),
+        Route("/admin/faults/corrupt", admin.corrupt, methods=["GET", "PUT", "DELETE"]),
     ]
     handlers = {APIError: render_error, Exception: render_error}
     limit = Middleware(BodyLimit, max_bytes=opts.max_body_bytes)

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 
 from llmchaos import tokenizer
+from reference_server import corrupt
 from reference_server.config import EngineConfig
 from reference_server.executors import Executor, Sampled
 from reference_server.metrics import EngineMetrics
@@ -42,6 +43,8 @@ class Engine:
         self.state = "starting"  # starting | ready | draining
         self._pieces = tokenizer.pieces()
         self._eos = tokenizer.eos_id()
+        self._garbage = corrupt.garbage_ids(self._pieces)
+        self.corrupt = False  # the admin fault (reference_server/corrupt.py): every token shown as garbage
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -121,6 +124,12 @@ class Engine:
         """Cancel a request (its client went away): its KV blocks are freed at once."""
         if seq.status is not Status.FINISHED:
             self._finish(seq, "abort", time.monotonic())
+
+    def set_corrupt(self, on: bool) -> None:
+        """Set or clear the `corrupt` fault; it takes effect from the next token of every request."""
+        if on and not self._garbage:
+            raise ValueError("this tokenizer has no punctuation-only token to make garbage of")
+        self.corrupt = on
 
     def retry_after(self) -> int:
         """Seconds until the waiting queue drains at the recent completion rate."""
@@ -224,7 +233,10 @@ class Engine:
         seq.last_token_time = now
         p, n = seq.params, len(seq.output_token_ids)
         reason = "stop" if token == self._eos else None
-        piece = "" if reason else self._pieces[token]
+        if self.corrupt and not reason:  # shown as garbage; the model keeps its own token (corrupt.py)
+            piece = self._pieces[self._garbage[(n - 1) % len(self._garbage)]]
+        else:
+            piece = "" if reason else self._pieces[token]
         if n in (1, p.reasoning_tokens + 1):  # the first word of the thinking, and of the answer
             piece = piece.lstrip(" ")
         thought, answer = n <= p.reasoning_tokens, bool(p.stop) and n > p.reasoning_tokens

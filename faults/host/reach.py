@@ -1,8 +1,9 @@
 """What a fault host may touch: its own allowlists, given on its command line and never widened by a
 master. Deny by default, since it acts for whoever holds the secret: a kind works there only once an
 option names what it may hit (qdiscs: `--allow-interface`/`--allow-netns`; GPU clocks: `--allow-gpu`,
-or `--allow-sim URL` for a reference server's simulated device; containers: `--allow-docker`; SSE:
-`--allow-proxy HOST:PORT`). The injectors then apply the same allowlist as in `faults run`."""
+or `--allow-sim URL` for a reference server's simulated device, which also lets `corrupt` hit that
+server; containers: `--allow-docker`; SSE: `--allow-proxy HOST:PORT`). The injectors then apply the
+same allowlist as in `faults run`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from llmchaos.errors import UsageError
 class Reach:
     allow: Allowlist
     qdisc: bool = False  # netem and tbf: some interface or namespace was allowed
-    sims: frozenset[str] = frozenset()  # reference servers' base URLs whose simulated device may be clocked
+    sims: frozenset[str] = frozenset()  # reference servers' base URLs: their simulated device, their corrupt fault
     proxies: frozenset[str] = frozenset()  # SSE proxies (HOST:PORT) whose control API may be used
     docker: bool = False  # containers on this host's daemon (DOCKER_HOST or the local socket)
 
@@ -27,7 +28,7 @@ class Reach:
         """Why this host will not touch `target` with `kind`, or None (the injector checks the rest)."""
         if kind in ("netem", "tbf"):
             return None if self.qdisc else "this fault host allows no interface (--allow-interface, --allow-netns)"
-        if kind == "gpu_clock" and "sim" in target:
+        if kind in ("gpu_clock", "corrupt") and "sim" in target:
             sim = str(target["sim"]).rstrip("/")
             return None if sim in self.sims else f"simulated device {sim} is not in this host's allowlist (--allow-sim)"
         if kind == "gpu_clock":

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from faults.injectors.base import Injector
+from faults.injectors.corrupt import Corrupt
 from faults.injectors.docker import Docker
 from faults.injectors.gpu_clock import GpuClock
 from faults.injectors.netem import Netem
 from faults.injectors.sse import SSE
 from faults.injectors.tbf import Tbf
 
-KINDS: dict[str, type[Injector]] = {k.kind: k for k in (SSE, GpuClock, Netem, Tbf, Docker)}
+KINDS: dict[str, type[Injector]] = {k.kind: k for k in (SSE, GpuClock, Netem, Tbf, Docker, Corrupt)}

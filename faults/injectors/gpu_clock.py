@@ -21,10 +21,9 @@ import subprocess
 from types import ModuleType
 from typing import ClassVar
 
-import httpx
-
 from faults.allow import Allowlist
-from faults.injectors.base import FieldError, InjectError, TargetGone, only_keys, word
+from faults.injectors.admin import AdminAPI, check_target
+from faults.injectors.base import FieldError, InjectError, only_keys
 
 SANE_MHZ = (100, 10_000)  # any GPU's clocks lie within; the device's own range is probed before a run
 MAX_GPUS = 1024  # indices past this are no GPU of any host (NVML's own limit is far below)
@@ -85,12 +84,7 @@ class GpuClock:
         gpu = target.get("gpu", 0)
         if not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < MAX_GPUS:
             raise FieldError("target.gpu", f"must be a GPU index, 0 to {MAX_GPUS - 1}, got {gpu!r}")
-        if "sim" in target and not (
-            isinstance(target["sim"], str) and target["sim"].startswith(("http://", "https://"))
-        ):
-            raise FieldError("target.sim", f"must be the server's http(s) URL, got {target['sim']!r}")
-        if "token_env" in target:
-            word(target, "token_env", "an environment variable's name")
+        check_target(target)
         only_keys("params", params, {"graphics_mhz", "memory_mhz"}, {"graphics_mhz"})
         for key in params:
             _sane_mhz(params, key)
@@ -111,26 +105,12 @@ class GpuClock:
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.target, self.allow = target, allow
         self.sim: str | None = target.get("sim")
-        self.token = os.environ.get(target.get("token_env", "LLMCHAOS_ADMIN_TOKEN"), "")
-        self.http = httpx.Client(timeout=5, headers={"authorization": f"Bearer {self.token}"})
+        self.admin = AdminAPI(self.sim, target.get("token_env"), "simulated device") if self.sim else None
 
     def _sim(self, method: str, json: dict | None = None) -> dict:
-        assert self.sim is not None, "only a sim target has a simulated device"
-        try:
-            r = self.http.request(method, self.sim.rstrip("/") + "/admin/device/clocks", json=json)
-        except httpx.ConnectError as e:  # nothing listens: a server that is gone holds no lock
-            raise TargetGone(f"simulated device at {self.sim} is gone ({e})") from None
-        except httpx.TransportError as e:
-            raise InjectError(f"simulated device at {self.sim} unreachable: {e}") from None
-        if r.status_code != 200:
-            raise InjectError(f"simulated device refused ({r.status_code}): {r.text[:200]}")
-        try:
-            clocks = r.json()
-        except ValueError:
-            clocks = None
-        if not isinstance(clocks, dict):
-            raise InjectError(f"simulated device at {self.sim} answered something other than its clocks")
-        return clocks
+        """The simulated device's clocks (TargetGone: a server that is gone holds no lock)."""
+        assert self.admin is not None, "only a sim target has a simulated device"
+        return self.admin.call(method, "/admin/device/clocks", json=json)
 
     def _handle(self) -> tuple[ModuleType, object]:
         """(pynvml, the device handle)."""

@@ -1,0 +1,35 @@
+"""`llmchaos k8s render` of a `corrupt` window: refused in one line naming target.sim (the fault is the
+reference server's admin API, reached by URL from a runner), as a gpu_clock window's sim target is."""
+
+import pytest
+
+from faults import schedule
+from faults.injectors import KINDS
+from faults.k8s.cluster import Cluster
+from faults.k8s.workflow import render
+from llmchaos.errors import UsageError
+from tests.inprocess import llmchaos
+
+CORRUPT = """seed: 7
+faults:
+  - name: garbage
+    kind: corrupt
+    target: {sim: "http://127.0.0.1:8000"}
+    at: 1s
+    duration: 2s
+"""
+
+
+def test_a_cluster_refuses_a_corrupt_window_in_one_line_naming_its_field(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(CORRUPT)
+    plan = schedule.load(str(path), KINDS)
+    with pytest.raises(UsageError) as e:
+        render(plan, str(path), Cluster(run="r", selector={"app": "llm"}, gpu_node="n"), plan.end())
+    assert str(e.value).startswith(f"{path}:5: faults[0].target.sim: garbage: corrupt is the reference server's")
+    r = llmchaos(capsys, "k8s", "render", str(path), "--selector", "app=llm", "--gpu-node", "n")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "faults[0].target.sim" in r.stderr
+    assert "Traceback" not in r.stderr
