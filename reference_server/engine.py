@@ -44,7 +44,7 @@ class Engine:
         self._pieces = tokenizer.pieces()
         self._eos = tokenizer.eos_id()
         self._garbage = corrupt.garbage_ids(self._pieces)
-        self.corrupt = False  # the admin fault (reference_server/corrupt.py): every token shown as garbage
+        self.corrupt = False  # the admin fault (reference_server/corrupt.py): requests that arrive answer garbage
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -97,6 +97,7 @@ class Engine:
             arrival=now if received is None else received,
             internal=internal,
             rng=random.Random(params.seed) if params.seed is not None else None,
+            corrupt=self.corrupt and not internal,
         )
         seq.ready = seq.arrival + (self._admission_delay() if self._admission_delay else 0.0)
         if (delay := seq.ready - now) > 0:
@@ -126,7 +127,9 @@ class Engine:
             self._finish(seq, "abort", time.monotonic())
 
     def set_corrupt(self, on: bool) -> None:
-        """Set or clear the `corrupt` fault; it takes effect from the next token of every request."""
+        """Set or clear the `corrupt` fault: requests that arrive while it is set answer garbage to their
+        end; those already in flight keep what they had (as the SSE proxy's faults act on the streams
+        that start while they are active), so a request's start says whether it was corrupted."""
         if on and not self._garbage:
             raise ValueError("this tokenizer has no punctuation-only token to make garbage of")
         self.corrupt = on
@@ -233,7 +236,7 @@ class Engine:
         seq.last_token_time = now
         p, n = seq.params, len(seq.output_token_ids)
         reason = "stop" if token == self._eos else None
-        if self.corrupt and not reason:  # shown as garbage; the model keeps its own token (corrupt.py)
+        if seq.corrupt and not reason:  # shown as garbage; the model keeps its own token (corrupt.py)
             piece = self._pieces[self._garbage[(n - 1) % len(self._garbage)]]
         else:
             piece = "" if reason else self._pieces[token]

@@ -91,6 +91,7 @@ class Sequence:
     finish_reason: str | None = None
     rng: random.Random | None = None
     internal: bool = False  # a health probe: kept out of the metrics
+    corrupt: bool = False  # arrived while the admin fault `corrupt` was set: every token shown as garbage
     block_hashes: list[int] = field(default_factory=list)  # chained hashes of full computed blocks
     text: str = ""  # detokenized output, stop strings applied
     stop_reason: str | None = None  # the stop string that ended it (vLLM's stop_reason)
