@@ -4,11 +4,12 @@ A request that arrives while it is set (`PUT /admin/faults/corrupt`) shows every
 its end, thinking or answer, as the token GARBAGE[(n - 1) % len(GARBAGE)], n its position in the
 output (1: the first), a fixed cycle of punctuation-only tokens of the serving tokenizer. A request
 already in flight when it is set or cleared keeps what it had, so a request's start says whether it
-was corrupted, as with the SSE proxy's faults. So the garbage depends on neither the prompt nor the model, the same request gets the same garbage every time, and
-nothing else changes: the model still samples its own tokens (its KV, its context, its EOS), so the
-number of tokens, the timing and the usage figures are what they would have been, an answer still
-ends at max_tokens or at the model's EOS, and a stop string is looked for in the garbage the client
-sees. No garbage token is EOS (a special token has no surface text)."""
+was corrupted, as with the SSE proxy's faults. The garbage depends on neither the prompt nor the
+model, the same request gets the same garbage every time, and nothing else changes: the model still
+samples its own tokens (its KV, its context, its EOS), so the number of tokens, the timing and the
+usage figures are what they would have been, an answer still ends at max_tokens or at the model's
+EOS, and a stop string is looked for in the garbage the client sees. No garbage token is EOS (a
+special token has no surface text)."""
 
 from __future__ import annotations
 
