@@ -1,7 +1,7 @@
 """A Locust run against the reference server through the SSE proxy, with a schedule of two windows:
 run.json shows the windows and per-phase percentiles, the fault phases are worse than baseline, and
 each language's detection and recovery of the first-token delay lie within one evaluation window of
-the window's known start and revert."""
+the window's known start and revert. A drill with a corrupt window: canaries wrong only within it."""
 
 from __future__ import annotations
 
@@ -102,3 +102,73 @@ faults:
         assert r["recovered"], (r, delay)
         assert 0 <= r["recover_s"] <= 1.0, (r, delay)
     assert "recovery (windows of 1 s; back = 2 in a row within the SLO):" in proc.stderr
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize(
+    ("mode", "corrupt"),
+    [
+        ("one process", 'kind: sse\n    target: {{proxy: "{proxy}"}}\n    params: {{corrupt_ratio: 1}}'),
+        ("master and two workers", 'kind: corrupt\n    target: {{sim: "{server}"}}'),
+    ],
+    ids=["proxy corrupt_ratio, one process", "server corrupt, master and two workers"],
+)
+def test_canaries_are_wrong_only_in_the_corrupt_window(tmp_path, monkeypatch, mode, corrupt):
+    """The drill of issue 32: a first-token delay, then answers corrupted (by the proxy, or by the
+    server's admin fault). Canaries that started within the corrupt window are `wrong`, and none
+    that started clear of it; each language's detection and recovery of both windows lie within one
+    evaluation window of their known edges."""
+    with serve("--sim-time-scale", "0.3", "--admin-token", TOKEN) as server, proxy(server.url) as p:
+        schedule = tmp_path / "schedule.yaml"
+        window = corrupt.format(proxy=p.split("//")[1], server=server.url)
+        schedule.write_text(f"""seed: 1
+faults:
+  - name: first-token-delay
+    kind: sse
+    target: {{proxy: "{p.split("//")[1]}"}}
+    at: 2s
+    duration: 3s
+    params: {{first_event_delay: 0.3}}
+  - name: corrupt-answers
+    {window}
+    at: 7s
+    duration: 3s
+""")
+        slos = tmp_path / "slo.yaml"  # a wrong answer is a failure: over every threshold
+        slos.write_text("en: {ttft_p50_ms: 250}\nde: {ttft_p50_ms: 250}\nrecovery: {window: 1s, windows: 2}\n")
+        monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)
+        args = (
+            *("--host", p, "--results-dir", str(tmp_path / "results"), "-u", "8", "-r", "8", "-t", "14s"),
+            *("--langs", "en,de", "--max-tokens", "8", "--canary-rate", "0.8", "--slo", str(slos)),
+            *("--schedule", str(schedule), "--fault-journal", str(tmp_path / "journal.json")),
+            *("--exit-code-on-error", "0"),  # Locust's exit 1 for failed requests: the wrong ones are meant
+        )
+        with WakeNoise() as noise:
+            proc = locust(*args) if mode == "one process" else distributed(*args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert httpx.get(server.url + "/admin/faults/corrupt", headers={"authorization": f"Bearer {TOKEN}"}).json() == {
+            "corrupt": False
+        }
+    run, _, requests = only_run(tmp_path / "results")
+    w = next(w for w in run["faults"] if w["name"] == "corrupt-answers")
+    edge = 0.05 + 2 * noise.worst  # a request this close to an edge reached the fault either side of it
+    canaries = [r for r in requests if r["canary"] is not None]
+    inside = [r for r in canaries if w["actual_start"] + edge < r["intended"] < w["actual_end"] - edge]
+    clear = [r for r in canaries if not w["actual_start"] - edge < r["intended"] < w["actual_end"] + edge]
+    assert {r["lang"] for r in inside} == {"en", "de"}
+    assert all(r["outcome"] == "wrong" for r in inside), [(r["intended"], r["outcome"]) for r in inside]
+    assert all(r["outcome"] == "ok" for r in clear), [r for r in clear if r["outcome"] != "ok"][:3]
+    assert all(r["canary"] is not None for r in requests if r["outcome"] == "wrong")  # only canaries are judged
+    assert {r["phase"] for r in requests if r["outcome"] == "wrong"} <= {"corrupt-answers", "baseline"}
+    rows = {(c["lang"], c["phase"]): c for c in run["canaries"]}
+    for lang in ("en", "de"):
+        assert rows[(lang, "corrupt-answers")]["wrong"] > 0.8 * rows[(lang, "corrupt-answers")]["sent"]
+        assert rows[(lang, "first-token-delay")]["wrong"] == 0  # slow, not wrong
+    for name in ("first-token-delay", "corrupt-answers"):
+        judged = [r for r in run["recovery"] if (r["window"], r["metric"]) == (name, "ttft_p50_ms")]
+        assert sorted(r["lang"] for r in judged) == ["de", "en"]
+        for r in judged:  # as in the test above: within one window of 1 s of the known edges
+            assert 0 < r["detect_s"] <= 2.0, r
+            assert r["recovered"], r
+            assert 0 <= r["recover_s"] <= 1.0, r
+    assert "answered wrong (200, whole, failed its check): " in proc.stderr
