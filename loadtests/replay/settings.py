@@ -29,6 +29,8 @@ NOT_IN_REPLAY = {
     "think_time": 0.0,
     "long_context_tokens": 0,
     "prompt_sizes": "",
+    "canary_rate": 0.0,
+    "canaries": "",
 }
 
 
@@ -143,7 +145,7 @@ class ReplaySettings:
         for name, default in NOT_IN_REPLAY.items():
             if getattr(o, name, default) != default:
                 raise UsageError(
-                    "not used by a replay (its schedule is the log's)", field="--" + name.replace("_", "-")
+                    "not used by a replay (its schedule and prompts are the log's)", field="--" + name.replace("_", "-")
                 )
         if not o.log:
             raise UsageError("give the log to replay", field="--log")

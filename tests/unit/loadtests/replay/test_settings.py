@@ -45,6 +45,7 @@ def test_one_target_two_split_or_mirrored():
         (("--host", "h", "--start", "2m", "--end", "1m"), "--end: must be after --start"),
         (("--host", "h", "--rate", "5"), "--rate: not used by a replay"),
         (("--host", "h", "--shape", "step"), "--shape: not used by a replay"),
+        (("--host", "h", "--canary-rate", "0.1"), "--canary-rate: not used by a replay"),
         (("--host", "h", "--columns", "when=t"), "--columns: unknown field 'when'"),
         (("--host", "h", "--lang-mix", "xx=1"), "--lang-mix: unknown language 'xx'"),
     ],
