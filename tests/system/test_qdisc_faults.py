@@ -355,13 +355,15 @@ def test_tbf_on_ingress_limits_what_arrives_through_an_ifb_and_leaves_nothing():
             saved.update(tbf.apply("slow-in", params, saved))
             try:
                 during = links_and_qdiscs(b)
-                # the better of two transfers: a shaper caps every one, a busy machine slows any one (5.3 Mbit/s seen)
-                limited = max(throughput_mbit(a, addr_b) for _ in range(2))
+                # the best of three transfers: a shaper caps every one, a busy machine slows any one (5.3 and
+                # 5.44 Mbit/s seen under a whole make test, against 7.5 quiet)
+                limited = max(throughput_mbit(a, addr_b) for _ in range(3))
             finally:
                 tbf.revert(saved)
             assert [kind for _, kind in during["links"]].count("ifb") == 1
             assert ("veth0", "ingress", 0xFFFFFFF1) in during["qdiscs"]
-            assert 6.0 < limited < 10.0, limited
+            assert limited < 10.0, limited  # the cap: what the shaper guarantees, however busy the machine
+            assert limited > 4.0, limited  # and it lets its rate through (a wrong rate unit reads 0.008 or 8000)
             assert free > 5 * limited
             assert links_and_qdiscs(b) == before
         finally:
