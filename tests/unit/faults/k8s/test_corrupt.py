@@ -9,15 +9,7 @@ from faults.k8s.cluster import Cluster
 from faults.k8s.workflow import render
 from llmchaos.errors import UsageError
 from tests.inprocess import llmchaos
-
-CORRUPT = """seed: 7
-faults:
-  - name: garbage
-    kind: corrupt
-    target: {sim: "http://127.0.0.1:8000"}
-    at: 1s
-    duration: 2s
-"""
+from tests.unit.faults.injectors.test_corrupt import CORRUPT
 
 
 def test_a_cluster_refuses_a_corrupt_window_in_one_line_naming_its_field(tmp_path, capsys):
