@@ -8,6 +8,7 @@ percentile: 95         # the percentile the SLO defaults are checked at (default
 min_samples: 50        # a window with fewer samples is no window (default: 100 / (100 - p), 20 for p95)
 actions: [mark, webhook, stop]   # besides recording the trip in run.json (always)
 webhook: http://ci.example/hook  # POSTed the trip as JSON (action webhook)
+recover_within: 60s    # also trip when, after a fault window's revert, a rule is still over this long
 rules:                 # default: every language's SLOs (--slo or the registry) at `percentile`
   de: {ttft_p95_ms: 200}
   "*": {itl_p95_ms: 80} # every language
@@ -21,6 +22,12 @@ needs to be more than the window's maximum: 100 / (100 - p), 20 for p95, so one 
 window is no trip) extends no streak and breaks none, as an empty one. `mark` keeps the trip's
 span (from its first window over to the first back under, or the end) with it in run.json, for
 reports to shade; `stop` ends the test and the process exits with status 3.
+
+`recover_within` is the recovery rule, live: a fault window's revert is stamped as the guard sees it
+go (its faults polled every REVERT_POLL_S); from then on, each rule is judged in the whole windows
+that start after the revert, and one that was over in each of them, with none under, by the end of
+the first window that ends `recover_within` or more after the revert trips (once per fault window
+and rule) with the fault window named. A rule never judged after the revert, or never over, does not trip.
 """
 
 from __future__ import annotations
@@ -44,9 +51,11 @@ from llmchaos.units import duration
 
 log = logging.getLogger("llmchaos.guard")
 ACTIONS = ("record", "mark", "webhook", "stop")
-FIELDS = ("window", "windows", "percentile", "min_samples", "actions", "webhook", "rules")
+FIELDS = ("window", "windows", "percentile", "min_samples", "actions", "webhook", "recover_within", "rules")
 EXIT_STOPPED = 3
 WEBHOOK_TIMEOUT_S = 5.0
+REVERT_POLL_S = 0.25  # how often the guard looks at which faults are active (a revert is stamped this late at most)
+Faults = Callable[[], list[tuple[str, str, str, bool]]]  # the timeline's (fault, kind, target, active now)
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,7 @@ class Config:
     actions: frozenset[str] = frozenset({"record"})
     webhook: str = ""
     min_samples: int | None = None  # None: each percentile's own minimum
+    recover_within: float | None = None  # seconds after a fault window's revert a rule may still be over
 
     def needed(self, pct: float) -> int:
         """Samples a window needs to be judged: `min_samples`, or what its `pct` percentile needs to
@@ -104,8 +114,14 @@ def load(path: str, slos: slo.Slos, langs: tuple[str, ...]) -> Config:
     webhook, node = value("webhook", "")
     if not isinstance(webhook, str) or ("webhook" in actions and not webhook.startswith(("http://", "https://"))):
         raise _fail(r, node, "webhook", f"the webhook action needs an http(s) URL, got {webhook!r}")
+    within, node = value("recover_within", None)
+    recover_s = None
+    if within is not None:
+        recover_s = duration(within, "recover_within", path, yamlfile.line(node) if node else None)
+        if not window_s <= recover_s < math.inf:
+            raise _fail(r, node, "recover_within", f"must be at least one window ({window}), got {within!r}")
     checks = _rules(r, top["rules"][1], langs) if "rules" in top else _from_slos(slos, langs, float(pct))
-    return Config(checks, window_s, windows, frozenset({"record", *actions}), webhook, least)
+    return Config(checks, window_s, windows, frozenset({"record", *actions}), webhook, least, recover_s)
 
 
 def _fail(r: yamlfile.Reader, node: yaml.Node | None, field: str, message: str) -> UsageError:
@@ -155,11 +171,23 @@ class _Trip:
     phase: str
     actions: list[str] = field(default_factory=list)
     recovered: float | None = None
+    fault: str | None = None  # a recover_within trip: the fault window it was not back from
+
+
+@dataclass
+class _Revert:
+    """A fault window reverted at `at`: per (target, check), the values of the windows over since."""
+
+    fault: str
+    at: float
+    over: dict[tuple[str, Check], list[float]] = field(default_factory=dict)
+    back: set[tuple[str, Check]] = field(default_factory=set)
+    done: bool = False
 
 
 class Guard:
     """Checks every window on the master; `hist` gives the merged totals, `phase` the phase at a
-    time, `stop` ends the test."""
+    time, `stop` ends the test, `faults` which fault windows are active (for recover_within)."""
 
     def __init__(
         self,
@@ -168,9 +196,13 @@ class Guard:
         hist: Callable[[], HistogramSet | None],
         phase: Callable[[float], str],
         stop: Callable[[], None],
+        faults: Faults | None = None,
     ) -> None:
         self.config, self.run_id = config, run_id
-        self._hist, self._phase, self._stop = hist, phase, stop
+        self._hist, self._phase, self._stop, self._faults = hist, phase, stop, faults
+        self._reverts: list[_Revert] = []
+        self._active: set[str] = set()
+        self._watch: gevent.Greenlet | None = None
         self._seen: dict[tuple[str, str, str], np.ndarray] = {}  # (target, lang, metric) -> counts so far
         self._streak: dict[tuple[str, Check], list[tuple[float, float, float]]] = {}  # (start, end, ms)
         self._open: dict[tuple[str, Check], _Trip] = {}
@@ -180,12 +212,15 @@ class Guard:
 
     def start(self, t0: float) -> None:
         self._loop = gevent.spawn(self._run, t0)
+        if self.config.recover_within is not None and self._faults is not None:
+            self._watch = gevent.spawn(self._watch_reverts, self._faults)
 
     def close(self) -> list[GuardTrip]:
         """Stop checking; the trips as run.json rows."""
-        if self._loop is not None:
-            self._loop.kill(block=True)
-            self._loop = None
+        for greenlet in (self._loop, self._watch):
+            if greenlet is not None:
+                greenlet.kill(block=True)
+        self._loop = self._watch = None
         return [
             GuardTrip(
                 target=t.target,
@@ -200,6 +235,7 @@ class Guard:
                 phase=t.phase,
                 actions=tuple(t.actions),
                 recovered=t.recovered,
+                fault=t.fault,
             )
             for t in self._trips
         ]
@@ -211,12 +247,25 @@ class Guard:
             self.tick(t0 + (k - 1) * self.config.window_s, t0 + k * self.config.window_s)
             k += 1
 
+    def _watch_reverts(self, faults: Faults) -> None:
+        while True:
+            self.saw({name for name, _, _, on in faults() if on}, time.time())
+            gevent.sleep(REVERT_POLL_S)
+
+    def saw(self, active: set[str], at: float) -> None:
+        """The fault windows active at unix time `at`: one active at the last look and not now is
+        stamped reverted now."""
+        self._reverts += [_Revert(name, at) for name in sorted(self._active - active)]
+        self._active = active
+
     def tick(self, start: float, end: float) -> None:
         """Judge the window that just ended."""
         hist = self._hist()
         if hist is None:
             return
-        for (target, check), value in self._window(hist).items():
+        values = self._window(hist)
+        self._judge_recovery(values, start, end)
+        for (target, check), value in values.items():
             key = (target, check)
             if value is None:
                 continue
@@ -250,9 +299,39 @@ class Guard:
                     out[(k[0], check)] = _percentile(window, template[k], check.percentile) if enough else None
         return out
 
+    def _judge_recovery(self, values: dict[tuple[str, Check], float | None], start: float, end: float) -> None:
+        """The recover_within rule over the window [start, end] that just ended: it counts for each
+        revert before its start; a rule over in every such window, when the time is up, trips."""
+        within = self.config.recover_within
+        for revert in self._reverts:
+            if revert.done or within is None or start < revert.at:
+                continue
+            for key, value in values.items():
+                if value is None or key in revert.back:
+                    continue
+                if value * 1000 <= key[1].threshold_ms:
+                    revert.back.add(key)
+                    revert.over.pop(key, None)
+                else:
+                    revert.over.setdefault(key, []).append(value * 1000)
+            if end >= revert.at + within:
+                revert.done = True
+                for (target, check), over in revert.over.items():
+                    trip = _Trip(target, check, over, revert.at, end, self._phase(end), ["record"], fault=revert.fault)
+                    log.warning(
+                        "guard: %s %s p%g still over %g ms %.0f s after %s was reverted (%s ms)",
+                        check.lang,
+                        check.metric,
+                        check.percentile,
+                        check.threshold_ms,
+                        end - revert.at,
+                        revert.fault,
+                        ", ".join(f"{v:.1f}" for v in over),
+                    )
+                    self._act(trip)
+
     def _trip(self, target: str, check: Check, streak: list[tuple[float, float, float]], end: float) -> None:
         trip = _Trip(target, check, [ms for _, _, ms in streak], streak[0][0], end, self._phase(end), ["record"])
-        self._trips.append(trip)
         self._open[(target, check)] = trip
         log.warning(
             "guard: %s %s p%g over %g ms for %d windows (%s ms) in phase %s",
@@ -264,6 +343,11 @@ class Guard:
             ", ".join(f"{v:.1f}" for v in trip.windows_ms),
             trip.phase,
         )
+        self._act(trip)
+
+    def _act(self, trip: _Trip) -> None:
+        """Record a trip and take the file's actions."""
+        self._trips.append(trip)
         if "mark" in self.config.actions:
             trip.actions.append("mark")
         if "webhook" in self.config.actions:
@@ -287,6 +371,7 @@ class Guard:
             "started": trip.started,
             "tripped": trip.tripped,
             "phase": trip.phase,
+            "fault": trip.fault,
         }
         try:
             status = httpx.post(self.config.webhook, json=body, timeout=WEBHOOK_TIMEOUT_S).status_code

@@ -310,6 +310,7 @@ class Harness:
             lambda: self.writer.merged.hist if self.writer is not None else None,
             self.phase,
             lambda: runner.quit() if runner is not None else None,
+            self.timeline.active if self.timeline is not None else None,
         )
         self.guard.start(writer.started)
 

@@ -98,7 +98,7 @@ def _guard(results: RunResults) -> list[str]:
             f"{t.metric} p{t.percentile:g}",
             f"{t.threshold_ms:g}",
             ", ".join(f"{v:.1f}" for v in t.windows_ms),
-            t.phase,
+            t.phase if t.fault is None else f"{t.phase} (not back {t.tripped - t.started:.0f} s after {t.fault})",
             ", ".join(t.actions),
         )
         for t in trips

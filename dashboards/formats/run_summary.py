@@ -30,9 +30,12 @@ def summary(run_dir: str | Path) -> str:
         lines.append(f"fault {w.name} ({w.kind}): {ran}" + (f"; {w.error}" if w.error else ""))
     lines += [host_line(h) for h in results.run.fault_hosts]
     for t in results.run.guard:
+        over = f"over {t.threshold_ms:g} ms for {len(t.windows_ms)} windows of {t.window_s:g} s"
+        if t.fault is not None:
+            over = f"still over {t.threshold_ms:g} ms {t.tripped - t.started:.0f} s after {t.fault} was reverted"
         lines.append(
-            f"guard: {t.lang} {t.metric} p{t.percentile:g} over {t.threshold_ms:g} ms for {len(t.windows_ms)} windows "
-            f"of {t.window_s:g} s at {run.iso(t.tripped)} in phase {t.phase}: {', '.join(t.actions)}"
+            f"guard: {t.lang} {t.metric} p{t.percentile:g} {over} at {run.iso(t.tripped)} in phase {t.phase}: "
+            f"{', '.join(t.actions)}"
         )
     return "\n".join(lines)
 

@@ -191,7 +191,8 @@ class FaultHost(Part):
 
 class GuardTrip(Part):
     """The live guard fired (`--guard`): a language's percentile stayed over its threshold for
-    `len(windows_ms)` consecutive windows (unix times; `phase` the one the trip fell in)."""
+    `len(windows_ms)` consecutive windows (unix times; `phase` the one the trip fell in), or, with
+    `fault`, was still over `recover_within` after that fault window's revert (`started`)."""
 
     target: str
     lang: str
@@ -205,6 +206,7 @@ class GuardTrip(Part):
     phase: str
     actions: tuple[str, ...]  # record, mark, webhook <status>, stop
     recovered: float | None = None  # the first window back under the threshold ended (marked spans end here)
+    fault: str | None = None  # a recover_within trip: the fault window it was not back from
 
 
 class Recovery(Part):

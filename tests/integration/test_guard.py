@@ -2,7 +2,8 @@
 holds de's first events 1 s from 4 s on); the guard (P95 TTFT over 700 ms for 3 windows of 2 s, for
 every language) fires for de alone, after its third window over, POSTs the trip to a webhook, records it in
 run.json with the phase it fell in, and stops the test: exit status 3. In one process and with a
-master and two workers."""
+master and two workers. And the recovery rule (`recover_within`): a language still slow after a fault
+window's revert."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from loadtests.guard import REVERT_POLL_S
 from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.integration.test_sse_proxy import proxy
 from tests.procs import serve
@@ -101,3 +103,53 @@ faults:
     assert run["duration_s"] < RUN_S - WINDOW_S
     assert run["duration_s"] <= tripped_at + REPORT_S + WINDOW_S, (run["duration_s"], tripped_at)
     assert [(b["lang"], b["run_id"], b["phase"]) for b in posted] == [("de", run["run_id"], "de-slow")]
+
+
+@pytest.mark.timing
+def test_recover_within_trips_for_the_language_still_slow_after_a_fault_window_was_reverted(tmp_path):
+    """Two proxies in a row: `trigger` on the first slows de for 2 s, `lingering` on the second keeps
+    it slow past trigger's revert (as a server that stays degraded). The guard (`recover_within: 3s`,
+    no streak rule) trips for de alone, naming trigger, at the end of the first window of 1 s that
+    ends 3 s after it saw the revert, and stops the test."""
+    within, window = 3.0, 1.0
+    with serve("--sim-time-scale", "0.2") as server, proxy(server.url) as second, proxy(second) as first:
+        schedule = tmp_path / "schedule.yaml"
+        schedule.write_text(f"""seed: 1
+faults:
+  - name: trigger
+    kind: sse
+    target: {{proxy: "{first.split("//")[1]}"}}
+    at: 2s
+    duration: 2s
+    params: {{first_event_delay: {DELAY_S}, langs: [de]}}
+  - name: lingering
+    kind: sse
+    target: {{proxy: "{second.split("//")[1]}"}}
+    at: 3s
+    duration: 60s
+    params: {{first_event_delay: {DELAY_S}, langs: [de]}}
+""")
+        guard = tmp_path / "guard.yaml"
+        guard.write_text(
+            f"window: {window}s\nwindows: 99\nmin_samples: 1\nactions: [stop]\nrecover_within: {within}s\n"
+            f'rules:\n  "*": {{ttft_p95_ms: {THRESHOLD_MS}}}\n'
+        )
+        args = (
+            *("--host", first, "--results-dir", str(tmp_path / "results"), "-u", "4", "-r", "4", "-t", "30s"),
+            *("--langs", "en,de", "--max-tokens", "16", "--schedule", str(schedule)),
+            *("--fault-journal", str(tmp_path / "journal.json"), "--guard", str(guard)),
+        )
+        proc = locust(*args)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    run, _, _ = only_run(tmp_path / "results")
+    (trip,) = run["guard"]
+    trigger = next(w for w in run["faults"] if w["name"] == "trigger")
+    assert (trip["lang"], trip["fault"], trip["actions"]) == ("de", "trigger", ["record", "stop"])
+    # the revert as the guard saw it: within a poll (and a busy loop's lateness) of trigger's own end
+    assert trigger["actual_end"] <= trip["started"] <= trigger["actual_end"] + REVERT_POLL_S + 1.0, (trip, trigger)
+    # judged at the end of the first whole window that ends `within` after it
+    assert within <= trip["tripped"] - trip["started"] < within + window + 0.5, trip
+    assert trip["windows_ms"]
+    assert all(v >= DELAY_S * 1000 for v in trip["windows_ms"])
+    assert f"still over {THRESHOLD_MS:g} ms" in proc.stderr
+    assert "after trigger was reverted" in proc.stderr

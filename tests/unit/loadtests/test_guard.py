@@ -149,3 +149,48 @@ def test_a_window_percentile_equals_the_histogram_of_that_window_alone():
     )
     for pct in (50.0, 95.0, 99.0, 100.0):
         assert guard._percentile(counts, after, pct) == alone.quantile(pct)
+
+
+def test_recover_within_is_read_in_whole_windows(tmp_path):
+    config = guard.load(write(tmp_path, "window: 2s\nrecover_within: 1m\n"), slo.load(None), ("en",))
+    assert config.recover_within == 60.0
+    assert guard.load(write(tmp_path, "window: 2s\n"), slo.load(None), ("en",)).recover_within is None
+    for text, why in (("recover_within: 1s\nwindow: 2s\n", "must be at least one window"), ("recover_within: x\n", "")):
+        with pytest.raises(UsageError) as e:
+            guard.load(write(tmp_path, text), slo.load(None), ("en",))
+        assert str(e.value).replace(str(tmp_path) + "/", "").startswith("guard.yaml:1: recover_within: " + why)
+
+
+def test_a_rule_still_over_when_recover_within_has_passed_since_a_revert_trips_once_naming_the_fault():
+    hist, clock = HistogramSet(), Clock()
+    checks = (guard.Check("de", "ttft", 50.0, 100.0), guard.Check("en", "ttft", 50.0, 100.0))
+    config = guard.Config(checks, 1.0, 99, frozenset({"record", "stop"}), recover_within=3.0)
+    g = guard.Guard(config, "run", lambda: hist, lambda t: "baseline", clock.stop)
+    g.saw({"slow-prefill"}, 0.5)
+    g.saw(set(), 1.2)  # reverted at 1.2: judged from the window [2, 3] on, at the end of [4, 5] (due 4.2)
+    # de stays slow; en is back only at [5, 6], after the judgement
+    for i, (de, en) in enumerate(((0.3, 0.3), (0.3, 0.3), (0.3, 0.3), (0.3, 0.3), (0.3, 0.3), (0.3, 0.01))):
+        record(hist, "de", [de] * 9)
+        record(hist, "en", [en] * 9)
+        g.tick(i, i + 1)
+    trips = g.close()
+    assert [(t.lang, t.fault, t.started, t.tripped) for t in trips] == [
+        ("de", "slow-prefill", 1.2, 5),
+        ("en", "slow-prefill", 1.2, 5),
+    ]
+    assert trips[0].windows_ms == pytest.approx((300.0, 300.0, 300.0), rel=0.001)  # [2,3] [3,4] [4,5]
+    assert [t.actions for t in trips] == [("record", "stop"), ("record",)]  # stop acts once
+    assert g.stopped
+
+
+def test_a_rule_back_under_or_never_judged_after_the_revert_does_not_trip():
+    hist, clock = HistogramSet(), Clock()
+    checks = (guard.Check("de", "ttft", 50.0, 100.0), guard.Check("en", "ttft", 50.0, 100.0))
+    config = guard.Config(checks, 1.0, 99, recover_within=2.0)
+    g = guard.Guard(config, "run", lambda: hist, lambda t: "baseline", clock.stop)
+    g.saw({"f"}, 0.0)
+    g.saw(set(), 1.0)
+    for i, de in enumerate((0.3, 0.3, 0.01, 0.3, 0.3)):  # de under at [2, 3]: back, whatever follows
+        record(hist, "de", [de] * 9)  # en: no request at all after the revert
+        g.tick(i, i + 1)
+    assert g.close() == []
