@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dashboards.comparison import flags, prometheus, recovery_gate, runs
+    from dashboards.comparison import flags, prometheus, recovery_gate, runs, wrong_gate
     from dashboards.comparison.verdicts import compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         [sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, None, runs.differences(a, b)
     )
     recovered = recovery_gate.side_by_side([x.results.run.recovery for x in a], [x.results.run.recovery for x in b])
-    return emit(result, args, Context(a, b), notes={"recovery": recovered})
+    answered = wrong_gate.side_by_side([x.results.run.canaries for x in a], [x.results.run.canaries for x in b])
+    return emit(result, args, Context(a, b), notes={"recovery": recovered, "wrong": answered})
 
 
 def _sides(args: argparse.Namespace) -> tuple[list[Loaded], list[Loaded]]:

@@ -1,6 +1,7 @@
 """`llmchaos regress --baseline RUN... --current RUN...`: the current runs gated against a baseline by
 per-language rules (`--rules`, default the registry's SLOs) and, where the rules gate `recover_s`, by
-each fault window's recovery, with the change points of a history of nightly runs (`--history`);
+each fault window's recovery, and `wrong`, by the canaries answered wrong, with the change points of a
+history of nightly runs (`--history`);
 exit 0 no regression, 1 a regression beyond the rules, 2 bad input."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dashboards.comparison import flags, history, recovery_gate, rules, runs
+    from dashboards.comparison import flags, history, recovery_gate, rules, runs, wrong_gate
     from dashboards.comparison.verdicts import Gate, compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     recovered, slower = recovery_gate.judge(
         gates, [x.results.run.recovery for x in a], [x.results.run.recovery for x in b]
     )
-    notes = {"recovery": recovered, "history": past.lines() if past is not None else []}
+    answered, wronger = wrong_gate.judge(gates, [x.results.run.canaries for x in b])
+    notes = {"recovery": recovered, "wrong": answered, "history": past.lines() if past is not None else []}
     status = emit(result, args, Context(a, b, history=past), "llmchaos regress", notes)
-    return max(status, 1 if slower else 0)
+    return max(status, 1 if slower or wronger else 0)

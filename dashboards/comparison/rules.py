@@ -11,11 +11,13 @@ de:
 "*":                      # every language
   error_rate: {increase_abs: 0.01}
   recover_s: {max: 60, increase_pct: 20}   # each fault window's recovery (run.json's `recovery`)
+  wrong: {max: 0}                          # canaries answered wrong (run.json's `canaries`)
 ```
 
 `recover_s` gates no statistic: a fault window's recovery against each SLO is over `max` seconds, or
 more than `increase_pct` over the baseline's (plus one evaluation window, its resolution), or never
-back within the run (recovery_gate.py).
+back within the run (recovery_gate.py). `wrong` gates no statistic either: the current runs' canaries
+answered wrong, per language, over `max` (wrong_gate.py).
 
 Without a rule, each language's SLOs in the registry say what is gated: every metric an SLO names,
 at every percentile compared (ttft_p99_ms gates TTFT p50 to p99: a slower median is a regression
@@ -36,6 +38,7 @@ from llmchaos import languages, slo, yamlfile
 ALL = "*"
 FIELDS = ("increase_pct", "increase_ms", "increase_abs", "confidence", "percentiles")
 RECOVERY, RECOVERY_FIELDS = "recover_s", ("max", "increase_pct")
+WRONG = "wrong"
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,13 @@ class Rules:
     by_cell: dict[tuple[str, str], Gated]  # (lang or *, metric) -> rule
     defaults: Rule
     recovery: dict[str, RecoveryRule] = field(default_factory=dict)  # lang or * -> its recovery's rule
+    wrong: dict[str, int] = field(default_factory=dict)  # lang or * -> the most canaries answered wrong
 
     def recovery_rule(self, lang: str) -> RecoveryRule | None:
         return self.recovery.get(lang) or self.recovery.get(ALL)
+
+    def wrong_rule(self, lang: str) -> int | None:
+        return self.wrong.get(lang, self.wrong.get(ALL))
 
     def gate(self, key: CellKey, stat: str) -> Rule | None:
         g = self.by_cell.get((key.lang, key.metric)) or self.by_cell.get((ALL, key.metric))
@@ -81,7 +88,7 @@ def load(path: str | None, settings: Settings) -> Rules:
     if "defaults" in top:
         defaults = _rule(r, top["defaults"][1], "defaults", Gated(defaults, ()), "s").rule
         by_cell = _from_registry(defaults, settings)
-    known, recovery = languages.tags(), {}
+    known, recovery, wrong = languages.tags(), {}, {}
     for lang, (k, v) in top.items():
         if lang == "defaults":
             continue
@@ -92,12 +99,28 @@ def load(path: str | None, settings: Settings) -> Rules:
             if metric == RECOVERY:
                 recovery[lang] = _recovery(r, mv, where)
                 continue
+            if metric == WRONG:
+                wrong[lang] = _wrong(r, mv, where)
+                continue
             if metric not in METRICS:
-                raise r.fail(mk, where, f"unknown metric (known: {', '.join(METRICS)}, {RECOVERY})")
+                raise r.fail(mk, where, f"unknown metric (known: {', '.join(METRICS)}, {RECOVERY}, {WRONG})")
             unit = METRICS[metric].unit
             base = Gated(replace(defaults, min_abs=_default_abs(unit, defaults)), _stats(metric, settings.pcts))
             by_cell[(lang, metric)] = _rule(r, mv, where, base, unit, metric)
-    return Rules(by_cell, defaults, recovery)
+    return Rules(by_cell, defaults, recovery, wrong)
+
+
+def _wrong(r: yamlfile.Reader, node: yaml.Node, where: str) -> int:
+    fields = r.mapping(node, where, "maps max to a whole number")
+    for name, (k, _) in fields.items():
+        if name != "max":
+            raise r.fail(k, f"{where}.{name}", "unknown field (known: max)")
+    if "max" not in fields:
+        raise r.fail(node, f"{where}.max", "missing")
+    value = r.value(fields["max"][1], f"{where}.max")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise r.fail(fields["max"][1], f"{where}.max", f"must be a whole number >= 0, got {value!r}")
+    return value
 
 
 def _recovery(r: yamlfile.Reader, node: yaml.Node, where: str) -> RecoveryRule:

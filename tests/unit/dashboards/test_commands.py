@@ -134,6 +134,40 @@ def test_regress_fails_a_run_whose_recovery_got_worse_by_the_rule(runs, tmp_path
     assert "recovery of first-token-delay en ttft_p99_ms: A 4.0 s, B 12.0 s" in r.stdout
 
 
+def with_canaries(src: Path, dst: Path, wrong: int) -> Path:
+    """A copy of a run that sent 40 English canaries, `wrong` of them answered wrong in corrupt-answers."""
+    shutil.copytree(src, dst)
+    raw = json.loads((dst / "run.json").read_text())
+    row = {"target": raw["targets"][0], "lang": "en", "api": raw["api"]}
+    raw["canaries"] = [{**row, "phase": "baseline", "sent": 30, "wrong": 0}]
+    raw["canaries"] += [{**row, "phase": "corrupt-answers", "sent": 10, "wrong": wrong}]
+    (dst / "run.json").write_text(json.dumps(raw))
+    return dst
+
+
+def test_regress_fails_a_run_that_answered_canaries_wrong_beyond_the_rule(runs, tmp_path, capsys):
+    a, b = with_canaries(runs["a"], tmp_path / "a", 0), with_canaries(runs["a2"], tmp_path / "b", 3)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text('"*": {wrong: {max: 0}}\n')
+    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert "WORSE in answers: the current runs' target answered canaries wrong beyond the rules" in r.stdout
+    assert "wrong answers of en: 3 of 40 (in corrupt-answers) canaries, WORSE: over the 0 allowed" in r.stdout
+    rules.write_text('"*": {wrong: {max: 3}}\n')
+    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules), "--json")
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert json.loads(r.stdout)["wrong"] == [
+        "wrong answers of en: 3 of 40 (in corrupt-answers) canaries, within the rule"
+    ]
+    rules.write_text("de: {wrong: {max: 0}}\n")  # no German canary: said, and gating nothing
+    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert "wrong answers of de: not judged (the current runs sent no canary: --canary-rate)" in r.stdout
+    r = llmchaos(capsys, "compare", str(a), str(b))  # compare lists both sides', gating nothing on it
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert "canaries of en answered wrong: A 0 of 40, B 3 of 40 (in corrupt-answers)" in r.stdout
+
+
 def test_report_as_markdown_shows_the_verdict_phases_and_recovery_as_the_html_does(runs, tmp_path, capsys):
     run_dir = with_recovery(runs["a"], tmp_path / "a", None)
     r = llmchaos(capsys, "report", str(run_dir), "--md")
@@ -154,6 +188,7 @@ def test_report_as_markdown_shows_the_verdict_phases_and_recovery_as_the_html_do
         ("no common language", "A and B have no language in common (A: de, en, ja; B: fr)"),
         ("unknown metric", "{d}/rules.yaml:2: de.ttfb: unknown metric (known: ttft, ttfa, itl"),
         ("bad recovery rule", "{d}/rules.yaml:2: de.recover_s.maximum: unknown field (known: max, increase_pct)"),
+        ("bad wrong rule", "{d}/rules.yaml:2: de.wrong.max: must be a whole number >= 0, got -1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message, capsys):
@@ -168,7 +203,9 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case, message, capsys)
     elif case == "no common language":
         args = ["compare", str(runs["a"]), str(runs["fr"])]
     else:
-        rule = "ttfb: {increase_pct: 5}" if case == "unknown metric" else "recover_s: {maximum: 60}"
+        rule = {"unknown metric": "ttfb: {increase_pct: 5}", "bad wrong rule": "wrong: {max: -1}"}.get(
+            case, "recover_s: {maximum: 60}"
+        )
         (d / "rules.yaml").write_text(f"defaults: {{confidence: 0.99}}\nde: {{{rule}}}\n")
         args = ["regress", "--baseline", str(runs["a"]), "--current", str(runs["b"]), "--rules", str(d / "rules.yaml")]
     r = llmchaos(capsys, *args)
