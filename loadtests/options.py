@@ -174,6 +174,8 @@ class Settings:
     def read(cls, options: Namespace) -> Settings:
         for name, (low, high, low_ok) in RANGES.items():
             check_number(getattr(options, name), low, high, low_ok, "--" + name.replace("_", "-"))
+        if options.canaries and not options.canary_rate:
+            raise UsageError("read only with --canary-rate (the share of requests)", field="--canaries")
         prof = _profile(options)
         langs, slos = _langs(options.langs), slo.load(options.slo or None)
         faults = FaultOptions(

@@ -7,7 +7,6 @@ replay's log is `loadtests/replay/source.py`.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,12 +117,15 @@ class Loop(Source):
         s, o = self.settings, self.settings.options
         intended = self.arrivals.next(lang) if self.settings.open_loop else None
         canary = self._canaries.draw(lang) if self._canaries is not None else None
-        ask = Ask(o.model, lang, "", o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts)
         if canary is None:
-            ask = dataclasses.replace(ask, prompt=self._prompt_source(lang).next())
+            prompt, max_tokens, seed = self._prompt_source(lang).next(), o.max_tokens, None
         else:
-            ask = dataclasses.replace(ask, prompt=canary.prompt, max_tokens=canary.max_tokens, greedy_seed=canary.seed)
-        return Due(lang, s.adapter.name, s.adapter.call(ask), intended, canary=canary)
+            prompt, max_tokens, seed = canary.prompt, canary.max_tokens, canary.seed
+        call = s.adapter.call(
+            Ask(o.model, lang, prompt, max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts,
+                greedy_seed=seed)
+        )  # fmt: skip
+        return Due(lang, s.adapter.name, call, intended, canary=canary)
 
     def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:
         """A canary whose answer came whole (`ok`) and fails its check is `wrong`."""

@@ -103,6 +103,8 @@ def test_the_options_read_the_file_only_with_a_rate(tmp_path):
     assert settings("--canary-rate", "0.5", "--langs", "en,de").canaries is not None
     with pytest.raises(UsageError, match="no canary for de under openai-chat"):
         settings("--canary-rate", "0.5", "--langs", "en,de", "--canaries", write(tmp_path, ONE))
+    with pytest.raises(UsageError, match="--canaries: read only with --canary-rate"):
+        settings("--canaries", write(tmp_path, ONE))  # not silently ignored
     with pytest.raises(UsageError, match="--canary-rate: must be"):
         settings("--canary-rate", "1.5")
 
