@@ -104,17 +104,21 @@ def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_the
     assert r.stdout.startswith("NO WORSE")
 
 
-def with_recovery(src: Path, dst: Path, recover_s: float | None) -> Path:
-    """A copy of a run whose first-token-delay window took `recover_s` to come back, for English."""
+def with_rows(src: Path, dst: Path, field: str, rows: list[dict]) -> Path:
+    """A copy of a run whose run.json `field` holds `rows`, each of English, for its target and API."""
     shutil.copytree(src, dst)
     raw = json.loads((dst / "run.json").read_text())
-    raw["recovery"] = [
-        {"window": "first-token-delay", "target": raw["targets"][0], "lang": "en", "api": raw["api"],
-         "metric": "ttft_p99_ms", "window_s": 2.0, "windows": 3, "detect_s": 2.0, "recover_s": recover_s,
-         "recovered": recover_s is not None, "judged": 9, "needed": 100, "stranded": 0}
-    ]  # fmt: skip
+    raw[field] = [{"target": raw["targets"][0], "lang": "en", "api": raw["api"], **row} for row in rows]
     (dst / "run.json").write_text(json.dumps(raw))
     return dst
+
+
+def with_recovery(src: Path, dst: Path, recover_s: float | None) -> Path:
+    """A copy of a run whose first-token-delay window took `recover_s` to come back, for English."""
+    return with_rows(src, dst, "recovery", [
+        {"window": "first-token-delay", "metric": "ttft_p99_ms", "window_s": 2.0, "windows": 3, "detect_s": 2.0,
+         "recover_s": recover_s, "recovered": recover_s is not None, "judged": 9, "needed": 100, "stranded": 0}
+    ])  # fmt: skip
 
 
 def test_regress_fails_a_run_whose_recovery_got_worse_by_the_rule(runs, tmp_path, capsys):
@@ -136,13 +140,8 @@ def test_regress_fails_a_run_whose_recovery_got_worse_by_the_rule(runs, tmp_path
 
 def with_canaries(src: Path, dst: Path, wrong: int) -> Path:
     """A copy of a run that sent 40 English canaries, `wrong` of them answered wrong in corrupt-answers."""
-    shutil.copytree(src, dst)
-    raw = json.loads((dst / "run.json").read_text())
-    row = {"target": raw["targets"][0], "lang": "en", "api": raw["api"]}
-    raw["canaries"] = [{**row, "phase": "baseline", "sent": 30, "wrong": 0}]
-    raw["canaries"] += [{**row, "phase": "corrupt-answers", "sent": 10, "wrong": wrong}]
-    (dst / "run.json").write_text(json.dumps(raw))
-    return dst
+    rows = [{"phase": "baseline", "sent": 30, "wrong": 0}, {"phase": "corrupt-answers", "sent": 10, "wrong": wrong}]
+    return with_rows(src, dst, "canaries", rows)
 
 
 def test_regress_fails_a_run_that_answered_canaries_wrong_beyond_the_rule(runs, tmp_path, capsys):
