@@ -6,7 +6,8 @@ The runner is stopped at a precise stage by its test seam (LLMCHAOS_FAULTS_TEST_
 faults/runner.py): it SIGSTOPs itself there, and the test kills it, or SIGTERMs and continues it.
 Targets: a tbf on a veth pair in namespaces this module creates, a CPU quota on a container in the
 session's own dockerd, a fault on a real `llmchaos proxy` on loopback, and the reference server's
-simulated GPU clock (through its admin API), each with some state of its own before the run.
+simulated GPU clock and its corrupt fault (through its admin API), each with some state of its own
+before the run.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ def target(request, server_and_proxy) -> Target:
             return clocks["locked"], clocks["graphics_mhz"]
 
         return Target("gpu_clock", f'{{sim: "{server}"}}', "{graphics_mhz: 660}", clock)
+    if request.param == "corrupt":
+        return Target(
+            "corrupt",
+            f'{{sim: "{server}"}}',
+            "{}",
+            lambda: httpx.get(server + "/admin/faults/corrupt", headers=ADMIN).json()["corrupt"],
+        )
     return request.getfixturevalue(f"{request.param}_target")
 
 
@@ -125,7 +133,7 @@ def wait_stopped(proc: subprocess.Popen, timeout: float = 60.0) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 @pytest.mark.parametrize("stage", STAGES)
-@pytest.mark.parametrize("target", ["tbf", "docker", "sse", "gpu_clock"], indirect=True)
+@pytest.mark.parametrize("target", ["tbf", "docker", "sse", "gpu_clock", "corrupt"], indirect=True)
 def test_recover_restores_the_state_before_the_run(tmp_path, target, stage, sig):
     before = target.state()
     journal = tmp_path / "journal.json"
