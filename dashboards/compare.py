@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dashboards.comparison import flags, prometheus, recovery_gate, runs, wrong_gate
+    from dashboards.comparison import error_bars, flags, prometheus, recovery_gate, runs, wrong_gate
     from dashboards.comparison.verdicts import compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     )
     recovered = recovery_gate.side_by_side([x.results.run.recovery for x in a], [x.results.run.recovery for x in b])
     answered = wrong_gate.side_by_side([x.results.run.canaries for x in a], [x.results.run.canaries for x in b])
-    return emit(result, args, Context(a, b), notes={"recovery": recovered, "wrong": answered})
+    bars = error_bars.flippable(result, *([x.results.run.validity.bounds for x in side] for side in (a, b)))
+    return emit(result, args, Context(a, b), notes={"recovery": recovered, "wrong": answered, "error_bars": bars})
 
 
 def _sides(args: argparse.Namespace) -> tuple[list[Loaded], list[Loaded]]:

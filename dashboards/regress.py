@@ -25,7 +25,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dashboards.comparison import flags, history, recovery_gate, rules, runs, wrong_gate
+    from dashboards.comparison import error_bars, flags, history, recovery_gate, rules, runs, wrong_gate
     from dashboards.comparison.verdicts import Gate, compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -42,6 +42,12 @@ def run(args: argparse.Namespace) -> int:
         gates, [x.results.run.recovery for x in a], [x.results.run.recovery for x in b]
     )
     answered, wronger = wrong_gate.judge(gates, [x.results.run.canaries for x in b])
-    notes = {"recovery": recovered, "wrong": answered, "history": past.lines() if past is not None else []}
+    bars = error_bars.flippable(result, *([x.results.run.validity.bounds for x in side] for side in (a, b)))
+    notes = {
+        "recovery": recovered,
+        "wrong": answered,
+        "error_bars": bars,
+        "history": past.lines() if past is not None else [],
+    }
     status = emit(result, args, Context(a, b, history=past), "llmchaos regress", notes)
     return max(status, 1 if slower or wronger else 0)

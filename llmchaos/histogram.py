@@ -73,6 +73,10 @@ class Histogram:
         h.min_value, h.max_value = lo, hi
         self.sum += total
 
+    def index(self, value: float) -> int:
+        """The counter `record` adds `value` to."""
+        return int(self.hdr._counts_index_for(min(max(1, round(value * self.scale)), HIGHEST)))
+
     @property
     def count(self) -> int:
         return self.hdr.get_total_count()

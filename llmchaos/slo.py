@@ -62,7 +62,7 @@ def attained(
     met = np.asarray(ok, dtype=bool)
     values = {"ttft": ttft, "e2e": e2e, "itl": tpot, "tpot": tpot, "inter_chunk": max_gap}
     for key, ms in slo.items():
-        value = values[_metric(key)[0]]
+        value = values[parts(key)[0]]
         if value is not None:
             met = met & ~(np.asarray(value, dtype=float) * 1000.0 > ms)  # NaN > ms is False: no miss
     return met
@@ -70,10 +70,10 @@ def attained(
 
 def metric_of(key: str) -> str:
     """The metric an SLO key judges (ttft_p99_ms -> ttft)."""
-    return _metric(key)[0]
+    return parts(key)[0]
 
 
-def _metric(key: str) -> tuple[str, float]:
+def parts(key: str) -> tuple[str, float]:
     """(metric, percentile) of a key that `load` already checked."""
     m = SLO_KEY.fullmatch(key)
     if m is None:
@@ -96,7 +96,7 @@ def evaluate(
         issued, met = total["issued"], total["met"]
         checks = []
         for key, ms in slos.get(lang, {}).items():
-            metric, pct = _metric(key)
+            metric, pct = parts(key)
             h = hist.combined(metric, target=target, lang=lang, api=api)
             value = h.quantile(pct) * 1000.0 if h is not None and h.count else None
             checks.append(SloCheck(slo=key, threshold_ms=ms, value_ms=value, passed=value is not None and value <= ms))

@@ -8,7 +8,7 @@ from typing import Any
 
 import gevent
 
-from llmchaos import recovery, slo
+from llmchaos import bounds, recovery, slo
 from llmchaos.histogram import HistogramSet, Key
 from loadtests.record import RequestRecord, count_batch
 
@@ -23,7 +23,9 @@ class Collector:
         self._rng = random.Random(seed)
         self.hist = HistogramSet()
         self.outcomes: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, outcome)
-        self.slo_counts: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, issued|met|at_stop|canary)
+        # (target, lang, api, phase, issued|met|at_stop|canary|late:...): the last, samples the generator's reads
+        # can have moved, by bucket (the validity's error bar, llmchaos/bounds.py)
+        self.slo_counts: Counter[tuple[str, ...]] = Counter()
         self.slices: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, SLO key, second, n|over)
         self.records: list[RequestRecord] = []
 
@@ -37,6 +39,14 @@ class Collector:
         if spread[0]:
             self.hist.record_many(Key(*base, "itl"), *spread)
         self.outcomes[(*base, rec.outcome)] += 1
+        if rec.late_spans:
+            ttft, itl = rec.late_errors()
+            if ttft and rec.ttft is not None:
+                for key in bounds.late_keys("ttft", rec.ttft, ttft, 0.0):
+                    self.slo_counts[(*base, key)] += 1
+            for value, less, more, n in itl:
+                for key in bounds.late_keys("itl", value, less, more):
+                    self.slo_counts[(*base, key)] += n
         if rec.at_stop:
             self.slo_counts[(*base, "at_stop")] += 1
         else:

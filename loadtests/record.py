@@ -85,7 +85,10 @@ class RequestRecord:
     usage_reasoning: int | None = None  # the server's count of the thinking tokens within usage_tokens
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several (one kernel receive stamp for all: gaps lost)
-    late_reads: int = 0  # ... of those, the ones the kernel had held LATE_S or more: the generator was late
+    late_reads: int = 0  # ... of those, the ones whose first bytes can have waited LATE_S or more: taken late
+    # reads of several events whose first came at most `late` s before their stamp: (first content event, content
+    # events, late); the validity's error bar (`late_errors`)
+    late_spans: list[tuple[int, int, float]] = field(default_factory=list)
     at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
     own_each: list[int] | None = None  # ... of each content event, when its tokens are to be shared out
@@ -217,6 +220,27 @@ class RequestRecord:
         how many each stands for (recorded so: one event may carry a million); as many as output
         tokens after the first event's."""
         return itl(self.gaps, self.tokens_per_chunk())
+
+    def late_errors(self) -> tuple[float, list[tuple[float, float, float, int]]]:
+        """How far an ok request's samples can be from the truth by the generator's doing: a read of
+        several events stamps them all with its last bytes' arrival, and its first came at most its
+        `late` before, so each of its events came up to `late` before its stamp, never after. So TTFT
+        can have been up to its first event's `late` less (never more), and each ITL sample
+        (`itl_spread`'s: value, then how much less and how much more, then count) up to the `late` of
+        the event its gap ends at less and that of the one it starts at more, over the tokens it
+        stands for. Only samples off by something are listed."""
+        if self.outcome != "ok" or not self.late_spans:
+            return 0.0, []
+        late = [0.0] * len(self.chunks)
+        for first, events, seconds in self.late_spans:
+            late[first : first + events] = [seconds] * events
+        tokens, gaps = self.tokens_per_chunk(), self.gaps
+        itl = [
+            (gaps[i - 1] / tokens[i], late[i] / tokens[i], late[i - 1] / tokens[i], tokens[i])
+            for i in range(1, len(late))
+            if late[i - 1] or late[i]
+        ]
+        return (late[0] if self.ttft is not None else 0.0), itl
 
     def tpot(self) -> float | None:
         """Time per output token after the first, of the tokens streamed (hidden thinking came before

@@ -12,7 +12,7 @@ from pathlib import Path
 import gevent
 from gevent.event import Event
 
-from llmchaos import recovery, slo
+from llmchaos import bounds, recovery, slo
 from llmchaos import run as results
 from llmchaos.histogram import HistogramSet
 from llmchaos.run.table import table
@@ -97,6 +97,10 @@ class RunWriter:
         settings, merged = self.settings, self.merged if merged is None else merged
         o, prof = settings.options, settings.profile
         gen = verdict(merged.generator)
+        slo_rows = slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started)
+        bars = bounds.evaluate(merged.hist, merged.slo_counts, slo_rows)
+        material = bounds.material(bars, slo_rows)
+        flags = [*gen["flags"], *sorted({f"bound_material:{line.split()[0]}" for line in material})]
         options = {
             k: v
             for k, v in vars(o).items()
@@ -124,10 +128,11 @@ class RunWriter:
             host=results.host_info(),
             generator=gen["processes"],
             validity=results.Validity(
-                valid=not gen["flags"],
-                flags=tuple(gen["flags"]),
-                reasons=tuple(gen["reasons"]),
+                valid=not flags,
+                flags=tuple(flags),
+                reasons=(*gen["reasons"], *material),
                 unjudged=tuple(gen["unjudged"]),
+                bounds=tuple(bars),
             ),
             reads=results.Reads(**gen["reads"]),
             faults=faults,
@@ -136,7 +141,7 @@ class RunWriter:
                 merged.outcomes, {k[:4]: n for k, n in merged.slo_counts.items() if k[4] == "at_stop"}
             ),
             canaries=results.canary_rows(merged.slo_counts, merged.outcomes),
-            slo=slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started),
+            slo=slo_rows,
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),
             guard=[t for t in self.guard_trips if t.target == target],

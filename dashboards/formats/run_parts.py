@@ -8,7 +8,7 @@ from dashboards.comparison import plotted
 from dashboards.comparison.sample import PCTS
 from dashboards.formats import text
 from llmchaos.run import Run, RunResults
-from llmchaos.run.table import canary_lines, recovery_cells
+from llmchaos.run.table import bound_lines, canary_lines, recovery_cells
 
 Rows = tuple[list[str], list[list[str]]]  # a table's head and rows
 BATCHED_SHARE = 0.05  # a phase whose reads brought several events this often: its ITL is the network's batching
@@ -32,7 +32,8 @@ def summary_lines(results: RunResults) -> list[str]:
     run = results.run
     out = [f"run {run.run_id} ({run.start} to {run.end}, {run.duration_s:.0f} s) against {', '.join(run.targets)}"]
     if not run.validity.valid:
-        out.append("INVALID RUN: " + ", ".join(run.validity.flags))
+        out.append("INVALID RUN: " + "; ".join(run.validity.reasons or run.validity.flags))
+    out += bound_lines(run)
     return out + recovery_verdict(results) + canary_lines(run)
 
 

@@ -4,6 +4,7 @@ dashboards. Every reader and writer of a results directory goes through this pac
 from llmchaos.run.requests import ReplayFields, RequestLine, RequestsWriter, itl
 from llmchaos.run.schema import (
     SCHEMA_VERSION,
+    Bound,
     CanaryCount,
     FaultHost,
     FaultWindow,
@@ -38,6 +39,7 @@ from llmchaos.run.store import (
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Bound",
     "CanaryCount",
     "FaultHost",
     "FaultWindow",

@@ -73,7 +73,7 @@ class RequestLine:
     replay: ReplayFields | None = None  # a replayed request (locust -f loadtests/replay/locustfile.py)
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several under one kernel receive stamp
-    late_reads: int = 0  # ... of those, the ones the generator took late (the kernel had held them 1 ms or more)
+    late_reads: int = 0  # ... of those, the ones taken late (their first bytes can have waited 1 ms or more)
     tokens_per_event: list[int] | None = None  # tokens each content event delivered; absent: one each
     ttfa: float | None = None  # from the intended start: the first answer token (after any thinking)
     reasoning_tokens: int | None = None  # thinking tokens among output_tokens; absent: no thinking seen

@@ -238,11 +238,34 @@ class Recovery(Part):
         return self
 
 
+class Bound(Part):
+    """The generator's error bar on one percentile (llmchaos/bounds.py): the true value lies within
+    [low_ms, high_ms]; `uncertain`, the share of samples around reads of several events (one stamp)."""
+
+    target: str
+    lang: str
+    api: str
+    metric: str
+    percentile: float
+    value_ms: NonNegativeFloat
+    low_ms: NonNegativeFloat
+    high_ms: NonNegativeFloat
+    uncertain: NonNegativeFloat
+    phase: str | None = None  # None: over every phase, as the SLO checks are
+
+    @model_validator(mode="after")
+    def _around(self) -> Bound:
+        if not self.low_ms <= self.value_ms <= self.high_ms or self.uncertain > 1:
+            raise ValueError(f"{self.low_ms} <= {self.value_ms} <= {self.high_ms} ms, {self.uncertain} of samples")
+        return self
+
+
 class Validity(Part):
     valid: bool
-    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, reads_late:<process>
+    flags: tuple[str, ...] = ()  # e.g. generator_saturated:<process>, bound_material:<lang>
     reasons: tuple[str, ...] = ()  # one line per flag: the figure measured against its limit
     unjudged: tuple[str, ...] = ()  # one line per process with too few samples of a figure to judge it
+    bounds: tuple[Bound, ...] = ()  # the generator's error bar on TTFT and ITL (llmchaos/bounds.py)
 
 
 class PhaseReads(Part):
@@ -258,7 +281,7 @@ class PhaseReads(Part):
 class Reads(Part):
     """The generator's socket reads of stream bodies that brought content events, those that
     brought several (coalesced: one kernel receive stamp for all, so the gaps between them are lost)
-    and, of those, the ones it took late (the kernel had held them 1 ms or more: the generator's
+    and, of those, the ones it took late (their first bytes can have waited 1 ms or more: the generator's
     doing, not the network's). `late` and `phases` were added within schema_version 1."""
 
     reads: NonNegativeInt = 0

@@ -59,6 +59,7 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
         batched = [f"{p.phase} {100 * (p.coalesced - p.late) / p.reads:.2f} %" for p in reads.phases if p.reads]
         if batched:
             lines.append("events the network delivered together, share of reads by phase: " + ", ".join(batched))
+    lines += bound_lines(run)
     if run.validity.unjudged:
         lines.append("validity not judged on: " + "; ".join(run.validity.unjudged))
     if not run.validity.valid:
@@ -120,3 +121,42 @@ def canary_lines(run: Run) -> list[str]:
     return [
         f"canaries: {sent} sent, {sum(c.wrong for c in wrong)} answered wrong (200, whole, failed its check): {where}"
     ]
+
+
+def bound_lines(run: Run) -> list[str]:
+    """The generator's error bar (llmchaos/bounds.py) on TTFT and ITL p99: the widest per metric, and
+    the languages it is not nothing for, widest first."""
+    if not run.validity.bounds:
+        return []
+    parts = []
+    for metric in ("ttft", "itl"):
+        bars = [b for b in run.validity.bounds if b.metric == metric and b.percentile == 99.0 and b.phase is None]
+        if not bars:
+            continue
+        down = max(b.value_ms - b.low_ms for b in bars)
+        up = max(b.high_ms - b.value_ms for b in bars)
+        if not down and not up:
+            parts.append(f"{metric.upper()} exact")
+            continue
+        off = sorted((b for b in bars if b.high_ms > b.low_ms), key=lambda b: b.low_ms - b.high_ms)
+        each = [
+            f"{b.target + ' ' if len(run.targets) > 1 else ''}{b.lang} {b.value_ms:.1f} ms "
+            f"{_spread(b.value_ms - b.low_ms, b.high_ms - b.value_ms)}"
+            for b in off[:4]
+        ]
+        more = f", {len(off) - 4} more" if len(off) > 4 else ""
+        parts.append(f"{metric.upper()} within {_spread(down, up)} ms ({', '.join(each)}{more})")
+    return ["the generator's error bar at p99 (events read several at once share a stamp): " + "; ".join(parts)]
+
+
+def _spread(down: float, up: float) -> str:
+    """How far below and above a figure (ms) the truth can lie: -0.5, +-0.19, -0.2/+0.31."""
+    if not up:
+        return f"-{_small(down)}"
+    if _small(down) == _small(up):
+        return f"±{_small(up)}"
+    return f"-{_small(down)}/+{_small(up)}"
+
+
+def _small(ms: float) -> str:
+    return f"{ms:.2g}" if ms < 10 else f"{ms:.0f}"

@@ -20,7 +20,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +32,7 @@
 #define HEAD_KEEP 512  /* a body's first bytes kept to show what it was */
 #define NEEDLES 4
 #define DRAIN_S 1.0
+#define WAKE_SLACK_S 0.0001 /* allowed for the kernel's path from a wake-up to epoll_wait's return (microseconds) */
 #define TAKE_EVENTS 4096      /* events held for Python at most before it is woken to take them, and */
 #define TAKE_BYTES (1 << 20) /* their bytes: a long stream's are taken in batches; with this many held, */
                              /* the connection is not read until Python has taken them (its high-water mark) */
@@ -42,7 +45,7 @@ enum { H_HEAD, H_LENGTH, H_CHUNK_SIZE, H_CHUNK_DATA, H_CHUNK_CRLF, H_TRAILER, H_
 enum { E_NONE, E_COMPLETE, E_CLOSED, E_ERROR, E_CONNECT_TIMEOUT, E_HTTP, E_UPGRADE, E_SSE, E_BODY };
 
 typedef struct {
-    double stamp, held;
+    double stamp, late; /* late: how much earlier than its stamp the read's first bytes can have come */
     uint32_t read_no, off, len;
 } event_t;
 
@@ -74,6 +77,8 @@ typedef struct {
     buf_t request;
     size_t sent;
     double connect_s, connect_by, deadline_abs, stall_s, last_event, send_at, expired_at, drain_by, end_at;
+    double clear_at; /* the last read that left the socket empty began then: what came later, came after */
+    int backlog;     /* the socket may have held bytes since clear_at (a full read, reading paused) */
     int expired;
     char needles[NEEDLES][32];
     int needle_len[NEEDLES], nneedles;
@@ -103,6 +108,7 @@ typedef struct {
     Py_ssize_t nconns, cap;
     double next_due;
     pthread_t thread;
+    double ready_after; /* what this loop pass's epoll_wait reported became readable no earlier */
 } Plane;
 
 static double mono(void) {
@@ -115,6 +121,48 @@ static double wall(void) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* -- when what epoll_wait reports became readable ------------------------------------------------
+ * A read's kernel stamp is its last bytes' arrival; when it brings several events, the earlier ones
+ * came sooner, but no sooner than the read's socket last stood empty (`clear_at`) or than the epoll
+ * pass that found it readable could have seen it become so. A pass that slept saw it arrive: it was
+ * woken by the first arrival, so nothing it reports came before its return less the time it then
+ * waited for a CPU (run_delay, /proc/thread-self/schedstat) and WAKE_SLACK_S; a pass that did not
+ * sleep reports only what the pass before it had not, and that one looked no earlier than the same
+ * figure of its own. This is the generator's lateness, bounded per read: the validity's error bar. */
+static __thread int sched_fd = -2;
+
+static double run_delay(void) { /* seconds this thread has waited on a run queue; NAN if unknown */
+    if (sched_fd == -2) sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    char b[96];
+    ssize_t k = sched_fd < 0 ? -1 : pread(sched_fd, b, sizeof b - 1, 0);
+    unsigned long long ran, waited;
+    if (k <= 0) return NAN;
+    b[k] = 0;
+    return sscanf(b, "%llu %llu", &ran, &waited) == 2 ? waited * 1e-9 : NAN;
+}
+
+static long voluntary_switches(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nvcsw : -1;
+}
+
+typedef struct {
+    double ready_after, looked; /* this pass's bound; the earliest the last whole pass can have looked */
+} waited_t;
+
+static int timed_wait(waited_t *w, int ep, struct epoll_event *evs, int max, int ms) {
+    double in = mono(), d0 = run_delay();
+    long v0 = voluntary_switches();
+    int n = epoll_wait(ep, evs, max, ms);
+    double out = mono();
+    long v1 = voluntary_switches();
+    double d1 = run_delay();
+    double looked = isnan(d0) || isnan(d1) ? in : out - (d1 - d0) - WAKE_SLACK_S;
+    w->ready_after = v1 > v0 && v0 >= 0 && !isnan(d1 - d0) ? looked : w->looked;
+    if (n < max) w->looked = looked; /* a full pass may have left out what was ready */
+    return n;
 }
 
 /* -- notifying Python -------------------------------------------------------------------------- */
@@ -147,7 +195,7 @@ static void close_socket(Plane *pl, conn_t *c) {
         epoll_ctl(pl->ep, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
     }
-    c->fd = -1, c->state = C_CLOSED, c->watching = 0, c->paused = 0;
+    c->fd = -1, c->state = C_CLOSED, c->watching = 0, c->paused = 0, c->backlog = 0;
 }
 
 /* Python is behind on this connection's events: leave the rest in the kernel (TCP holds the sender
@@ -155,7 +203,7 @@ static void close_socket(Plane *pl, conn_t *c) {
  * still be reported, again and again. */
 static void pause_reading(Plane *pl, conn_t *c) {
     if (c->watching) epoll_ctl(pl->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    c->watching = 0, c->paused = 1;
+    c->watching = 0, c->paused = 1, c->backlog = 1;
 }
 
 static void resume_reading(Plane *pl, conn_t *c, Py_ssize_t id) {
@@ -257,7 +305,7 @@ static void begin(Plane *pl, conn_t *c, Py_ssize_t id) {
 }
 
 /* -- SSE (WHATWG event-stream interpretation; llmchaos/sse_codec.py is the same in Python) -------- */
-static int dispatch_event(conn_t *c, double stamp, double held) {
+static int dispatch_event(conn_t *c, double stamp, double late) {
     if (c->nevents == c->events_cap) {
         size_t cap = c->events_cap ? c->events_cap * 2 : 64;
         event_t *e = realloc(c->events, cap * sizeof *e);
@@ -266,7 +314,7 @@ static int dispatch_event(conn_t *c, double stamp, double held) {
     }
     size_t len = c->data.len ? c->data.len - 1 : 0; /* each data line ended with \n; the last is dropped */
     event_t *ev = &c->events[c->nevents++];
-    ev->stamp = stamp, ev->held = held, ev->read_no = c->reads, ev->off = (uint32_t)c->blob.len, ev->len = (uint32_t)len;
+    ev->stamp = stamp, ev->late = late, ev->read_no = c->reads, ev->off = (uint32_t)c->blob.len, ev->len = (uint32_t)len;
     if (buf_add(&c->blob, c->data.p ? c->data.p : "", len) < 0) return -1;
     c->data.len = 0;
     c->last_event = stamp;
@@ -280,11 +328,11 @@ static int dispatch_event(conn_t *c, double stamp, double held) {
     return 0;
 }
 
-static int sse_line(conn_t *c, const char *s, size_t n, double stamp, double held) {
+static int sse_line(conn_t *c, const char *s, size_t n, double stamp, double late) {
     if (n == 0) { /* a blank line dispatches the event if it has data */
         int data = c->ndata;
         c->ndata = 0, c->named = 0;
-        return data ? dispatch_event(c, stamp, held) : 0;
+        return data ? dispatch_event(c, stamp, late) : 0;
     }
     if (s[0] == ':') {
         c->comments++;
@@ -308,7 +356,7 @@ static int sse_line(conn_t *c, const char *s, size_t n, double stamp, double hel
     return 0;
 }
 
-static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double held) {
+static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double late) {
     if (c->bom) { /* one UTF-8 BOM at the very start is skipped */
         static const char BOM[3] = {'\xef', '\xbb', '\xbf'};
         while (n && c->bomn < 3 && *p == BOM[c->bomn]) p++, n--, c->bomn++;
@@ -317,7 +365,7 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double hel
         } else if (n) { /* no BOM: the bytes that began like one are the stream's */
             int k = c->bomn;
             c->bom = 0, c->bomn = 0;
-            if (k && sse_feed(c, BOM, (size_t)k, stamp, held) < 0) return -1;
+            if (k && sse_feed(c, BOM, (size_t)k, stamp, late) < 0) return -1;
         } else {
             return 0;
         }
@@ -342,10 +390,10 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double hel
         int rc;
         if (c->line.len) {
             if (buf_add(&c->line, p, (size_t)(nl - p)) < 0) return -1;
-            rc = sse_line(c, c->line.p, c->line.len, stamp, held);
+            rc = sse_line(c, c->line.p, c->line.len, stamp, late);
             c->line.len = 0;
         } else {
-            rc = sse_line(c, p, (size_t)(nl - p), stamp, held);
+            rc = sse_line(c, p, (size_t)(nl - p), stamp, late);
         }
         if (rc < 0) return rc;
         c->cr = *nl == '\r';
@@ -356,12 +404,12 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double hel
 }
 
 /* -- HTTP/1.1 response framing -------------------------------------------------------------------- */
-static void body_bytes(conn_t *c, const char *p, size_t n, double stamp, double held) {
+static void body_bytes(conn_t *c, const char *p, size_t n, double stamp, double late) {
     if (!n) return;
     if (c->first.len < HEAD_KEEP) buf_add(&c->first, p, n < HEAD_KEEP - c->first.len ? n : HEAD_KEEP - c->first.len);
     if (c->finished || c->end != E_NONE) return; /* draining, or over: nothing more is read into it */
     if (c->sse) {
-        int rc = sse_feed(c, p, n, stamp, held);
+        int rc = sse_feed(c, p, n, stamp, late);
         if (rc == -2) end_with(c, E_SSE, 0, c->msg, stamp);
         else if (rc < 0) end_with(c, E_HTTP, 0, "out of memory", stamp);
     } else if (c->status == 200) { /* a whole answer, handed over when it ends */
@@ -461,7 +509,7 @@ bad_length:
 }
 
 /* Parse one read's bytes; the end code when the exchange is over on the wire. */
-static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) {
+static int frame(conn_t *c, const char *p, size_t n, double stamp, double late) {
     while (n) {
         switch (c->hstate) {
             case H_HEAD: {
@@ -507,7 +555,7 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
             }
             case H_LENGTH: {
                 size_t take = (long long)n < c->remaining ? n : (size_t)c->remaining;
-                body_bytes(c, p, take, stamp, held);
+                body_bytes(c, p, take, stamp, late);
                 p += take, n -= take, c->remaining -= (long long)take;
                 if (c->remaining == 0) {
                     c->hstate = H_DONE;
@@ -516,7 +564,7 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
                 break;
             }
             case H_CLOSE:
-                body_bytes(c, p, n, stamp, held);
+                body_bytes(c, p, n, stamp, late);
                 n = 0;
                 break;
             case H_CHUNK_SIZE:
@@ -569,7 +617,7 @@ static int frame(conn_t *c, const char *p, size_t n, double stamp, double held) 
             }
             case H_CHUNK_DATA: {
                 size_t take = (long long)n < c->remaining ? n : (size_t)c->remaining;
-                body_bytes(c, p, take, stamp, held);
+                body_bytes(c, p, take, stamp, late);
                 p += take, n -= take, c->remaining -= (long long)take;
                 if (c->remaining == 0) c->hstate = H_CHUNK_CRLF, c->remaining = 0;
                 break;
@@ -601,9 +649,13 @@ static int on_readable(Plane *pl, conn_t *c, Py_ssize_t id) {
     struct iovec iov = {.iov_base = rbuf, .iov_len = BLOCK};
     char cbuf[CMSG_SPACE(sizeof(struct timespec))];
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    double began = mono();
     ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT);
     int e = n < 0 ? errno : 0;
-    if (e == EAGAIN || e == EWOULDBLOCK) return 0;
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+        c->clear_at = began, c->backlog = 0;
+        return 0;
+    }
     double now = mono(), held = 0.0;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPNS) {
@@ -633,7 +685,11 @@ static int on_readable(Plane *pl, conn_t *c, Py_ssize_t id) {
     c->began = 1;
     c->reads++;
     if (stamp < c->last_event) stamp = c->last_event; /* never before the read ahead of it */
-    int end = frame(c, rbuf, (size_t)n, stamp, held);
+    double since = c->backlog ? c->clear_at : fmax(c->clear_at, pl->ready_after);
+    double late = stamp > since ? stamp - since : 0.0;
+    if (n < BLOCK) c->clear_at = began, c->backlog = 0;
+    else c->backlog = 1;
+    int end = frame(c, rbuf, (size_t)n, stamp, late);
     if (c->finished) { /* draining after Python took its answer */
         if (end == E_COMPLETE) {
             c->active = 0;
@@ -696,6 +752,7 @@ static void expire(Plane *pl, double now) {
 static void *run(void *arg) {
     Plane *pl = arg;
     struct epoll_event evs[256];
+    waited_t w = {0.0, 0.0};
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the main thread's */
@@ -704,8 +761,9 @@ static void *run(void *arg) {
         double wait = pl->next_due - mono();
         pthread_mutex_unlock(&pl->lock);
         int ms = wait > 1.0 ? 1000 : wait <= 0 ? 0 : (int)ceil(wait * 1000);
-        int n = epoll_wait(pl->ep, evs, 256, ms);
+        int n = timed_wait(&w, pl->ep, evs, 256, ms);
         pthread_mutex_lock(&pl->lock);
+        pl->ready_after = w.ready_after;
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == UINT64_MAX) {
                 uint64_t v;
@@ -938,7 +996,7 @@ static PyObject *Plane_take(Plane *self, PyObject *args) {
             valid = 0;
             data = PyUnicode_DecodeUTF8(s, e->len, "replace");
         }
-        PyObject *t = data ? Py_BuildValue("(NOddI)", data, valid ? Py_True : Py_False, e->stamp, e->held, e->read_no)
+        PyObject *t = data ? Py_BuildValue("(NOddI)", data, valid ? Py_True : Py_False, e->stamp, e->late, e->read_no)
                            : NULL;
         if (t == NULL) goto done;
         PyList_SET_ITEM(events, (Py_ssize_t)i, t);
@@ -1085,7 +1143,44 @@ static PyTypeObject PlaneType = {
     .tp_doc = "The native read loop: one epoll thread, HTTP framing and SSE splitting in C.",
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};
+/* The Python plane's epoll wait, timed as this plane's own (`timed_wait`), without the GIL. */
+static __thread waited_t python_wait;
+
+static PyObject *native_wait(PyObject *self, PyObject *args) {
+    int ep, max;
+    double timeout;
+    if (!PyArg_ParseTuple(args, "idi", &ep, &timeout, &max)) return NULL;
+    if (max < 1 || max > 4096) {
+        PyErr_SetString(PyExc_ValueError, "maxevents must be 1 to 4096");
+        return NULL;
+    }
+    struct epoll_event *evs = PyMem_RawMalloc((size_t)max * sizeof *evs);
+    if (evs == NULL) return PyErr_NoMemory();
+    int ms = timeout <= 0 ? 0 : (int)ceil(timeout * 1000), n;
+    Py_BEGIN_ALLOW_THREADS n = timed_wait(&python_wait, ep, evs, max, ms);
+    Py_END_ALLOW_THREADS
+    if (n < 0) {
+        PyMem_RawFree(evs);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    PyObject *list = PyList_New(n);
+    for (int i = 0; list != NULL && i < n; i++) {
+        PyObject *t = Py_BuildValue("(iI)", evs[i].data.fd, evs[i].events);
+        if (t == NULL) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, t);
+    }
+    PyMem_RawFree(evs);
+    return list == NULL ? NULL : Py_BuildValue("(Nd)", list, python_wait.ready_after);
+}
+
+static PyMethodDef module_methods[] = {
+    {"wait", native_wait, METH_VARARGS,
+     "wait(epfd, timeout_s, maxevents) -> ([(fd, events)], ready_after): epoll_wait, and the earliest "
+     "time (perf_counter) what it reports can have become readable"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&PlaneType) < 0) return NULL;

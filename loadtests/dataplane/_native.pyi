@@ -10,7 +10,7 @@ E_UPGRADE: int
 E_SSE: int
 E_BODY: int
 
-# take(): status, headers, events (data, valid UTF-8, stamp, held, read number), body, head, end, errno,
+# take(): status, headers, events (data, valid UTF-8, stamp, late, read number), body, head, end, errno,
 # message, end_at, comments, pending, send_at, expired_at
 News = tuple[
     int,
@@ -27,6 +27,8 @@ News = tuple[
     float,
     float | None,
 ]
+
+def wait(epfd: int, timeout_s: float, maxevents: int) -> tuple[list[tuple[int, int]], float]: ...
 
 class Plane:
     def connection(

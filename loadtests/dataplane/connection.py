@@ -29,16 +29,15 @@ BLOCK = 65536
 _view = memoryview(bytearray(BLOCK))  # every read lands here first (the plane's thread only): no 64 KiB allocation each
 
 
-def stamp(ancillary: list[tuple[int, int, bytes]]) -> tuple[float, float]:
-    """A read's receive time on the perf_counter clock (the kernel's stamp when it gave one, never
-    later than now; else now), and how long the kernel had held its last bytes before this read."""
+def stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """A read's receive time on the perf_counter clock: the kernel's stamp of its last bytes when it
+    gave one, never later than now; else now."""
     now = perf_counter()
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = STAMP.unpack_from(payload)
-            held = max(0.0, time.time() - sec - nsec * 1e-9)
-            return now - held, held
-    return now, 0.0
+            return now - max(0.0, time.time() - sec - nsec * 1e-9)
+    return now
 
 
 class Connection:
@@ -58,6 +57,8 @@ class Connection:
         self._carrying: Exchange | None = None  # the exchange whose request is being written
         self.opened = 0  # connections opened so far
         self._step: Callable[[], object] = self._on_readable  # what the socket being ready means now
+        self._clear_at = 0.0  # the last read that left the socket empty began then (perf_counter)
+        self._backlog = False  # the socket may have held bytes since then (a full read)
 
     def ready(self, events: int) -> None:
         self._step()
@@ -196,14 +197,21 @@ class Connection:
         sock = self.sock
         if sock is None:
             return False
+        began = perf_counter()
         try:
             n, ancillary, _, _ = sock.recvmsg_into((_view,), RX_CMSG)
         except BlockingIOError:
+            self._clear_at, self._backlog = began, False
             return False
         except OSError as e:
             self._lost(e)
             return True
-        now, held = stamp(ancillary)
+        now = stamp(ancillary)
+        late = max(0.0, now - (self._clear_at if self._backlog else max(self._clear_at, self.plane.ready_after)))
+        if n < BLOCK:
+            self._clear_at, self._backlog = began, False
+        else:
+            self._backlog = True
         data = bytes(_view[:n])
         ex = self.exchange
         if ex is None:  # idle: the peer closed it (or sent what nobody asked for)
@@ -219,12 +227,12 @@ class Connection:
                 self._handshake()
                 return True
             if data:
-                ex.received(data, now, held)
+                ex.received(data, now, late)
             if eof and self.exchange is ex:
                 self._lost(None)
             return True
         if data:
-            ex.received(data, now, held)
+            ex.received(data, now, late)
         else:
             self._lost(None)
         return True

@@ -22,11 +22,17 @@ from typing import Protocol
 
 from gevent import monkey
 
+try:
+    from loadtests.dataplane._native import wait as _timed_wait
+except ImportError:  # not built: each pass is bounded by the one before it (see Plane.ready_after)
+    _timed_wait = None  # type: ignore[assignment]
+
 _epoll = monkey.get_original("select", "epoll")
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 EPOLLIN, EPOLLOUT, EPOLLRDHUP = 0x001, 0x004, 0x2000
 IDLE_WAIT_S = 1.0  # the longest epoll wait with nothing due
 STALE_SLACK = 64  # stale heap entries tolerated beyond twice the live ones
+MAX_EVENTS = 1024  # reported by one pass at most (a full pass may leave out what was ready)
 GIL_SWITCH_S = 0.0005  # a busy Locust thread hands the plane the GIL after this long (Python's default: 5 ms)
 
 
@@ -62,6 +68,10 @@ class Plane:
         self._heap: list[tuple[float, int, Timed]] = []
         self._seq = itertools.count()
         self._live = 0  # items with an entry in the heap
+        # what this pass reported became readable no earlier (perf_counter): the native `wait` times it from
+        # its wake-up (`_native.c`, timed_wait); without it, the last pass that came back short began then
+        self.ready_after = 0.0
+        self._looked = 0.0  # the last pass that came back short began then (without the native `wait`)
         sys.setswitchinterval(GIL_SWITCH_S)
         self.thread_id = _start_thread(self._run, ())
 
@@ -134,11 +144,23 @@ class Plane:
                 _guarded(partial(item.expire, now))
         return min(heap[0][0] - now, IDLE_WAIT_S) if heap else IDLE_WAIT_S
 
+    def _pass(self, wait: float) -> list[tuple[int, int]]:
+        """One epoll wait, `ready_after` set for what it reports."""
+        if _timed_wait is not None:
+            ready, self.ready_after = _timed_wait(self._poll.fileno(), wait, MAX_EVENTS)
+            return ready
+        began = perf_counter()
+        ready = self._poll.poll(wait, MAX_EVENTS)
+        self.ready_after = self._looked
+        if len(ready) < MAX_EVENTS:
+            self._looked = began
+        return ready
+
     def _run(self) -> None:
-        poll, watchers, wake = self._poll.poll, self._watchers, self._wake
+        watchers, wake = self._watchers, self._wake
         wait = IDLE_WAIT_S
         while True:
-            for fd, events in poll(wait):
+            for fd, events in self._pass(wait):
                 if fd == wake:
                     self._drain_inbox()
                     continue

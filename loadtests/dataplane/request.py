@@ -100,9 +100,9 @@ class Exchange(Response):
         """The request's last byte went to the kernel (`now`, perf_counter)."""
         self.rec.send_s = now - self.created
 
-    def received(self, data: bytes, now: float, held: float = 0.0) -> None:
-        """The bytes of one read, which reached the host at `now` (perf_counter) and waited `held`
-        seconds in the kernel for the read."""
+    def received(self, data: bytes, now: float, late: float = 0.0) -> None:
+        """The bytes of one read, whose last reached the host at `now` (perf_counter) and its first
+        at most `late` seconds before (`count_read`)."""
         if self.done:
             self._drain(data)
             return
@@ -117,7 +117,7 @@ class Exchange(Response):
             return
         except httptools.HttpParserError as e:
             if self._pieces and self.mode:  # the body before the fault counts (a terminator in it: ok)
-                self._dispatch(b"".join(self._pieces), now, held)
+                self._dispatch(b"".join(self._pieces), now, late)
                 self._pieces.clear()
             if not self.done:
                 self.http_fault(str(e))
@@ -127,12 +127,12 @@ class Exchange(Response):
             return  # the headers are not all in yet, or a whole body is still to come
         body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         pieces.clear()
-        self._dispatch(body, now, held)
+        self._dispatch(body, now, late)
 
-    def _dispatch(self, body: bytes, now: float, held: float = 0.0) -> None:
+    def _dispatch(self, body: bytes, now: float, late: float = 0.0) -> None:
         """Body bytes of one read, by what the response turned out to be."""
         if self.mode == "stream":
-            self._stream(body, now, held)
+            self._stream(body, now, late)
         elif self.mode == "not_sse":
             self.not_a_stream()
         elif self.mode == "body":
@@ -178,15 +178,15 @@ class Exchange(Response):
         self.end("cancelled", None)
 
     # -- the response --------------------------------------------------------------------------
-    def _stream(self, data: bytes, now: float, held: float) -> None:
+    def _stream(self, data: bytes, now: float, late: float) -> None:
         # never before the read ahead of it: the kernel's stamps are ordered, but their conversion to
         # this clock can put one a fraction of a microsecond before the one ahead (a gap below zero)
         now = max(now, self.last_event)
         rec = self.rec
-        chunks, before = rec.chunks, len(rec.chunks)
+        chunks, before, seen = rec.chunks, len(rec.chunks), self.seen
         self.head += data[: ERROR_TEXT - len(self.head)]  # its first bytes, to show what a non-stream was
         outcome = self._events(data, now)
-        count_read(rec, len(chunks) - before, held)
+        count_read(rec, len(chunks) - before, self.seen - seen, late)
         if outcome is not None:
             self.end(*outcome)
         elif self.complete:

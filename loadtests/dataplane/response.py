@@ -14,7 +14,7 @@ from loadtests.record import RequestRecord
 
 ERROR_TEXT = 500  # bytes of an error body kept as the record's error
 MAX_BODY = 64 << 20  # bytes: a whole (non-stream) answer past this is no API's, and is read no further
-LATE_S = 0.001  # the kernel held a read's last bytes this long or more: the generator was late to it (an
+LATE_S = 0.001  # a read's first bytes can have waited this long or more: the generator was late to it (an
 # idle one reads within 0.1 ms here); several events in a read taken on time came so from the network
 
 Outcome = tuple[str, str | None]
@@ -40,17 +40,21 @@ class Limits:
         return f"not done within {self.request:g}s"
 
 
-def count_read(rec: RequestRecord, events: int, held: float) -> None:
-    """Count a read that brought `events` content events, its last bytes `held` seconds in the kernel
-    before it; several share one kernel receive stamp (a coalesced read: the gaps between them are
-    lost, one before them inflated). Coalesced and late (held LATE_S or more) is the generator's
-    doing; coalesced and on time, the network's (a burst, a proxy's hold: the stream as it came)."""
-    if events:
+def count_read(rec: RequestRecord, content: int, events: int, late: float) -> None:
+    """Count a read that brought `events` events, `content` of them content (the record's last),
+    its first bytes come at most `late` seconds before its stamp (the plane's bound: `_native.c`,
+    timed_wait). Its events share the kernel stamp of its last bytes: with several, each content
+    event's time is uncertain by `late` (`late_spans`: the validity's error bar). Several content
+    events to a read are counted: late (LATE_S or more), the generator's doing; on time, the
+    network's (a burst, a proxy's hold: the stream as it came)."""
+    if content:
         rec.reads += 1
-        if events > 1:
+        if content > 1:
             rec.coalesced_reads += 1
-            if held >= LATE_S:
+            if late >= LATE_S:
                 rec.late_reads += 1
+        if events > 1 and late > 0:
+            rec.late_spans.append((len(rec.chunks) - content, content, late))
 
 
 class Response:

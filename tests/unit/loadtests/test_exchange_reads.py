@@ -28,11 +28,13 @@ def test_events_read_together_on_time_are_the_stream_s_and_late_the_generator_s(
     ex = exchange()
     ex.received(HEAD + event("a"), 100.1, 0.0)
     ex.received(event("b") + event("c"), 100.2, LATE_S / 10)  # a burst, read at once
-    ex.received(event("d") + event("e"), 100.3, LATE_S)  # two events the kernel held: read late
+    ex.received(event("d") + event("e"), 100.3, LATE_S)  # two events whose first may have waited: read late
     ex.received(event("f"), 100.4, 0.5)  # late, but one event: its stamp is its own
     rec = ex.rec
     assert rec.chunks == list("abcdef")
     assert (rec.reads, rec.coalesced_reads, rec.late_reads) == (4, 2, 1)
+    # each read of several events leaves its events' times uncertain by its bound (the error bar)
+    assert rec.late_spans == [(1, 2, LATE_S / 10), (3, 2, LATE_S)]
 
 
 def test_a_stamp_a_fraction_of_a_microsecond_before_the_one_ahead_is_no_gap_below_zero():
