@@ -278,3 +278,38 @@ def test_a_mirrored_replay_shows_its_output_drift_in_the_html_report(tmp_path, c
     assert "<h2>Output drift (mirrored pairs)</h2>" in html
     assert "<td>de</td><td>200</td><td>75.0%</td><td>3200</td><td>3100</td>" in html
     assert "<td>en</td><td>400</td><td>99.0%</td>" in html
+
+
+def with_bar(src: Path, dst: Path, phase: str, value_ms: float, low_ms: float, high_ms: float) -> Path:
+    """A copy of a run whose English ITL p99 in `phase` carries this error bar (run.json validity.bounds)."""
+    shutil.copytree(src, dst)
+    raw = json.loads((dst / "run.json").read_text())
+    raw["validity"]["bounds"] = [
+        {"target": raw["targets"][0], "lang": "en", "api": raw["api"], "phase": phase, "metric": "itl",
+         "percentile": 99.0, "value_ms": value_ms, "low_ms": low_ms, "high_ms": high_ms, "uncertain": 0.05}
+    ]  # fmt: skip
+    (dst / "run.json").write_text(json.dumps(raw))
+    return dst
+
+
+def test_compare_names_a_verdict_the_generators_error_bars_could_flip(runs, tmp_path, capsys):
+    r = llmchaos(capsys, "compare", str(runs["a"]), str(runs["b"]), "--json")
+    (row,) = [
+        x for x in json.loads(r.stdout)["cells"]
+        if (x["lang"], x["metric"], x["stat"], x["phase"]) == ("en", "itl", "p99", "baseline")
+    ]  # fmt: skip
+    assert row["verdict"] == "worse", row
+    a_ms, b_ms = row["a"] * 1000, row["b"] * 1000
+    b = with_bar(runs["b"], tmp_path / "b", "baseline", b_ms, b_ms, b_ms)  # B exact
+    a = with_bar(runs["a"], tmp_path / "a", "baseline", a_ms, a_ms - 0.1, b_ms + 0.1)  # A's bar reaches B's
+    r = llmchaos(capsys, "compare", str(a), str(b))
+    assert r.returncode == 1, r.stdout[-2000:]  # B is worse: the verdict stands, the line says what could flip it
+    assert (
+        f"en itl p99 [baseline] called worse: the generators' error bars overlap (A {a_ms - 0.1:.1f} to "
+        f"{b_ms + 0.1:.1f} ms, B {b_ms:.1f} to {b_ms:.1f} ms): the change could be theirs"
+    ) in r.stdout
+    narrow = with_bar(runs["a"], tmp_path / "narrow", "baseline", a_ms, a_ms - 0.1, a_ms + 0.1)  # apart: said nothing
+    r = llmchaos(capsys, "regress", "--baseline", str(narrow), "--current", str(b), "--json")
+    assert json.loads(r.stdout)["error_bars"] == []
+    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--json")
+    assert len(json.loads(r.stdout)["error_bars"]) == 1
