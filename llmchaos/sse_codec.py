@@ -56,6 +56,7 @@ class Decoder:
         "_partial_len",
         "comments",
         "overflow",
+        "trailed",
     )
 
     def __init__(self) -> None:
@@ -69,12 +70,14 @@ class Decoder:
         self._event: bytes | None = None
         self._id: bytes | None = None
         self.comments = 0
+        self.trailed = False  # the last chunk fed went on past its last event (a comment, a field, part of a line)
 
     def feed(self, chunk: bytes) -> list[Event]:
         if self.overflow is not None:
             return []
         if self._head is not None:
             chunk = self._skip_bom(chunk)
+        self.trailed = False
         if self._cr and chunk:
             self._cr = False
             if chunk[0] == 0x0A:
@@ -98,12 +101,15 @@ class Decoder:
             self._partial.append(tail)
             self._partial_len = len(tail)
         events: list[Event] = []
+        after = bool(tail)  # bytes after the last event dispatched here
         for line in lines:
             if len(line) > MAX_FIELD:
                 return self._over("an SSE line", len(line), events)
+            after = True
             if not line:
                 if self._data:
                     events.append(self._dispatch())
+                    after = bool(tail)
                 else:
                     self._event = None
                 continue
@@ -122,6 +128,7 @@ class Decoder:
                 self._event = value
             elif name == b"id" and b"\0" not in value:
                 self._id = value
+        self.trailed = bool(events) and after
         return self._over("an SSE line", self._partial_len, events)
 
     def _over(self, what: str, size: int, events: list[Event]) -> list[Event]:

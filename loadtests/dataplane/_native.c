@@ -47,6 +47,7 @@ enum { E_NONE, E_COMPLETE, E_CLOSED, E_ERROR, E_CONNECT_TIMEOUT, E_HTTP, E_UPGRA
 typedef struct {
     double stamp, late; /* late: how much earlier than its stamp the read's first bytes can have come */
     uint32_t read_no, off, len;
+    int trailed; /* its read went on past it (a comment, a field, part of a line): its stamp is of later bytes */
 } event_t;
 
 typedef struct {
@@ -88,7 +89,8 @@ typedef struct {
     long long remaining;
     int chunked, has_length;
     /* SSE decoding */
-    int bom, bomn, cr, ndata, named, comments;
+    int bom, bomn, cr, ndata, named, comments, dispatched;
+    size_t fed, event_end; /* SSE bytes fed so far, and where the last event dispatched ended */
     buf_t line, data;
     /* for Python */
     buf_t blob, body, first;
@@ -218,6 +220,7 @@ static void reset_response(conn_t *c) {
     c->head.len = c->headers.len = 0;
     c->remaining = 0, c->chunked = c->has_length = 0;
     c->bom = 1, c->bomn = 0, c->cr = 0, c->ndata = 0, c->named = 0, c->comments = 0;
+    c->dispatched = 0, c->fed = c->event_end = 0;
     c->line.len = c->data.len = 0;
     c->blob.len = c->body.len = c->first.len = 0;
     c->nevents = 0, c->reads = 0;
@@ -315,6 +318,7 @@ static int dispatch_event(conn_t *c, double stamp, double late) {
     size_t len = c->data.len ? c->data.len - 1 : 0; /* each data line ended with \n; the last is dropped */
     event_t *ev = &c->events[c->nevents++];
     ev->stamp = stamp, ev->late = late, ev->read_no = c->reads, ev->off = (uint32_t)c->blob.len, ev->len = (uint32_t)len;
+    ev->trailed = 0, c->dispatched = 1;
     if (buf_add(&c->blob, c->data.p ? c->data.p : "", len) < 0) return -1;
     c->data.len = 0;
     c->last_event = stamp;
@@ -370,10 +374,14 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double lat
             return 0;
         }
     }
+    const char *start = p;
+    size_t base = c->fed;
+    c->fed += n;
     while (n) {
         if (c->cr) {
             c->cr = 0;
             if (*p == '\n') {
+                if (c->event_end == base + (size_t)(p - start)) c->event_end++; /* the LF of its CRLF */
                 p++, n--;
                 continue;
             }
@@ -396,6 +404,7 @@ static int sse_feed(conn_t *c, const char *p, size_t n, double stamp, double lat
             rc = sse_line(c, p, (size_t)(nl - p), stamp, late);
         }
         if (rc < 0) return rc;
+        if (c->dispatched) c->dispatched = 0, c->event_end = base + (size_t)(nl + 1 - start);
         c->cr = *nl == '\r';
         n -= (size_t)(nl - p) + 1;
         p = nl + 1;
@@ -690,6 +699,8 @@ static int on_readable(Plane *pl, conn_t *c, Py_ssize_t id) {
     if (n < BLOCK) c->clear_at = began, c->backlog = 0;
     else c->backlog = 1;
     int end = frame(c, rbuf, (size_t)n, stamp, late);
+    if (c->nevents && c->events[c->nevents - 1].read_no == c->reads && c->fed > c->event_end)
+        c->events[c->nevents - 1].trailed = 1;
     if (c->finished) { /* draining after Python took its answer */
         if (end == E_COMPLETE) {
             c->active = 0;
@@ -996,7 +1007,8 @@ static PyObject *Plane_take(Plane *self, PyObject *args) {
             valid = 0;
             data = PyUnicode_DecodeUTF8(s, e->len, "replace");
         }
-        PyObject *t = data ? Py_BuildValue("(NOddI)", data, valid ? Py_True : Py_False, e->stamp, e->late, e->read_no)
+        PyObject *t = data ? Py_BuildValue("(NOddIO)", data, valid ? Py_True : Py_False, e->stamp, e->late, e->read_no,
+                                           e->trailed ? Py_True : Py_False)
                            : NULL;
         if (t == NULL) goto done;
         PyList_SET_ITEM(events, (Py_ssize_t)i, t);

@@ -10,12 +10,12 @@ E_UPGRADE: int
 E_SSE: int
 E_BODY: int
 
-# take(): status, headers, events (data, valid UTF-8, stamp, late, read number), body, head, end, errno,
-# message, end_at, comments, pending, send_at, expired_at
+# take(): status, headers, events (data, valid UTF-8, stamp, late, read number, its read went on past it), body,
+# head, end, errno, message, end_at, comments, pending, send_at, expired_at
 News = tuple[
     int,
     list[tuple[str, str]] | None,
-    list[tuple[str, bool, float, float, int]],
+    list[tuple[str, bool, float, float, int, bool]],
     bytes,
     bytes,
     int,

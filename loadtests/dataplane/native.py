@@ -148,13 +148,13 @@ class NativeExchange(Response):
         events share its stamp and come in one take."""
         rec = self.rec
         chunks = rec.chunks
-        read, content, seen, late = -1, 0, 0, 0.0
+        read, content, seen, trailed, late = -1, 0, 0, False, 0.0
         outcome: Outcome | None = None
-        for data, valid, stamp, read_late, read_no in events:
+        for data, valid, stamp, read_late, read_no, read_trailed in events:
             if read_no != read:
-                count_read(rec, content, seen, late)
+                count_read(rec, content, seen > 1 or trailed, late)
                 read, content, seen, late = read_no, 0, 0, read_late
-            seen += 1
+            seen, trailed = seen + 1, read_trailed
             now = max(stamp, self.last_event)  # never before the read ahead of it
             if now >= self.limit:  # an event, but after the limit: no sign of life by it
                 outcome = self.silent()
@@ -165,7 +165,7 @@ class NativeExchange(Response):
             if outcome is not None:
                 break
             self.limit, self.why = self._limit()
-        count_read(rec, content, seen, late)
+        count_read(rec, content, seen > 1 or trailed, late)
         if outcome is not None:
             self.end(*outcome)
             return True

@@ -186,7 +186,7 @@ class Exchange(Response):
         chunks, before, seen = rec.chunks, len(rec.chunks), self.seen
         self.head += data[: ERROR_TEXT - len(self.head)]  # its first bytes, to show what a non-stream was
         outcome = self._events(data, now)
-        count_read(rec, len(chunks) - before, self.seen - seen, late)
+        count_read(rec, len(chunks) - before, self.seen - seen > 1 or self.decoder.trailed, late)
         if outcome is not None:
             self.end(*outcome)
         elif self.complete:

@@ -61,6 +61,17 @@ def test_two_events_in_one_write_are_one_coalesced_read(upstream):
     assert rec.gaps[0] == 0.0  # the cost: one stamp for both
 
 
+def test_an_event_read_with_bytes_that_came_after_it_shares_their_stamp(upstream):
+    # one event and a comment in a write, one and the start of the next, the next's rest, one alone
+    c = event("c")
+    rec = read(upstream.url, [event("a") + ": ping\n\n", event("b") + c[:10], c[10:], event("d"), "data: [DONE]\n\n"])
+    assert rec.chunks == ["a", "b", "c", "d"]
+    assert (rec.reads, rec.coalesced_reads) == (4, 0)  # one content event a read
+    # a and b carry the stamp of bytes after them: uncertain by their reads' bounds; c and d are exact
+    assert [(first, n) for first, n, _ in rec.late_spans] == [(0, 1), (1, 1)]
+    assert all(0 < late < 1 for _, _, late in rec.late_spans)
+
+
 @pytest.mark.timing
 def test_events_written_far_apart_are_no_coalesced_read(upstream):
     rec = read(upstream.url, [event("a"), event("b"), event("c"), event("d"), "data: [DONE]\n\n"])

@@ -39,6 +39,25 @@ def test_crlf_and_cr_line_ends_even_when_split_between_cr_and_lf():
         assert [e.data for e in evs] == ["one", "two", "three"], cut
 
 
+@pytest.mark.parametrize(
+    ("chunk", "trailed"),
+    [
+        (b"data: a\n\n", False),
+        (b"data: a\r\n\r\n", False),
+        (b": ping\n\ndata: a\n\n", False),  # a comment before it came before it
+        (b"data: a\n\n: ping\n\n", True),  # after it: its stamp is the comment's
+        (b"data: a\n\nda", True),  # part of the next line
+        (b"data: a\n\nid: 7\n", True),  # a field of the next event
+        (b"data: a\n\ndata: b\n\n", False),  # two events, the last ending the chunk
+        (b"data: a", False),  # no event: nothing to have trailed
+    ],
+)
+def test_a_chunk_that_went_on_past_its_last_event_says_so(chunk, trailed):
+    d = sse_codec.Decoder()
+    d.feed(chunk)
+    assert d.trailed is trailed
+
+
 def test_comments_are_counted_not_dispatched():
     evs, d = feed_all([b": keep-alive\n\ndata: x\n\n:\n\n"])
     assert [e.data for e in evs] == ["x"]
