@@ -143,7 +143,7 @@ class NativeExchange(Response):
             deadline = self.start + self.limits.request if content else self.limit
             self.link.plane.arm(self.link.id, self.seq, deadline, self.limits.stall if content else 0.0, content)
 
-    def _events(self, events: list[tuple[str, bool, float, float, int]]) -> bool:
+    def _events(self, events: list[tuple[str, bool, float, float, int, bool]]) -> bool:
         """The events of one or more reads, in order; True when one ended the request. A read's
         events share its stamp and come in one take."""
         rec = self.rec
