@@ -146,13 +146,15 @@ def bound_lines(run: Run) -> list[str]:
         ]
         more = f", {len(off) - 4} more" if len(off) > 4 else ""
         parts.append(f"{metric.upper()} within {_spread(down, up)} ms ({', '.join(each)}{more})")
-    return ["the generator's error bar at p99 (events read several at once share a stamp): " + "; ".join(parts)]
+    return ["the generator's error bar at p99 (events that shared a read's stamp): " + "; ".join(parts)]
 
 
 def _spread(down: float, up: float) -> str:
-    """How far below and above a figure (ms) the truth can lie: -0.5, +-0.19, -0.2/+0.31."""
+    """How far below and above a figure (ms) the truth can lie: -0.5, +0.1, ±0.19, -0.2/+0.31."""
     if not up:
         return f"-{_small(down)}"
+    if not down:
+        return f"+{_small(up)}"
     if _small(down) == _small(up):
         return f"±{_small(up)}"
     return f"-{_small(down)}/+{_small(up)}"

@@ -12,6 +12,7 @@ import pytest
 from llmchaos import bounds, slo
 from llmchaos.histogram import Histogram, HistogramSet, Key, nearest_rank
 from llmchaos.run import Bound, SloCheck, SloResult
+from llmchaos.run.table import bound_lines
 from loadtests.record import RequestRecord
 
 TARGET, LANG, API = "http://t", "en", "openai-chat"
@@ -161,3 +162,30 @@ def test_a_request_says_how_far_its_reads_of_several_events_can_have_moved_each_
     )
     rec.outcome = "stalled"
     assert rec.late_errors() == (0.0, [])  # no sample at all
+
+
+def test_the_printed_line_gives_each_metric_s_widest_bar_at_p99_and_the_languages_it_is_for():
+    def bar(lang: str, metric: str, value: float, low: float, high: float, phase: str | None = None) -> Bound:
+        return Bound(target=TARGET, lang=lang, api=API, metric=metric, percentile=99.0, value_ms=value, low_ms=low,
+                     high_ms=high, uncertain=0.01, phase=phase)  # fmt: skip
+
+    class Run:  # what the line reads of a run
+        targets = (TARGET,)
+
+        class validity:  # the run's field
+            bounds = (
+                bar("en", "ttft", 412.0, 411.5, 412.0),
+                bar("de", "ttft", 300.0, 300.0, 300.0),
+                bar("en", "itl", 40.0, 39.81, 40.19),
+                bar("de", "itl", 50.0, 50.0, 50.1),
+                bar("fr", "itl", 50.0, 48.0, 52.0, phase="slow"),  # a phase's bar: not the run's figure
+            )
+
+    assert bound_lines(Run()) == [  # type: ignore[arg-type]
+        "the generator's error bar at p99 (events that shared a read's stamp): TTFT within -0.5 ms (en 412.0 ms "
+        "-0.5); ITL within ±0.19 ms (en 40.0 ms ±0.19, de 50.0 ms +0.1)"
+    ]
+    Run.validity.bounds = (bar("en", "ttft", 412.0, 412.0, 412.0), bar("en", "itl", 40.0, 40.0, 40.0))
+    assert bound_lines(Run()) == [  # type: ignore[arg-type]
+        "the generator's error bar at p99 (events that shared a read's stamp): TTFT exact; ITL exact"
+    ]
