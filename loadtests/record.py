@@ -86,8 +86,8 @@ class RequestRecord:
     reads: int = 0  # socket reads of the body that brought content events
     coalesced_reads: int = 0  # ... that brought several (one kernel receive stamp for all: gaps lost)
     late_reads: int = 0  # ... of those, the ones whose first bytes can have waited LATE_S or more: taken late
-    # reads of several events whose first came at most `late` s before their stamp: (first content event, content
-    # events, late); the validity's error bar (`late_errors`)
+    # content events stamped with bytes that came after them (their read's later events or bytes), up to `late` s
+    # after them: (first content event, events, late); the validity's error bar (`late_errors`)
     late_spans: list[tuple[int, int, float]] = field(default_factory=list)
     at_stop: bool = False  # cancelled because the test stopped: not the target's doing, not issued
     own_total: int | None = None  # our tokenizer's count of the text, when the server sent no usage
@@ -222,9 +222,9 @@ class RequestRecord:
         return itl(self.gaps, self.tokens_per_chunk())
 
     def late_errors(self) -> tuple[float, list[tuple[float, float, float, int]]]:
-        """How far an ok request's samples can be from the truth by the generator's doing: a read of
-        several events stamps them all with its last bytes' arrival, and its first came at most its
-        `late` before, so each of its events came up to `late` before its stamp, never after. So TTFT
+        """How far an ok request's samples can be from the truth by the generator's doing: a read
+        stamps its events with its last bytes' arrival, and its first came at most its `late` before,
+        so each event of `late_spans` came up to `late` before its stamp, never after. So TTFT
         can have been up to its first event's `late` less (never more), and each ITL sample
         (`itl_spread`'s: value, then how much less and how much more, then count) up to the `late` of
         the event its gap ends at less and that of the one it starts at more, over the tokens it

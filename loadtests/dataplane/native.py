@@ -148,13 +148,12 @@ class NativeExchange(Response):
         events share its stamp and come in one take."""
         rec = self.rec
         chunks = rec.chunks
-        read, content, seen, trailed, late = -1, 0, 0, False, 0.0
+        read, content, exact, late = -1, 0, False, 0.0
         outcome: Outcome | None = None
-        for data, valid, stamp, read_late, read_no, read_trailed in events:
+        for i, (data, valid, stamp, read_late, read_no, trailed) in enumerate(events):
             if read_no != read:
-                count_read(rec, content, seen > 1 or trailed, late)
-                read, content, seen, late = read_no, 0, 0, read_late
-            seen, trailed = seen + 1, read_trailed
+                count_read(rec, content, exact, late)
+                read, content, late = read_no, 0, read_late
             now = max(stamp, self.last_event)  # never before the read ahead of it
             if now >= self.limit:  # an event, but after the limit: no sign of life by it
                 outcome = self.silent()
@@ -162,10 +161,12 @@ class NativeExchange(Response):
             before = len(chunks)
             outcome = self.event(data, valid, now)
             content += len(chunks) - before
+            last = i + 1 == len(events) or events[i + 1][4] != read_no  # the read's last event
+            exact = len(chunks) > before and last and not trailed  # content, and the read's last bytes
             if outcome is not None:
                 break
             self.limit, self.why = self._limit()
-        count_read(rec, content, seen > 1 or trailed, late)
+        count_read(rec, content, exact, late)
         if outcome is not None:
             self.end(*outcome)
             return True

@@ -16,7 +16,7 @@ import httptools
 from llmchaos import sse_codec
 from loadtests.adapters import Adapter
 from loadtests.dataplane.loop import Plane
-from loadtests.dataplane.response import ERROR_TEXT, Limits, Response, count_read
+from loadtests.dataplane.response import ERROR_TEXT, Limits, Outcome, Response, count_read
 from loadtests.record import RequestRecord
 
 DRAIN_S = 1.0  # a server ends the body right after the terminator; longer, the connection is dropped
@@ -183,10 +183,10 @@ class Exchange(Response):
         # this clock can put one a fraction of a microsecond before the one ahead (a gap below zero)
         now = max(now, self.last_event)
         rec = self.rec
-        chunks, before, seen = rec.chunks, len(rec.chunks), self.seen
+        chunks, before = rec.chunks, len(rec.chunks)
         self.head += data[: ERROR_TEXT - len(self.head)]  # its first bytes, to show what a non-stream was
-        outcome = self._events(data, now)
-        count_read(rec, len(chunks) - before, self.seen - seen > 1 or self.decoder.trailed, late)
+        outcome, last_content = self._events(data, now)
+        count_read(rec, len(chunks) - before, last_content and not self.decoder.trailed, late)
         if outcome is not None:
             self.end(*outcome)
         elif self.complete:
@@ -197,13 +197,18 @@ class Exchange(Response):
             if self.conn is not None:
                 self.conn.plane.due(self)
 
-    def _events(self, data: bytes, now: float) -> tuple[str, str | None] | None:
-        """Each event of one read, timed `now`; the outcome when one ends the request."""
-        for ev in self.decoder.feed(data):
+    def _events(self, data: bytes, now: float) -> tuple[Outcome | None, bool]:
+        """Each event of one read, timed `now`; the outcome when one ends the request, and whether
+        the read's last event was content."""
+        events, chunks, content = self.decoder.feed(data), self.rec.chunks, False
+        for i, ev in enumerate(events):
+            before = len(chunks)
             outcome = self.event(ev.data, ev.valid_utf8, now)
+            content = len(chunks) > before and i + 1 == len(events)
             if outcome is not None:
-                return outcome
-        return ("malformed", f"SSE: {self.decoder.overflow}") if self.decoder.overflow else None
+                return outcome, content
+        overflow: Outcome | None = ("malformed", f"SSE: {self.decoder.overflow}") if self.decoder.overflow else None
+        return overflow, content
 
     def _close_delimited(self) -> bool:
         """The body ends when the connection does (neither a length nor chunks)."""

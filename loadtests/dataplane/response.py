@@ -40,22 +40,23 @@ class Limits:
         return f"not done within {self.request:g}s"
 
 
-def count_read(rec: RequestRecord, content: int, shared: bool, late: float) -> None:
+def count_read(rec: RequestRecord, content: int, last_exact: bool, late: float) -> None:
     """Count a read that brought `content` content events (the record's last), its first bytes come
     at most `late` seconds before its stamp (the plane's bound: `_native.c`, timed_wait). Its events
-    carry the kernel stamp of its last bytes: `shared` with others (several events, or bytes after
-    its last: a comment, a field, part of the next), each content event's time is uncertain by
-    `late` (`late_spans`: the validity's error bar). Several content events to a read are counted:
-    late (LATE_S or more), the generator's doing; on time, the network's (a burst, a proxy's hold:
-    the stream as it came)."""
+    carry the kernel stamp of its last bytes, so each came up to `late` before it (`late_spans`: the
+    validity's error bar), but the last when it was the read's last bytes (`last_exact`: no event,
+    comment, field or part of a line after it). Several content events to a read are counted: late
+    (LATE_S or more), the generator's doing; on time, the network's (a burst, a proxy's hold: the
+    stream as it came)."""
     if content:
         rec.reads += 1
         if content > 1:
             rec.coalesced_reads += 1
             if late >= LATE_S:
                 rec.late_reads += 1
-        if shared and late > 0:
-            rec.late_spans.append((len(rec.chunks) - content, content, late))
+        uncertain = content - last_exact
+        if uncertain and late > 0:
+            rec.late_spans.append((len(rec.chunks) - content, uncertain, late))
 
 
 class Response:
