@@ -355,6 +355,7 @@ def test_the_body_stays_open_after_done(short_reads, mode, comments):
     assert not got.raw.endswith(scripted.DONE) if comments else got.raw.endswith(scripted.DONE)
 
 
+@pytest.mark.timing  # ten bytes at 10 ms each within 0.5 s: a starved server trickles fewer
 def test_trickle_never_ends_a_line(short_reads):
     got, done_at = read_for(short_reads, body(n=5, mode="trickle", after=2, itl_ms=[10, 10]), 0.5)
     assert done_at is None
