@@ -57,6 +57,12 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     assert slower["ttft"] > 1.3, slower  # the prefill's math at 660 of 1980 MHz
     assert slower["ttft"] > slower["itl"], slower  # decode follows memory bandwidth, which the lock leaves
     assert "clock lock at 660 MHz (en, p50 over baseline): TTFT x" in r.stdout
+    # the generator's error bar on what it measured, per language, and printed with the verdict
+    assert {(b.metric, b.percentile) for b in loaded.run.validity.bounds if b.phase is None} >= {
+        ("ttft", 99.0),
+        ("itl", 99.0),
+    }
+    assert "the generator's error bar at p99 (events that shared a read's stamp): TTFT " in r.stdout
     assert p50("e2e", "bandwidth-200kbit") > 1.5 * p50("e2e", "baseline")
     # Nothing left: no process of the stack (its state dir, or the veth address, in its command line),
     # no fault in the journal, not its namespace (other tests make and remove theirs meanwhile).
