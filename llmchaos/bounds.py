@@ -57,9 +57,8 @@ def evaluate(hist: HistogramSet, counts: Mapping[tuple[str, ...], int], slo_rows
     (target, lang, api, phase, late:<metric>:<as>:<counter>), as the collector's)."""
     late: dict[tuple[str, ...], list[tuple[int, int]]] = {}
     for k, n in counts.items():
-        if k[4].startswith("late:"):
-            _, metric, as_, index = k[4].split(":")
-            late.setdefault((*k[:4], metric, as_), []).append((int(index), n))
+        _, metric, as_, index = k[4].split(":")
+        late.setdefault((*k[:4], metric, as_), []).append((int(index), n))
     out = []
     for row in slo_rows:
         sel = {"target": row.target, "lang": row.lang, "api": row.api}

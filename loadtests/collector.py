@@ -23,9 +23,10 @@ class Collector:
         self._rng = random.Random(seed)
         self.hist = HistogramSet()
         self.outcomes: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, outcome)
-        # (target, lang, api, phase, issued|met|at_stop|canary|late:...): the last, samples the generator's reads
-        # can have moved, by bucket (the validity's error bar, llmchaos/bounds.py)
-        self.slo_counts: Counter[tuple[str, ...]] = Counter()
+        self.slo_counts: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase, issued|met|at_stop|canary)
+        # (target, lang, api, phase, late:<metric>:<as>:<counter>): samples the generator's reads can have moved,
+        # by histogram counter (the validity's error bar, llmchaos/bounds.py)
+        self.late: Counter[tuple[str, ...]] = Counter()
         self.slices: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, SLO key, second, n|over)
         self.records: list[RequestRecord] = []
 
@@ -43,10 +44,10 @@ class Collector:
             ttft, itl = rec.late_errors()
             if ttft and rec.ttft is not None:
                 for key in bounds.late_keys("ttft", rec.ttft, ttft, 0.0):
-                    self.slo_counts[(*base, key)] += 1
+                    self.late[(*base, key)] += 1
             for value, less, more, n in itl:
                 for key in bounds.late_keys("itl", value, less, more):
-                    self.slo_counts[(*base, key)] += n
+                    self.late[(*base, key)] += n
         if rec.at_stop:
             self.slo_counts[(*base, "at_stop")] += 1
         else:
@@ -90,8 +91,9 @@ class Collector:
         While streams are in flight it yields to the event loop between histograms, so they are
         read on time."""
         hist, outcomes, slo_counts, recs = self.hist.drain(), self.outcomes, self.slo_counts, self.records
-        slices = self.slices
-        self.outcomes, self.slo_counts, self.slices, self.records = Counter(), Counter(), Counter(), []
+        slices, late = self.slices, self.late
+        self.outcomes, self.slo_counts, self.slices, self.late = Counter(), Counter(), Counter(), Counter()
+        self.records = []
         items = []
         for key, h in hist:
             items.append({**key._asdict(), **h.encode()})
@@ -102,6 +104,7 @@ class Collector:
             "outcomes": [[*k, n] for k, n in outcomes.items()],
             "slo": [[*k, n] for k, n in slo_counts.items()],
             "slices": [[*k, n] for k, n in slices.items()],
+            "late": [[*k, n] for k, n in late.items()],
             "records": encode(recs, streaming),
         }
 

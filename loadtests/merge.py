@@ -22,6 +22,7 @@ class Merged:
         self.outcomes: Counter[tuple[str, ...]] = local.outcomes if local else Counter()
         self.slo_counts: Counter[tuple[str, ...]] = local.slo_counts if local else Counter()
         self.slices: Counter[tuple[Any, ...]] = local.slices if local else Counter()  # recovery.py's tallies
+        self.late: Counter[tuple[str, ...]] = local.late if local else Counter()  # bounds.py's uncertain samples
         self.requests = requests or {}  # side -> its requests.jsonl
         self.generator: dict[str, dict[str, Any]] = {}  # process -> cpu and loop-lag samples, read counts
 
@@ -36,6 +37,8 @@ class Merged:
             self.slo_counts[tuple(k)] += n
         for *k, n in data.get("slices", ()):
             self.slices[tuple(k)] += n
+        for *k, n in data.get("late", ()):
+            self.late[tuple(k)] += n
         self.write_records(data["records"])
 
     def write_records(self, by_side: dict[str, list[bytes]]) -> None:
@@ -61,5 +64,6 @@ class Merged:
         view.outcomes.update({k: n for k, n in self.outcomes.items() if k[0] == target})
         view.slo_counts.update({k: n for k, n in self.slo_counts.items() if k[0] == target})
         view.slices.update({k: n for k, n in self.slices.items() if k[0] == target})
+        view.late.update({k: n for k, n in self.late.items() if k[0] == target})
         view.generator = self.generator
         return view

@@ -98,7 +98,7 @@ class RunWriter:
         o, prof = settings.options, settings.profile
         gen = verdict(merged.generator)
         slo_rows = slo.evaluate(settings.slos, merged.hist, merged.slo_counts, ended - self.started)
-        bars = bounds.evaluate(merged.hist, merged.slo_counts, slo_rows)
+        bars = bounds.evaluate(merged.hist, merged.late, slo_rows)
         material = bounds.material(bars, slo_rows)
         flags = [*gen["flags"], *sorted({f"bound_material:{line.split()[0]}" for line in material})]
         options = {

@@ -107,6 +107,13 @@ def test_a_run_counts_its_coalesced_reads_per_phase(tmp_path, mode, each_plane):
     assert sum(p["coalesced_reads"] for p in procs.values()) == reads["coalesced"]
     assert {p["plane"] for p in procs.values() if p["reads"]} == {each_plane}  # each process says which read
     assert "events the network delivered together, share of reads by phase: baseline " in proc.stdout + proc.stderr
+    # events read several at once leave an error bar, its samples added up from every process: ITL's
+    # in the baseline phase is not a point
+    itl = next(
+        b for b in run["validity"]["bounds"] if (b["metric"], b["percentile"], b["phase"]) == ("itl", 99.0, "baseline")
+    )
+    assert itl["uncertain"] > 0, itl
+    assert itl["low_ms"] < itl["high_ms"], itl
 
 
 SCHEDULE = """seed: 1

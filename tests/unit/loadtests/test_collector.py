@@ -1,6 +1,7 @@
 import gevent
 import pytest
 
+from llmchaos import bounds
 from llmchaos.histogram import Key
 from loadtests.collector import Collector
 from loadtests.record import RequestRecord
@@ -72,3 +73,19 @@ def test_each_request_is_tallied_against_its_languages_slos_in_its_starts_second
     shipped = c.drain(streaming=False)["slices"]
     assert sorted(map(tuple, shipped)) == sorted((*k, n) for k, n in expected.items())
     assert not c.slices
+
+
+def test_samples_a_read_of_several_events_left_uncertain_are_counted_apart_and_shipped():
+    """bounds.py's input: each uncertain sample as measured, at its least and at its most, by counter,
+    apart from the SLO counts (a scrape walks those), drained with the rest."""
+    r = RequestRecord("en", "openai-chat", "t", ttft=0.1, e2e=0.3, gaps=[0.1, 0.1], chunks=[" a", " b", " c"])
+    r.late_spans = [(0, 1, 0.004)]  # a read the second event's bytes after the first
+    c = Collector({}, seed=0)
+    c.add(r)
+    base = ("t", "en", "openai-chat", "baseline")
+    want = [*bounds.late_keys("ttft", 0.1, 0.004, 0.0), *bounds.late_keys("itl", 0.1, 0.0, 0.004)]
+    assert dict(c.late) == {(*base, k): 1 for k in want}
+    assert not any(k[4].startswith("late") for k in c.slo_counts)
+    report = c.drain(streaming=False)
+    assert sorted(tuple(x) for x in report["late"]) == sorted((*base, k, 1) for k in want)
+    assert not c.late
