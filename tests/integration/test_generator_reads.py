@@ -63,6 +63,7 @@ def test_two_events_in_one_write_are_one_coalesced_read(upstream):
     assert rec.gaps[0] == 0.0  # the cost: one stamp for both
 
 
+@pytest.mark.timing  # each write its own read: 30 ms apart, read on time
 def test_an_event_read_with_bytes_that_came_after_it_shares_their_stamp(upstream):
     # one event and a comment in a write, one and the start of the next, the next's rest, one alone
     c = event("c")

@@ -173,8 +173,10 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
     throttled = ticks.rate(throttled_at + 0.2, throttle["planned_end"])
     assert 0 < throttled < 0.35 * baseline, (throttled, baseline)
     assert ticks.rate(killed + 0.05, crash["planned_end"]) == 0  # logged once the signal is sent
+    # ticking again, not held down (the throttle's 0.1 CPU would be under 0.35 of it); how fast is the
+    # machine's: the container is not in the timing tests' CPU group, and the suite's load shares its CPU
     after = ticks.rate(started + 0.1, time.time())
-    assert after > 0.5 * baseline, (after, baseline)
+    assert after > 0.35 * baseline, (after, baseline)
     assert status(c) == "running"
     assert json.loads(journal.read_text()) == []
     assert Docker({"container": c.name, "host": sock(client)}).read_back()["containers"][0]["cpus"] is None
