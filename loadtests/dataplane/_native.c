@@ -1168,7 +1168,7 @@ static PyObject *native_wait(PyObject *self, PyObject *args) {
     }
     struct epoll_event *evs = PyMem_RawMalloc((size_t)max * sizeof *evs);
     if (evs == NULL) return PyErr_NoMemory();
-    int ms = timeout <= 0 ? 0 : (int)ceil(timeout * 1000), n;
+    int ms = timeout > 0 ? (int)ceil(fmin(timeout, 3600.0) * 1000) : 0, n; /* NaN, or under 0: no wait */
     Py_BEGIN_ALLOW_THREADS n = timed_wait(&python_wait, ep, evs, max, ms);
     Py_END_ALLOW_THREADS
     if (n < 0) {
