@@ -87,15 +87,15 @@ def _bounds(
         return []
     size = h.hdr.counts_len
     measured = np.frombuffer(h.hdr.counts, dtype=np.uint64, count=size).astype(np.int64)
+    running = least = most = np.cumsum(measured)
     moved = {a: np.zeros(size, dtype=np.int64) for a in AS}
     for a, into in moved.items():
         for one in phases:
             for index, n in late.get((sel["target"], sel["lang"], sel["api"], one, metric, a), []):
                 into[index] += n
-    certain = measured - moved["measured"]
-    running = np.cumsum(measured)
-    least = np.cumsum(certain + moved["least"])
-    most = np.cumsum(certain + moved["most"])
+    if moved["measured"].any():  # else every sample is as measured: the bound is the figure
+        certain = measured - moved["measured"]
+        least, most = np.cumsum(certain + moved["least"]), np.cumsum(certain + moved["most"])
     uncertain = min(1.0, int(moved["measured"].sum()) / h.count)
     out = []
     for p in pcts:
@@ -138,4 +138,5 @@ def material(bounds: list[Bound], slo_rows: list[SloResult]) -> list[str]:
 
 
 def _range(b: Bound) -> str:
-    return f"{b.low_ms:.1f} to {b.high_ms:.1f} ms ({b.uncertain:.1%} of its samples in reads of several events)"
+    share = f"{b.uncertain:.1%} of its samples read with bytes that came after them"
+    return f"{b.low_ms:.1f} to {b.high_ms:.1f} ms ({share})"

@@ -256,7 +256,10 @@ class Bound(Part):
     @model_validator(mode="after")
     def _around(self) -> Bound:
         if not self.low_ms <= self.value_ms <= self.high_ms or self.uncertain > 1:
-            raise ValueError(f"{self.low_ms} <= {self.value_ms} <= {self.high_ms} ms, {self.uncertain} of samples")
+            raise ValueError(
+                f"needs low_ms <= value_ms <= high_ms and uncertain <= 1, got {self.low_ms}, {self.value_ms}, "
+                f"{self.high_ms} and {self.uncertain}"
+            )
         return self
 
 

@@ -128,7 +128,7 @@ def test_a_bound_is_material_when_it_could_flip_an_slo_or_is_wide():
     bars = overall(bounds.evaluate(hist_of("itl", values), counted(values, errors), rows))
     (flip,) = [line for line in bounds.material(bars, rows) if "p99" in line]
     assert flip.startswith("en itl_p99_ms 50.0 ms could be 10.0 to ")
-    assert "(1.5% of its samples in reads of several events): its SLO (30) could flip" in flip
+    assert "(1.5% of its samples read with bytes that came after them): its SLO (30) could flip" in flip
     rows = [row(("itl_p99_ms", 200.0))]  # a threshold out of reach: still wider than 10 % at p99
     (wide,) = bounds.material(bounds.evaluate(hist_of("itl", values), counted(values, errors), rows), rows)
     assert wide.startswith("en itl p99 50.0 ms could be 10.0 to ")
