@@ -121,17 +121,21 @@ def with_recovery(src: Path, dst: Path, recover_s: float | None) -> Path:
     ])  # fmt: skip
 
 
+def regress(capsys: pytest.CaptureFixture[str], a: Path, b: Path, rules: str, *more: str):
+    """`llmchaos regress` of `b` against `a` under a rules file holding `rules`."""
+    path = a.parent / "rules.yaml"
+    path.write_text(rules)
+    return llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(path), *more)
+
+
 def test_regress_fails_a_run_whose_recovery_got_worse_by_the_rule(runs, tmp_path, capsys):
     a = with_recovery(runs["a"], tmp_path / "a", 4.0)
     b = with_recovery(runs["b"], tmp_path / "b", 12.0)
-    rules = tmp_path / "rules.yaml"
-    rules.write_text('defaults: {increase_pct: 30}\n"*": {recover_s: {increase_pct: 50}}\n')  # latencies pass
-    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    r = regress(capsys, a, b, 'defaults: {increase_pct: 30}\n"*": {recover_s: {increase_pct: 50}}\n')  # latencies pass
     assert r.returncode == 1, r.stdout[-2000:]
     assert "WORSE in recovery: the current runs came back more slowly than the rules allow" in r.stdout
     assert "recovery of first-token-delay en ttft_p99_ms: 12.0 s, WORSE: over the baseline's 4.0 s" in r.stdout
-    rules.write_text('defaults: {increase_pct: 30}\n"*": {recover_s: {max: 15}}\n')
-    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules), "--json")
+    r = regress(capsys, a, b, 'defaults: {increase_pct: 30}\n"*": {recover_s: {max: 15}}\n', "--json")
     assert r.returncode == 0, r.stdout[-2000:]
     assert json.loads(r.stdout)["recovery"] == ["recovery of first-token-delay en ttft_p99_ms: 12.0 s, within the rule"]
     r = llmchaos(capsys, "compare", str(a), str(b))  # compare lists both sides' recovery, gating nothing on it
@@ -146,20 +150,16 @@ def with_canaries(src: Path, dst: Path, wrong: int) -> Path:
 
 def test_regress_fails_a_run_that_answered_canaries_wrong_beyond_the_rule(runs, tmp_path, capsys):
     a, b = with_canaries(runs["a"], tmp_path / "a", 0), with_canaries(runs["a2"], tmp_path / "b", 3)
-    rules = tmp_path / "rules.yaml"
-    rules.write_text('"*": {wrong: {max: 0}}\n')
-    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    r = regress(capsys, a, b, '"*": {wrong: {max: 0}}\n')
     assert r.returncode == 1, r.stdout[-2000:]
     assert "WORSE in answers: the current runs' target answered canaries wrong beyond the rules" in r.stdout
     assert "wrong answers of en: 3 of 40 (in corrupt-answers) canaries, WORSE: over the 0 allowed" in r.stdout
-    rules.write_text('"*": {wrong: {max: 3}}\n')
-    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules), "--json")
+    r = regress(capsys, a, b, '"*": {wrong: {max: 3}}\n', "--json")
     assert r.returncode == 0, r.stdout[-2000:]
     assert json.loads(r.stdout)["wrong"] == [
         "wrong answers of en: 3 of 40 (in corrupt-answers) canaries, within the rule"
     ]
-    rules.write_text("de: {wrong: {max: 0}}\n")  # no German canary: said, and gating nothing
-    r = llmchaos(capsys, "regress", "--baseline", str(a), "--current", str(b), "--rules", str(rules))
+    r = regress(capsys, a, b, "de: {wrong: {max: 0}}\n")  # no German canary: said, and gating nothing
     assert r.returncode == 0, r.stdout[-2000:]
     assert "wrong answers of de: not judged (the current runs sent no canary: --canary-rate)" in r.stdout
     r = llmchaos(capsys, "compare", str(a), str(b))  # compare lists both sides', gating nothing on it
