@@ -375,6 +375,73 @@ class Replay(Part):
     log_problems: dict[str, Any] = {}
 
 
+SOURCES = ("measured", "modelled", "absent")
+
+
+def _source(text: str) -> str:
+    if text not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {text!r}")
+    return text
+
+
+Source = Annotated[str, AfterValidator(_source)]
+
+
+class Cost(Part):
+    """What one (target, lang, api, phase)'s output tokens cost: the energy of each sampling interval
+    shared out by the tokens produced in it (loadtests/cost.py), and the GPU time likewise; money from
+    the run's prices. `source`: measured (a GPU's counter), modelled (the stand-in's power model) or
+    absent (no counter: every figure None, `why` says why; never zero, never guessed)."""
+
+    target: str
+    lang: str
+    api: str
+    phase: str
+    source: Source
+    tokens: NonNegativeFloat  # output tokens produced in the intervals energy covers
+    requests: NonNegativeInt  # requests of the phase that produced any of them
+    energy_j: NonNegativeFloat | None = None
+    gpu_s: NonNegativeFloat | None = None  # GPU-seconds attributed (intervals x GPUs)
+    j_per_token: NonNegativeFloat | None = None
+    j_per_request: NonNegativeFloat | None = None
+    usd: NonNegativeFloat | None = None  # None: no price given
+    usd_per_mtok: NonNegativeFloat | None = None
+    why: str | None = None
+
+
+class EnergyBlock(Part):
+    """One sampling interval's share for one (target, lang, api, phase): what `compare` resamples."""
+
+    start: float  # unix seconds
+    end: float
+    target: str
+    lang: str
+    api: str
+    phase: str
+    energy_j: NonNegativeFloat
+    gpu_s: NonNegativeFloat
+    tokens: NonNegativeFloat
+
+
+class Energy(Part):
+    """Where the run's energy came from and how it was shared out (the `cost` rows)."""
+
+    source: Source
+    origin: str = ""  # e.g. a Prometheus URL and selector, or an exposition URL
+    why: str | None = None  # absent: why; otherwise what the figures rest on, if anything is missing
+    gpus: tuple[str, ...] = ()  # the GPUs' UUIDs whose counters were read
+    method: str | None = None  # counter (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION) | power (power samples integrated)
+    samples: NonNegativeInt = 0
+    interval_s: NonNegativeFloat | None = None  # the median time between samples
+    covered: tuple[float, float] | None = None  # unix seconds the samples span (within the run)
+    energy_j: NonNegativeFloat | None = None  # all GPUs over `covered`
+    unattributed_j: NonNegativeFloat | None = None  # of that, intervals in which no token was produced (idle)
+    gpu_s: NonNegativeFloat | None = None
+    price_per_gpu_hour: NonNegativeFloat | None = None
+    price_per_kwh: NonNegativeFloat | None = None
+    blocks: list[EnergyBlock] = []
+
+
 class Run(Part):
     """The whole of run.json."""
 
@@ -404,12 +471,15 @@ class Run(Part):
     replay: Replay | None = None  # a replay's side: one of its results directories
     guard: list[GuardTrip] = []  # the live guard's trips (--guard)
     recovery: list[Recovery] = []  # per fault window x (target, lang, api) x SLO: detection and recovery
+    cost: list[Cost] = []  # per (target, lang, api, phase): J/token and $/Mtok (--energy-from)
+    energy: Energy | None = None  # where the cost's energy came from (None: not asked for)
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Run:
         _unique((tuple(s.key) for s in self.summaries), "summaries: a second summary of")
         _unique(((o.target, o.lang, o.api, o.phase, o.outcome) for o in self.outcomes), "outcomes: a second count of")
         _unique(((r.target, r.lang, r.api) for r in self.slo), "slo: a second row of")
+        _unique(((c.target, c.lang, c.api, c.phase) for c in self.cost), "cost: a second row of")
         return self
 
     def issued_and_failed(self, lang: str, phase: str | None = None) -> tuple[int, int] | None:
