@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from typing import Any
@@ -13,6 +14,7 @@ from llmchaos.histogram import HistogramSet, Key
 from loadtests.record import RequestRecord, count_batch
 
 YIELD_EVERY = 64  # records encoded or written between yields to the event loop while streams run
+TICKS_PER_S = 10  # output tokens are tallied per tenth of a second (loadtests/cost.py shares energy by them)
 
 
 class Collector:
@@ -28,6 +30,8 @@ class Collector:
         # by histogram counter (the validity's error bar, llmchaos/bounds.py)
         self.late: Counter[tuple[str, ...]] = Counter()
         self.slices: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, SLO key, second, n|over)
+        self.tokens: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, phase, tick): output tokens produced
+        self.produced: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase): requests that produced any
         self.records: list[RequestRecord] = []
 
     def add(self, rec: RequestRecord) -> None:
@@ -40,6 +44,10 @@ class Collector:
         if spread[0]:
             self.hist.record_many(Key(*base, "itl"), *spread)
         self.outcomes[(*base, rec.outcome)] += 1
+        if times := rec.token_times():
+            self.produced[base] += 1
+            for t, n in times:
+                self.tokens[(*base, math.floor(t * TICKS_PER_S))] += n
         if rec.late_spans:
             ttft, itl = rec.late_errors()
             if ttft and rec.ttft is not None:
@@ -91,8 +99,9 @@ class Collector:
         While streams are in flight it yields to the event loop between histograms, so they are
         read on time."""
         hist, outcomes, slo_counts, recs = self.hist.drain(), self.outcomes, self.slo_counts, self.records
-        slices, late = self.slices, self.late
+        slices, late, tokens, produced = self.slices, self.late, self.tokens, self.produced
         self.outcomes, self.slo_counts, self.slices, self.late = Counter(), Counter(), Counter(), Counter()
+        self.tokens, self.produced = Counter(), Counter()
         self.records = []
         items = []
         for key, h in hist:
@@ -105,6 +114,8 @@ class Collector:
             "slo": [[*k, n] for k, n in slo_counts.items()],
             "slices": [[*k, n] for k, n in slices.items()],
             "late": [[*k, n] for k, n in late.items()],
+            "tokens": [[*k, n] for k, n in tokens.items()],
+            "produced": [[*k, n] for k, n in produced.items()],
             "records": encode(recs, streaming),
         }
 

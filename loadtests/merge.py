@@ -23,6 +23,8 @@ class Merged:
         self.slo_counts: Counter[tuple[str, ...]] = local.slo_counts if local else Counter()
         self.slices: Counter[tuple[Any, ...]] = local.slices if local else Counter()  # recovery.py's tallies
         self.late: Counter[tuple[str, ...]] = local.late if local else Counter()  # bounds.py's uncertain samples
+        self.tokens: Counter[tuple[Any, ...]] = local.tokens if local else Counter()  # cost.py's tally per tick
+        self.produced: Counter[tuple[str, ...]] = local.produced if local else Counter()
         self.requests = requests or {}  # side -> its requests.jsonl
         self.generator: dict[str, dict[str, Any]] = {}  # process -> cpu and loop-lag samples, read counts
 
@@ -37,8 +39,10 @@ class Merged:
             self.slo_counts[tuple(k)] += n
         for *k, n in data.get("slices", ()):
             self.slices[tuple(k)] += n
-        for *k, n in data.get("late", ()):
-            self.late[tuple(k)] += n
+        for name in ("late", "tokens", "produced"):
+            counts: Counter[tuple[Any, ...]] = getattr(self, name)
+            for *k, n in data.get(name, ()):
+                counts[tuple(k)] += n
         self.write_records(data["records"])
 
     def write_records(self, by_side: dict[str, list[bytes]]) -> None:
@@ -65,5 +69,7 @@ class Merged:
         view.slo_counts.update({k: n for k, n in self.slo_counts.items() if k[0] == target})
         view.slices.update({k: n for k, n in self.slices.items() if k[0] == target})
         view.late.update({k: n for k, n in self.late.items() if k[0] == target})
+        view.tokens.update({k: n for k, n in self.tokens.items() if k[0] == target})
+        view.produced.update({k: n for k, n in self.produced.items() if k[0] == target})
         view.generator = self.generator
         return view

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from argparse import Namespace
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from faults import allow
@@ -13,7 +13,7 @@ from faults.session import FaultOptions
 from llmchaos import languages, recovery, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
-from loadtests import canaries, guard, load_profile
+from loadtests import canaries, cost, energy, guard, load_profile
 from loadtests.adapters import ADAPTERS, Adapter
 from loadtests.dataplane.response import Limits
 
@@ -112,6 +112,20 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument("--prometheus-port", type=int, default=0, help="serve live metrics (master)")
     g.add_argument("--push-gateway", default="", help="Pushgateway URL (job llmchaos, run_id)")
     g.add_argument("--push-interval", type=float, default=10.0)
+    g.add_argument(
+        "--energy-from",
+        default="",
+        help="GPU energy for J/token: a Prometheus URL, or a /metrics page (dcgm-exporter's, the reference server's)",
+    )
+    g.add_argument("--energy-selector", default="", help='label selector of the GPUs\' series, e.g. {Hostname="gpu-1"}')
+    g.add_argument(
+        "--energy-interval",
+        type=float,
+        default=1.0,
+        help="seconds between reads of a /metrics page (and at phase edges)",
+    )
+    g.add_argument("--price-per-gpu-hour", type=float, default=None, help="USD per GPU-hour, for $/Mtok")
+    g.add_argument("--price-per-kwh", type=float, default=None, help="USD per kWh of the GPUs' energy, for $/Mtok")
 
 
 # Every number among our options: (lowest, highest, whether the lowest itself is allowed); all finite.
@@ -131,7 +145,9 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "push_interval": (0, math.inf, False),
     "fault_lease": (2 * RENEW_S, 3600, True),  # two renewals: one lost or late must not revert the fault
     "fault_host_wait": (0, 3600, True),
+    "energy_interval": (0, 3600, False),
 }
+PRICES = ("price_per_gpu_hour", "price_per_kwh")  # optional: None, or a number >= 0
 
 
 def check_number(value: float, low: float, high: float, low_ok: bool, flag: str) -> float:
@@ -169,11 +185,20 @@ class Settings:
     recovery: recovery.Rule
     guard: guard.Config | None = None
     canaries: canaries.ByLang | None = None  # with --canary-rate: each language's
+    energy: energy.Source | None = None  # with --energy-from
+    prices: cost.Prices = field(default_factory=cost.Prices)
 
     @classmethod
     def read(cls, options: Namespace) -> Settings:
         for name, (low, high, low_ok) in RANGES.items():
             check_number(getattr(options, name), low, high, low_ok, "--" + name.replace("_", "-"))
+        for name in PRICES:
+            if getattr(options, name) is not None:
+                check_number(getattr(options, name), 0, math.inf, True, "--" + name.replace("_", "-"))
+        if (
+            options.energy_selector or any(getattr(options, n) is not None for n in PRICES)
+        ) and not options.energy_from:
+            raise UsageError("read only with --energy-from (where the GPUs' energy is read)", field=_given(options))
         if options.canaries and not options.canary_rate:
             raise UsageError("read only with --canary-rate (the share of requests)", field="--canaries")
         prof = _profile(options)
@@ -204,7 +229,15 @@ class Settings:
             canaries.load(options.canaries or canaries.reference_file(), langs, options.api)
             if options.canary_rate > 0
             else None,
+            energy.source(options.energy_from, options.energy_selector) if options.energy_from else None,
+            cost.Prices(options.price_per_gpu_hour, options.price_per_kwh),
         )
+
+
+def _given(options: Namespace) -> str:
+    """The first of the options that need --energy-from that was given."""
+    names = ["energy_selector", *PRICES]
+    return "--" + next(n for n in names if getattr(options, n) not in (None, "")).replace("_", "-")
 
 
 def _words(text: str) -> frozenset[str]:

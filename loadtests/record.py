@@ -221,6 +221,18 @@ class RequestRecord:
         tokens after the first event's."""
         return itl(self.gaps, self.tokens_per_chunk())
 
+    def token_times(self) -> list[tuple[float, int]]:
+        """When (unix time) each content event delivered how many output tokens (those never streamed
+        with the first): what the energy of each sampling interval is shared out by."""
+        if self.ttft is None or not self.chunks:
+            return []
+        t, tokens = self.intended + self.ttft, self.tokens_per_chunk()
+        out = [(t, tokens[0] + self.unstreamed)]
+        for gap, n in zip(self.gaps, tokens[1:], strict=False):
+            t += gap
+            out.append((t, n))
+        return out
+
     def late_errors(self) -> tuple[float, list[tuple[float, float, float, int]]]:
         """How far an ok request's samples can be from the truth by the generator's doing: a read
         stamps its events with its last bytes' arrival, and its first came at most its `late` before,

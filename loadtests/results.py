@@ -16,7 +16,9 @@ from llmchaos import bounds, recovery, slo
 from llmchaos import run as results
 from llmchaos.histogram import HistogramSet
 from llmchaos.run.table import table
+from loadtests import cost
 from loadtests.collector import Collector
+from loadtests.energy import Sampler
 from loadtests.exporters import Exporter, FaultState
 from loadtests.merge import Merged
 from loadtests.options import Settings
@@ -56,6 +58,12 @@ class RunWriter:
         self._local: tuple[Collector, SelfWatch, gevent.Greenlet] | None = None
         self._local_done = Event()
         self._names: dict[str, str] = {}  # Locust's worker ids -> worker_name
+        self.cost: list[results.Cost] = []  # per (target, lang, api, phase), at the end (--energy-from)
+        self.energy: results.Energy | None = None
+        self.sampler: Sampler | None = None
+        if settings.energy is not None:
+            self.sampler = Sampler(settings.energy, settings.options.energy_interval, faults)
+            self.sampler.start()
         exporter.start(self.merged, faults, self.run_id)
 
     def follow_local(self, collector: Collector, watch: SelfWatch) -> None:
@@ -146,6 +154,8 @@ class RunWriter:
             summaries=results.summarize(merged.hist),
             guard=[t for t in self.guard_trips if t.target == target],
             recovery=[r for r in self.fault_recovery if r.target == target],
+            cost=[c for c in self.cost if c.target == target],
+            energy=self.energy,
         )
 
     def finish(self, target: str) -> int:
@@ -162,6 +172,11 @@ class RunWriter:
             merged.slices, self.fault_windows, settings.recovery, merged.outcomes, ended
         )
         self.exporter.finish(self.run_id, self.fault_recovery)
+        if self.sampler is not None:
+            readings = self.sampler.stop(self.started, ended)
+            self.cost, self.energy = cost.attribute(
+                readings, merged.tokens, merged.produced, settings.prices, self.started, ended
+            )
         self.close_requests()
         rows: list[results.SloResult] = []
         for where, run, hist, summary in self.directories(target, self.fault_windows, ended):

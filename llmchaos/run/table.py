@@ -49,7 +49,7 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
             f"{row.verdict:>7}" + (_thinking(hist, sel) if thought else "")
         )
-    lines += recovery_lines(run) + canary_lines(run)
+    lines += recovery_lines(run) + canary_lines(run) + cost_lines(run)
     reads = run.reads
     if reads.reads:
         lines.append(
@@ -121,6 +121,32 @@ def canary_lines(run: Run) -> list[str]:
     return [
         f"canaries: {sent} sent, {sum(c.wrong for c in wrong)} answered wrong (200, whole, failed its check): {where}"
     ]
+
+
+def cost_lines(run: Run) -> list[str]:
+    """What a token cost per language and phase (--energy-from): J/token, J/request, $/Mtok; where the
+    energy is absent, why."""
+    e = run.energy
+    if e is None:
+        return []
+    if e.source == "absent":
+        return [f"cost: absent ({e.why})"]
+    every = f", read every {e.interval_s:.2g} s" if e.interval_s else ""
+    idle = f"; {e.unattributed_j:.1f} J in intervals with no token" if e.unattributed_j else ""
+    lines = [
+        f"cost ({e.source}, {e.energy_j:.1f} J of {len(e.gpus)} GPU(s) by {e.method}{every}, from {e.origin}{idle}):"
+    ]
+    if e.why:
+        lines.append(f"  note: {e.why}")
+    for c in run.cost:
+        who = f"{c.target + ' ' if len(run.targets) > 1 else ''}{c.lang} {c.phase}"
+        if c.j_per_token is None:
+            lines.append(f"  {who}: - ({c.why})")
+            continue
+        per_req = f", {c.j_per_request:.1f} J/request" if c.j_per_request is not None else ""
+        usd = f", ${c.usd_per_mtok:.2f}/Mtok" if c.usd_per_mtok is not None else ""
+        lines.append(f"  {who}: {c.j_per_token:.3f} J/token{per_req}{usd}")
+    return lines
 
 
 def bound_lines(run: Run) -> list[str]:

@@ -5,6 +5,8 @@
 `POST /v1/chat/completions` streams like vLLM. Each request draws a TTFT and N-1 gaps
 (`plan_rng`; N = max_tokens, default 16; language from `x-llmchaos-lang`), writes content event
 i at processing start + TTFT + gaps[:i] and records each content write's offset from receipt.
+`GET /metrics` shows a GPU's energy counter (dcgm-exporter's name, mJ) that rises by exactly
+`--joules-per-token` for each word a content event carries, and by nothing else: the truth of J/token.
 `GET /truth` lists finished requests (match yours by sending `x-request-id`), `DELETE /truth`
 clears the list. `x_script` in the body overrides timing (`ttft_ms`, `itl_ms`: [lo, hi]) and
 picks a misbehaviour (`mode`, see MODES; K is `after`, default 3). `POST /control
@@ -35,7 +37,7 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -78,7 +80,7 @@ MODES = {
     "the answer; usage says how many tokens were thinking (completion_tokens_details.reasoning_tokens)",
 }
 MODE_ARG = {"status": "status", "huge": "size", "think": "field"}  # what `--modes lang=mode:ARG` sets; else `seconds`
-UNSTALLED = ("/control", "/truth")
+UNSTALLED = ("/control", "/truth", "/metrics")
 DONE = b"data: [DONE]\n\n"
 BOM = "\ufeff".encode()
 PING = b"event: ping\n\ndata:\n\n"
@@ -128,6 +130,8 @@ class State:
     stall: ClassVar[tuple[float, float, float] | None] = None  # start unix, end unix, end monotonic
     itl_ms: ClassVar[tuple[float, float]] = ITL_MS
     modes: ClassVar[dict[str, dict]] = {}  # lang -> x_script defaults (--modes)
+    joules_per_token: ClassVar[float] = 0.0
+    energy_mj: ClassVar[float] = 0.0
 
 
 _transports: dict[tuple[str, int], asyncio.Transport] = {}
@@ -223,6 +227,7 @@ class Stream:
         kind = str(self.script.get("field", "reasoning_content")) if thinking else "content"
         data = self.chunk({kind: text}, "length" if final else None, x_sent_ns=ns)
         self.rec.writes.append(t - self.t0)
+        State.energy_mj += 1000 * State.joules_per_token * _words_in(self.rec.mode, i)
         await self.write(PING + data if self.rec.mode == "ping" else data)
 
     def usage(self, n: int) -> bytes:
@@ -413,6 +418,11 @@ async def control(request: Request) -> JSONResponse:
     return JSONResponse({"stall_start_unix": start, "stall_end_unix": end, "active": time.monotonic() < end_mono})
 
 
+async def metrics(request: Request) -> PlainTextResponse:
+    name = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    return PlainTextResponse(f'# TYPE {name} counter\n{name}{{gpu="0",UUID="GPU-scripted"}} {State.energy_mj:.3f}\n')
+
+
 async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True})
 
@@ -423,6 +433,7 @@ routes = Starlette(
         Route("/truth", truth, methods=["GET", "DELETE"]),
         Route("/control", control, methods=["GET", "POST"]),
         Route("/healthz", healthz),
+        Route("/metrics", metrics),
     ]
 )
 
@@ -473,9 +484,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--itl-ms", type=float, nargs=2, default=ITL_MS, metavar=("LO", "HI"))
+    p.add_argument("--joules-per-token", type=float, default=0.0, help="what each word streamed adds to /metrics")
     p.add_argument("--modes", default="", help="per-language misbehaviour: lang=mode[:status|size|field|seconds],...")
     args = p.parse_args(argv)
-    State.seed, State.itl_ms = args.seed, tuple(args.itl_ms)
+    State.seed, State.itl_ms, State.joules_per_token = args.seed, tuple(args.itl_ms), args.joules_per_token
     gc.freeze()  # no 50-100 ms full collections of the imported heap while holding the truth
     gc.set_threshold(10_000, 50, 1_000)
     for item in filter(None, args.modes.split(",")):

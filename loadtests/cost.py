@@ -1,0 +1,164 @@
+"""What the run's tokens cost: the GPUs' energy of each sampling interval shared out among the
+(target, lang, api, phase)s by the output tokens each produced in it, GPU time likewise, and money
+from the prices (`--price-per-gpu-hour`, `--price-per-kwh`); run.json's `cost` and `energy`.
+
+The energy between two readings is taken as spread evenly over that interval (all one can know of a
+counter read at two times), and the tokens of a tally tick evenly over the tick. Intervals in which
+no token was produced (idle, or a prefill alone) are no language's: `unattributed_j`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from llmchaos.run import Cost, Energy, EnergyBlock
+from loadtests.collector import TICKS_PER_S
+from loadtests.energy import Readings
+
+Key = tuple[str, str, str, str]  # target, lang, api, phase
+ROUND = 6
+
+
+@dataclass(frozen=True)
+class Prices:
+    per_gpu_hour: float | None = None
+    per_kwh: float | None = None
+
+    def usd(self, gpu_s: float, joules: float) -> float | None:
+        if self.per_gpu_hour is None and self.per_kwh is None:
+            return None
+        return gpu_s / 3600 * (self.per_gpu_hour or 0.0) + joules / 3.6e6 * (self.per_kwh or 0.0)
+
+
+def total_joules(readings: Readings, start: float, end: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The times at which any GPU was read within [start, end] (and the span's ends, where every GPU
+    was read on both sides of it), and all GPUs' joules since the first of them; None when the GPUs'
+    readings have no time in common."""
+    series = [np.array(s, dtype=float) for s in readings.joules.values()]
+    lo = max(start, max(s[0, 0] for s in series))
+    hi = min(end, min(s[-1, 0] for s in series))
+    if hi <= lo:
+        return None
+    times = np.unique(np.concatenate([[lo, hi], *(s[:, 0] for s in series)]))
+    times = times[(times >= lo) & (times <= hi)]
+    joules = sum(np.interp(times, s[:, 0], s[:, 1]) for s in series)
+    return times, np.asarray(joules) - np.asarray(joules)[0]
+
+
+def ticks_by_key(tally: Mapping[tuple[Any, ...], int]) -> dict[Key, Counter[int]]:
+    """The tally (target, lang, api, phase, tick) -> tokens, by key."""
+    ticks: dict[Key, Counter[int]] = defaultdict(Counter)
+    for (target, lang, api, phase, tick), n in tally.items():
+        ticks[(target, lang, api, phase)][int(tick)] += n
+    return ticks
+
+
+def tokens_by_key(tally: Mapping[tuple[Any, ...], int]) -> dict[Key, tuple[np.ndarray, np.ndarray]]:
+    """Each key's cumulative output tokens as a function of time: (tick edges, tokens before each)."""
+    out = {}
+    for key, counts in ticks_by_key(tally).items():
+        order = sorted(counts)
+        edges = np.array([t for k in order for t in (k / TICKS_PER_S, (k + 1) / TICKS_PER_S)])
+        cum = np.cumsum([0.0] + [c for k in order for c in (0.0, counts[k])])[1:]
+        out[key] = (edges, cum)
+    return out
+
+
+def attribute(
+    readings: Readings,
+    tally: Mapping[tuple[Any, ...], int],
+    produced: Counter[tuple[str, ...]],
+    prices: Prices,
+    start: float,
+    end: float,
+) -> tuple[list[Cost], Energy]:
+    """run.json's `cost` rows (one per key that produced tokens) and `energy`."""
+    ticks = ticks_by_key(tally)
+    keys: list[Key] = sorted(set(ticks) | {(k[0], k[1], k[2], k[3]) for k in produced})
+    span = total_joules(readings, start, end) if readings.joules else None
+    if span is None:
+        why = readings.why or "the GPUs' readings share no time within the run"
+        rows = [absent(k, sum(ticks[k].values()) if k in ticks else 0, produced.get(k, 0), why) for k in keys]
+        return rows, Energy(source="absent", origin=readings.origin, why=why)
+    times, joules = span
+    source = "modelled" if readings.modelled else "measured"
+    gpus = len(readings.joules)
+    cumulative = {k: np.interp(times, *c, left=0.0) for k, c in tokens_by_key(tally).items()}
+    blocks: list[EnergyBlock] = []
+    sums: dict[Key, np.ndarray] = defaultdict(lambda: np.zeros(3))  # joules, gpu-seconds, tokens
+    unattributed = 0.0
+    for i in range(len(times) - 1):
+        a, b, de = times[i], times[i + 1], joules[i + 1] - joules[i]
+        made = {k: float(c[i + 1] - c[i]) for k, c in cumulative.items() if c[i + 1] > c[i]}
+        total = sum(made.values())
+        if not total:
+            unattributed += de
+            continue
+        for key, n in made.items():
+            share = n / total
+            part = np.array([de * share, (b - a) * gpus * share, n])
+            sums[key] += part
+            blocks.append(
+                EnergyBlock(
+                    start=round(a, 3),
+                    end=round(b, 3),
+                    **names(key),
+                    energy_j=round(part[0], ROUND),
+                    gpu_s=round(part[1], ROUND),
+                    tokens=round(n, ROUND),
+                )
+            )
+    rows = [row(key, source, sums.get(key), produced.get(key, 0), prices) for key in keys]
+    energy = Energy(
+        source=source,
+        origin=readings.origin,
+        why=readings.why,
+        gpus=tuple(sorted(readings.joules)),
+        method=readings.method,
+        samples=readings.samples,
+        interval_s=readings.interval_s,
+        covered=(round(float(times[0]), 3), round(float(times[-1]), 3)),
+        energy_j=round(float(joules[-1]), ROUND),
+        unattributed_j=round(unattributed, ROUND),
+        gpu_s=round(float(times[-1] - times[0]) * gpus, ROUND),
+        price_per_gpu_hour=prices.per_gpu_hour,
+        price_per_kwh=prices.per_kwh,
+        blocks=blocks,
+    )
+    return rows, energy
+
+
+def names(key: Key) -> dict[str, str]:
+    return dict(zip(("target", "lang", "api", "phase"), key, strict=True))
+
+
+def row(key: Key, source: str, sums: np.ndarray | None, requests: int, prices: Prices) -> Cost:
+    """One key's cost from its sums (None: none of its tokens fell within the readings)."""
+    fields = names(key)
+    if sums is None or not sums[2]:
+        why = "none of its tokens were produced within the energy readings"
+        return Cost(**fields, source=source, tokens=0.0, requests=requests, why=why)
+    joules, gpu_s, tokens = (float(x) for x in sums)
+    usd = prices.usd(gpu_s, joules)
+    return Cost(
+        **fields,
+        source=source,
+        tokens=round(tokens, ROUND),
+        requests=requests,
+        energy_j=round(joules, ROUND),
+        gpu_s=round(gpu_s, ROUND),
+        j_per_token=joules / tokens,
+        j_per_request=joules / requests if requests else None,
+        usd=usd,
+        usd_per_mtok=usd / tokens * 1e6 if usd is not None else None,
+    )
+
+
+def absent(key: Key, tokens: int, requests: int, why: str) -> Cost:
+    fields = names(key)
+    return Cost(**fields, source="absent", tokens=tokens, requests=requests, why=why)

@@ -1,0 +1,57 @@
+"""J/token and $/Mtok against a server whose GPU counter rises by a known amount per token streamed
+(and by nothing else), read from its /metrics page by a real Locust run; an energy source with no
+counter is absent, and the run completes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.loadtest_helpers import distributed, locust, only_run
+from tests.servers import scripted
+
+J_PER_TOKEN = 0.25
+PRICE = 2.0  # USD per GPU-hour
+
+
+def args(url: str, results: str, *more: str) -> tuple[str, ...]:
+    return (
+        "--host", url, "--results-dir", results, "-u", "6", "-r", "6", "-t", "6s", "--langs", "en,de",
+        "--max-tokens", "24", "--warmup", "2s", *more,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["one process", "master and two workers"])
+def test_joules_per_token_is_the_servers_own(tmp_path, mode):
+    with scripted.running(3, "--joules-per-token", str(J_PER_TOKEN)) as url:
+        energy = ("--energy-from", url + "/metrics", "--energy-interval", "0.5", "--price-per-gpu-hour", str(PRICE))
+        run_args = args(url, str(tmp_path / "results"), *energy)
+        proc = locust(*run_args) if mode == "one process" else distributed(*run_args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, _ = only_run(tmp_path / "results")
+    e = run["energy"]
+    assert e["source"] == "measured" and e["method"] == "counter" and e["gpus"] == ["GPU-scripted"]
+    assert e["interval_s"] == pytest.approx(0.5, rel=0.2) and e["why"] is None
+    rows = {(c["lang"], c["phase"]): c for c in run["cost"]}
+    assert {("en", "warmup"), ("en", "baseline"), ("de", "warmup"), ("de", "baseline")} <= set(rows)
+    for (lang, phase), c in rows.items():
+        assert c["source"] == "measured"
+        # a reading's time and a token's arrival can fall on either side of each other by the
+        # loopback's delivery (a ms): a few tokens of each half-second interval
+        assert c["j_per_token"] == pytest.approx(J_PER_TOKEN, rel=0.03), (lang, phase, c)
+        assert c["usd_per_mtok"] == pytest.approx(c["gpu_s"] / 3600 * PRICE / c["tokens"] * 1e6)
+    # every joule of the covered span is someone's or idle's, and the blocks add up to the rows
+    attributed = sum(c["energy_j"] for c in rows.values())
+    assert attributed + e["unattributed_j"] == pytest.approx(e["energy_j"], rel=1e-6)
+    assert sum(b["energy_j"] for b in e["blocks"]) == pytest.approx(attributed, rel=1e-6)
+    assert "J/token" in proc.stderr and "cost (measured" in proc.stderr
+
+
+def test_a_page_without_a_counter_is_absent_and_says_why(tmp_path):
+    with scripted.running(3) as url:
+        proc = locust(*args(url, str(tmp_path / "results"), "--energy-from", url + "/healthz/metrics"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, _ = only_run(tmp_path / "results")
+    assert run["energy"]["source"] == "absent" and "reads failed" in run["energy"]["why"]
+    assert {c["source"] for c in run["cost"]} == {"absent"}
+    assert all(c["j_per_token"] is None and c["tokens"] > 0 for c in run["cost"])
+    assert "cost: absent (" in proc.stderr

@@ -1,0 +1,70 @@
+"""Reading the GPUs' energy: selectors, counters, power, a /metrics page's samples."""
+
+import pytest
+
+from llmchaos.errors import UsageError
+from loadtests.energy import ENERGY, MODELLED, POWER, Page, cumulative, integrated, selector, source
+
+PAGE = f"""# HELP {ENERGY} Total energy consumption since boot (in mJ).
+# TYPE {ENERGY} counter
+{ENERGY}{{gpu="0",UUID="GPU-a",Hostname="n1"}} 1000
+{ENERGY}{{gpu="1",UUID="GPU-b",Hostname="n2"}} 5000
+# TYPE {POWER} gauge
+{POWER}{{gpu="0",UUID="GPU-a",Hostname="n1"}} 250.5
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m"}} 3
+"""
+
+
+def test_a_selector_matches_as_promql_does():
+    labels = {"Hostname": "gpu-1", "gpu": "0"}
+    assert all(m(labels) for m in selector('{Hostname=~"gpu-.*", gpu!="1"}'))
+    assert not all(m(labels) for m in selector('Hostname="gpu-2"'))
+    assert selector("") == [] and selector("{}") == []
+
+
+@pytest.mark.parametrize("bad", ['{Hostname="a"', "{Hostname=a}", '{x=~"("}', '{1x="a"}'])
+def test_a_bad_selector_names_its_flag(bad):
+    with pytest.raises(UsageError, match="--energy-selector"):
+        selector(bad)
+
+
+def test_the_source_is_told_by_the_url():
+    assert isinstance(source("http://127.0.0.1:9400/metrics", ""), Page)
+    assert not isinstance(source("http://127.0.0.1:9090", ""), Page)
+    with pytest.raises(UsageError, match="--energy-from"):
+        source("127.0.0.1:9090", "")
+
+
+def test_a_page_keeps_the_selected_gpus_readings_at_their_times():
+    page = Page("http://x/metrics", selector('{Hostname="n1"}'))
+    page.absorb(PAGE, 10.0)
+    page.absorb(PAGE.replace(" 1000\n", " 3000\n"), 12.0)
+    got = page.readings(10.0, 12.0)
+    assert got.method == "counter" and not got.modelled and got.why is None
+    assert got.joules == {"GPU-a": [(10.0, 0.0), (12.0, 2.0)]}  # mJ to J
+    assert got.interval_s == 2.0
+
+
+def test_a_gpu_without_the_counter_is_read_by_its_power():
+    page = Page("http://x/metrics", [])
+    for t in (0.0, 2.0):
+        page.absorb(PAGE.replace(f"{ENERGY}{{", "other{"), t)
+    got = page.readings(0.0, 2.0)
+    assert got.method == "power" and got.joules["GPU-a"][-1] == (2.0, pytest.approx(501.0))
+
+
+def test_a_modelled_series_is_marked_and_no_series_is_absent_with_why():
+    page = Page("http://x/metrics", [])
+    page.absorb(f'{ENERGY}{{UUID="GPU-sim",{MODELLED}="p"}} 1\n', 0.0)
+    page.absorb(f'{ENERGY}{{UUID="GPU-sim",{MODELLED}="p"}} 2\n', 1.0)
+    assert page.readings(0, 1).modelled
+    empty = Page("http://x/metrics", [])
+    empty.absorb("up 1\n", 0.0)
+    got = empty.readings(0, 1)
+    assert not got.joules and ENERGY in (got.why or "")
+
+
+def test_counter_resets_and_power_integrate_to_joules():
+    assert cumulative([(0, 1000.0), (1, 3000.0), (2, 500.0)]) == [(0, 0.0), (1, 2.0), (2, 2.5)]
+    assert integrated([(0, 100.0), (2, 200.0)]) == [(0, 0.0), (2, 300.0)]
