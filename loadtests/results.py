@@ -155,7 +155,9 @@ class RunWriter:
             guard=[t for t in self.guard_trips if t.target == target],
             recovery=[r for r in self.fault_recovery if r.target == target],
             cost=[c for c in self.cost if c.target == target],
-            energy=self.energy,
+            energy=self.energy.model_copy(update={"blocks": [b for b in self.energy.blocks if b.target == target]})
+            if self.energy is not None
+            else None,
         )
 
     def finish(self, target: str) -> int:

@@ -158,6 +158,8 @@ class ReplaySettings:
             targets["b"] = o.target_b.rstrip("/")
             if targets["b"] == targets["a"]:
                 raise UsageError("B must be another URL than A (the metrics tell them apart by it)", field="--target-b")
+            if getattr(o, "energy_from", ""):  # the master's: one source's joules shared over both versions' tokens
+                raise UsageError("reads one target's GPUs: replay A and B apart to cost each", field="--energy-from")
         mode = _mode(o, "b" in targets)
         start = duration(o.start, "--start")
         end = duration(o.end, "--end") if o.end else None

@@ -45,6 +45,9 @@ def test_the_defaults_are_valid():
         ("--shape", "step", "--levels", "10,inf"),
         ("--shape", "step", "--levels", "10,nan"),
         ("--shape", "step", "--levels", "10", "--stage-duration", "0s"),
+        ("--energy-from", "http://p:9090", "--price-per-gpu-hour", "-1"),
+        ("--energy-from", "http://p:9090", "--price-per-kwh", "nan"),
+        ("--energy-from", "http://p:9090", "--energy-interval", "0"),
     ],
 )
 def test_a_bad_number_is_one_line_naming_its_flag(argv):
@@ -69,3 +72,25 @@ def test_a_bad_number_is_one_line_naming_its_flag(argv):
 )
 def test_numbers_at_the_edge_of_their_range_are_valid(argv):
     settings(*argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (("--price-per-gpu-hour", "2"), "--price-per-gpu-hour"),
+        (("--energy-selector", '{gpu="0"}'), "--energy-selector"),
+        (("--energy-from", "localhost:9090"), "--energy-from"),
+        (("--energy-from", "http://p:9090", "--energy-selector", "{gpu=0}"), "--energy-selector"),
+    ],
+)
+def test_energy_options_refused_in_one_line_naming_the_flag(argv, flag):
+    with pytest.raises(UsageError) as e:
+        settings(*argv)
+    assert str(e.value).startswith(flag + ":")
+
+
+def test_the_energy_source_and_prices_are_read():
+    s = settings("--energy-from", "http://p:9090", "--energy-selector", '{gpu="0"}', "--price-per-gpu-hour", "2.5")
+    assert s.energy is not None and s.energy.origin == 'http://p:9090 {gpu="0"}'
+    assert (s.prices.per_gpu_hour, s.prices.per_kwh) == (2.5, None)
+    assert settings().energy is None

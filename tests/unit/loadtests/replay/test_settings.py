@@ -38,6 +38,7 @@ def test_one_target_two_split_or_mirrored():
         (("--host", "h", "--split", "10"), "--split: needs --target-b"),
         (("--host", "h", "--target-b", "g", "--split", "101"), "--split: must be a finite number from 0 to 100"),
         (("--host", "h", "--target-b", "g", "--split", "5", "--mirror"), "--mirror: give --split or --mirror"),
+        (("--host", "h", "--target-b", "g", "--split", "5", "--energy-from", "http://p"), "--energy-from: reads one"),
         (("--host", "h", "--speed", "0"), "--speed: must be a finite number > 0"),
         (("--host", "h", "--sample", "0"), "--sample: must be a finite number above 0 up to 1"),
         (("--host", "h", "--loop", "0"), "--loop: must be a finite number >= 1"),
