@@ -4,10 +4,14 @@ counter is absent, and the run completes."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
 
 from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.servers import scripted
+from tests.services import prometheus
 
 J_PER_TOKEN = 0.25
 PRICE = 2.0  # USD per GPU-hour
@@ -20,16 +24,31 @@ def args(url: str, results: str, *more: str) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["one process", "master and two workers"])
-def test_joules_per_token_is_the_servers_own(tmp_path, mode):
-    with scripted.running(3, "--joules-per-token", str(J_PER_TOKEN)) as url:
-        energy = ("--energy-from", url + "/metrics", "--energy-interval", "0.5", "--price-per-gpu-hour", str(PRICE))
-        run_args = args(url, str(tmp_path / "results"), *energy)
+@contextlib.contextmanager
+def energy_source(url: str, via: str) -> Iterator[tuple[str, ...]]:
+    """The scripted server's counter as `--energy-from` reads it: its page, or a Prometheus scraping it."""
+    if via == "page":
+        yield ("--energy-from", url + "/metrics", "--energy-interval", "0.5")
+        return
+    with prometheus([url.split("//")[1]], scrape_interval="500ms") as prom:
+        prom.wait_for('DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="GPU-scripted"}', bool)
+        yield ("--energy-from", prom.url, "--energy-selector", '{UUID="GPU-scripted", job="llmchaos"}')
+
+
+@pytest.mark.parametrize(
+    ("via", "mode"), [("page", "one process"), ("page", "master and two workers"), ("prometheus", "one process")]
+)
+def test_joules_per_token_is_the_servers_own(tmp_path, via, mode):
+    with (
+        scripted.running(3, "--joules-per-token", str(J_PER_TOKEN)) as url,
+        energy_source(url, via) as energy,
+    ):
+        run_args = args(url, str(tmp_path / "results"), *energy, "--price-per-gpu-hour", str(PRICE))
         proc = locust(*run_args) if mode == "one process" else distributed(*run_args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, _ = only_run(tmp_path / "results")
     e = run["energy"]
-    assert e["source"] == "measured" and e["method"] == "counter" and e["gpus"] == ["GPU-scripted"]
+    assert e["source"] == "measured" and e["method"] == "counter" and len(e["gpus"]) == 1
     assert e["interval_s"] == pytest.approx(0.5, rel=0.2) and e["why"] is None
     rows = {(c["lang"], c["phase"]): c for c in run["cost"]}
     assert {("en", "warmup"), ("en", "baseline"), ("de", "warmup"), ("de", "baseline")} <= set(rows)
