@@ -193,6 +193,12 @@ class FaultSession:
             running |= set(self.hosts.ledger.provisional(time.time()))
         return [(f.name, f.kind, f.target_key, f.name in running) for f in self.schedule.faults]
 
+    def energy(self, host: str) -> tuple[dict[str, list[tuple[float, float]]], str | None]:
+        """The GPU energy counters (mJ, master clock) fault host `host` read with its acks (the ledger's)."""
+        if self.hosts is None:
+            return {}, f"fault host {host} was never leased"
+        return self.hosts.ledger.energy(host)
+
     def single_process(self) -> UsageError:
         """The refusal of a schedule with fault hosts in a single process: they join a master's port."""
         f = next(f for f in self.schedule.faults if f.host)

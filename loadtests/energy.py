@@ -1,8 +1,9 @@
 """The GPUs' energy, read where the user says (`--energy-from`): a Prometheus (its HTTP API: the raw
-samples of dcgm-exporter's counter, at the times they were scraped) or a `/metrics` page itself
+samples of dcgm-exporter's counter, at the times they were scraped), a `/metrics` page itself
 (dcgm-exporter's, or the reference server's: sampled here at a fixed interval and at every phase
-edge). Either way each GPU's readings are its cumulative joules at known times; where no GPU
-answers, they are absent with the reason, never zero.
+edge) or a fault host's NVML counters (read with each of its acknowledgements). Either way each
+GPU's readings are its cumulative joules at known times; where no GPU answers, they are absent with
+the reason, never zero.
 
 Hand-written: prometheus-client parses the exposition, but no kept library reads a range of raw
 samples from Prometheus's API or matches a label selector against parsed samples.
@@ -16,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import gevent
 import httpx
@@ -150,6 +152,10 @@ class Source:
 
     origin: str
 
+    def fresh(self) -> Source:
+        """This source for a new test (a master runs one after another from its web UI)."""
+        return self
+
     def sample(self) -> None:
         """Take a sample now (a page read here; Prometheus keeps its own)."""
 
@@ -168,6 +174,9 @@ class Page(Source):
         self.modelled = False
         self.reads = 0
         self.failed: list[str] = []
+
+    def fresh(self) -> Page:
+        return Page(self.url, self.matchers)
 
     def sample(self) -> None:
         self.reads += 1
@@ -247,9 +256,47 @@ class Prometheus(Source):
             gevent.sleep(min(step / 4, 1.0))
 
 
+@runtime_checkable
+class HostCounters(Protocol):
+    """Where a fault host's counters are kept on the master (faults/session.py's FaultSession)."""
+
+    remote: list[str]  # the fault hosts its schedule names
+
+    def energy(self, host: str) -> tuple[Series, str | None]: ...
+
+
+class FaultHost(Source):
+    """A fault host's NVML counters, read with each of its acknowledgements (every second and right
+    after each window's apply and revert) and put on the master's clock; the selector matches its
+    GPUs' `UUID` and `Hostname` (the host's name)."""
+
+    def __init__(self, name: str, matchers: list[Matcher]) -> None:
+        self.name, self.matchers, self.origin = name, matchers, f"fault host {name} (NVML)"
+        self.counters: HostCounters | None = None
+
+    def attach(self, counters: object) -> None:
+        """The run's fault session, which must know this host (else a UsageError naming the flag)."""
+        if not isinstance(counters, HostCounters) or self.name not in counters.remote:
+            raise UsageError(f"no fault host {self.name!r} in --schedule", field="--energy-from")
+        self.counters = counters
+
+    def readings(self, start: float, end: float) -> Readings:
+        if self.counters is None:
+            return Readings(self.origin, why="not attached to the run's fault hosts")
+        series, why = self.counters.energy(self.name)
+        chosen = {g: s for g, s in series.items() if all(m({"UUID": g, "Hostname": self.name}) for m in self.matchers)}
+        got = readings(self.origin, chosen, {}, False, f"no GPU energy from fault host {self.name}: {why}")
+        if got.why is None:
+            got.why = why
+        return got
+
+
 def source(url: str, text: str) -> Source:
-    """The source `--energy-from URL` names: a page when its path ends in /metrics, else a Prometheus."""
-    matchers = selector(text)  # checked for both: a Prometheus would refuse it only at the end
+    """The source `--energy-from` names: `host:NAME` a fault host; a page when its path ends in
+    /metrics; else a Prometheus."""
+    matchers = selector(text)  # checked for all: a Prometheus would refuse it only at the end
+    if url.startswith("host:"):
+        return FaultHost(url.removeprefix("host:"), matchers)
     if not re.match(r"https?://", url):
         raise UsageError(f"not an http(s) URL: {url!r}", field="--energy-from")
     if httpx.URL(url).path.rstrip("/").endswith("/metrics"):

@@ -30,6 +30,7 @@ from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests import locust_table, protocol
 from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector
+from loadtests.energy import FaultHost
 from loadtests.exporters import Exporter
 from loadtests.guard import EXIT_STOPPED, Guard
 from loadtests.options import Settings, parsed_options
@@ -94,6 +95,8 @@ class Harness:
         self.timeline: Timeline | None = None
         if self.worker is None:
             self.timeline = open_timeline(self.settings.faults, transport, self._publish)
+            if isinstance(self.settings.energy, FaultHost):  # its counters come with the host's acks
+                self.settings.energy.attach(self.timeline)
         _HARNESSES[env] = self
 
     def configure(self) -> None:

@@ -62,7 +62,7 @@ class RunWriter:
         self.energy: results.Energy | None = None
         self.sampler: Sampler | None = None
         if settings.energy is not None:
-            self.sampler = Sampler(settings.energy, settings.options.energy_interval, faults)
+            self.sampler = Sampler(settings.energy.fresh(), settings.options.energy_interval, faults)
             self.sampler.start()
         exporter.start(self.merged, faults, self.run_id)
 

@@ -4,7 +4,8 @@ does, but never says `client_ready`, so the master never counts it among its wor
 through messages registered with `register_message` (faults/host/messages.py).
 
 It says hello (its name, a boot nonce, what it may touch) until a master leases it; answers probes;
-and makes this host match each lease (applier.py), acknowledging with its own clock's times.
+and makes this host match each lease (applier.py), acknowledging with its own clock's times (and
+its GPUs' energy counters, meter.py).
 It acts only on a message sealed with its secret, addressed to this run of it (its boot nonce),
 from the master session it follows (a later session replaces it; an earlier one is never taken back)
 and newer than the last; several leases waiting are one: the newest. A lease that comes later than
@@ -27,6 +28,7 @@ import zmq
 
 from faults.host import messages as m
 from faults.host.applier import Applier
+from faults.host.meter import Meter
 from faults.host.seal import Refused, decode, encode, seal, unseal
 from faults.injectors import KINDS
 from faults.injectors.base import FieldError
@@ -43,8 +45,10 @@ class Agent:
         secret: bytes,
         applier: Applier,
         max_lateness_s: float = 1.0,
+        meter: Meter | None = None,
     ) -> None:
         self.name, self.secret, self.applier, self.max_lateness_s = name, secret, applier, max_lateness_s
+        self.meter = meter
         self.boot, self.started = secrets.token_hex(8), time.time()
         self.identity = f"llmchaos-fault-host.{name}.{self.boot}"
         self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
@@ -153,7 +157,9 @@ class Agent:
             self.leased = mono
             self.applier.match(lease, origin + self.quickest)
         records = self.applier.records(lease.session)
-        self._send(m.ACK, m.Ack(self.boot, lease.session, lease.seq, lease.sent, wall, time.time(), records, stale))
+        energy, why = (self.meter.read(), self.meter.why) if self.meter is not None else ([], None)
+        ack = m.Ack(self.boot, lease.session, lease.seq, lease.sent, wall, time.time(), records, stale, energy, why)
+        self._send(m.ACK, ack)
 
     def _probe(self, probe: m.Probe) -> None:
         """Whether each fault of the master's schedule could run here now (nothing is changed)."""

@@ -54,6 +54,7 @@ def run_host(args: argparse.Namespace) -> int:
 
     from faults.host.agent import Agent, hello_summary
     from faults.host.applier import Applier
+    from faults.host.meter import Meter
     from faults.journal import DEFAULT, LEFT, Journal
 
     if not is_name(args.name):
@@ -73,13 +74,15 @@ def run_host(args: argparse.Namespace) -> int:
     for line in applier.sweep():
         print(f"llmchaos faults host: {line}", file=sys.stderr)
     host = f"[{args.master_host}]" if ":" in args.master_host else args.master_host
-    agent = Agent(f"{host}:{args.master_port}", args.name, secret, applier, args.max_lateness)
+    meter = Meter()
+    agent = Agent(f"{host}:{args.master_port}", args.name, secret, applier, args.max_lateness, meter)
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
     print(
         f"llmchaos faults host {args.name}: joining {host}:{args.master_port}; "
-        f"may touch {hello_summary(allowed.declare())}",
+        f"may touch {hello_summary(allowed.declare())}; "
+        + (f"energy of {len(meter.gpus)} GPU(s)" if meter.nv is not None else f"no energy ({meter.why})"),
         file=sys.stderr,
         flush=True,
     )

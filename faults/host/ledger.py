@@ -45,6 +45,8 @@ class Host:
     heard: float = -math.inf  # master clock: its last hello or ack, the sign that it is alive
     past: set[str] = field(default_factory=set)  # boots it was followed at once: never believed again
     rival: str | None = None  # another live run's boot that said hello under this name (refused)
+    energy: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # GPU -> (its clock, mJ)
+    energy_why: str | None = None  # the last ack's word on what it could not read
 
 
 @dataclass
@@ -167,6 +169,9 @@ class Ledger:
         if h.lost and h.lost[-1][1] is None:
             h.lost[-1][1] = t4
         h.settle = []
+        for j in ack.energy:
+            h.energy.setdefault(j.gpu, []).append((float(j.t), float(j.mj)))
+        h.energy_why = ack.energy_why
         for rec in ack.windows:
             w = self.windows.get(rec.id)
             if w is None:
@@ -180,6 +185,15 @@ class Ledger:
                 w.reverted_heard = t4
             if not w.held() and (w.planned_end <= t1 or t1 >= self.stopped):
                 h.settle.append(w.id)
+
+    def energy(self, host: str) -> tuple[dict[str, list[tuple[float, float]]], str | None]:
+        """A host's GPU energy counters (mJ) at the master's clock (its best offset now), and why any
+        could not be read; none and why when the host never answered or has no GPU."""
+        h = self.hosts.get(host)
+        if h is None or h.last_ack is None:
+            return {}, f"fault host {host} never acknowledged a lease"
+        series = {g: [(h.clock.to_master(t), mj) for t, mj in s] for g, s in h.energy.items()}
+        return series, h.energy_why
 
     def _margin(self, w: Tracked) -> float:
         """How long the host may have held `w` had it heard a lease we do not know it heard."""

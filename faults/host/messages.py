@@ -9,7 +9,8 @@ importing the load tests; protocol.py lists them with the master's and workers' 
   windows that host should have applied now (or, `starts_in`, in a moment: it journals them ahead
   and applies them when due by its own clock), each for `expires_in` seconds at most;
 - `llmchaos_host_ack`, host -> master, the answer to each lease: `Ack`, every window's record on
-  the host (when it applied and reverted it, by its own clock) and the times for the clock offset.
+  the host (when it applied and reverted it, by its own clock), the times for the clock offset, and
+  its GPUs' energy counters read then (a load test's `--energy-from host:NAME`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,15 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Joules:
+    """One GPU's NVML energy counter (mJ since the driver loaded), read on the host (its clock)."""
+
+    gpu: str  # its UUID
+    t: float
+    mj: float
+
+
+@dataclass(frozen=True)
 class Ack:
     boot: str
     session: str
@@ -120,6 +130,8 @@ class Ack:
     t3: float  # this ack's sending (host's clock), after the lease's applies and reverts
     windows: list[Record]
     stale: bool = False  # the lease came too late to act on
+    energy: list[Joules] = field(default_factory=list)  # its GPUs' counters, read after acting on the lease
+    energy_why: str | None = None  # why some or all of them could not be read
 
 
 M = TypeVar("M")
@@ -186,5 +198,11 @@ def _build(cls: type[M], data: object) -> M:
 
 
 NESTED.update(
-    {(Probe, "faults"): Planned, (Probed, "results"): Verdict, (Lease, "windows"): Desired, (Ack, "windows"): Record}
+    {
+        (Probe, "faults"): Planned,
+        (Probed, "results"): Verdict,
+        (Lease, "windows"): Desired,
+        (Ack, "windows"): Record,
+        (Ack, "energy"): Joules,
+    }
 )

@@ -127,11 +127,13 @@ def test_a_step_of_the_masters_wall_clock_makes_no_lease_stale(tmp_path):
 
 
 @contextmanager
-def fault_host(port: int, secret: Path, journal: Path, *allow: str) -> Iterator[subprocess.Popen]:
+def fault_host(
+    port: int, secret: Path, journal: Path, *allow: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen]:
     cmd = [sys.executable, "-m", "llmchaos.cli", "faults", "host", "--master-host", "127.0.0.1"]
     cmd += ["--master-port", str(port), "--name", "gpu-1", "--secret-file", str(secret), "--journal", str(journal)]
     log = open(journal.with_suffix(".log"), "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*cmd, *allow], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([*cmd, *allow], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         yield proc
     finally:
@@ -181,8 +183,10 @@ def test_a_master_leases_the_window_and_labels_requests_by_its_acknowledgements(
     monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)
     port = free_port()
     profile = math_bound(tmp_path)  # steps all math: the lock slows ITL in proportion (the default's decode hardly)
+    # the host's NVML is a stand-in GPU drawing a known 300 W: the energy read with its acks is known
+    standin = {**os.environ, "PYTHONPATH": f"{ROOT}/tests/servers/nvml:{ROOT}", "LLMCHAOS_STANDIN_WATTS": "300"}
     with serve("--profile", profile, "--admin-token", TOKEN, "--sim-time-scale", "0.3") as server:
-        with fault_host(port, secret, tmp_path / "host.json", "--allow-sim", server.url):
+        with fault_host(port, secret, tmp_path / "host.json", "--allow-sim", server.url, env=standin):
             worker = subprocess.Popen([*LOCUST[:5], "--worker", "--master-port", str(port)], cwd=ROOT)
             try:
                 done = master(
@@ -198,6 +202,8 @@ def test_a_master_leases_the_window_and_labels_requests_by_its_acknowledgements(
                     "9s",
                     "--results-dir",
                     str(tmp_path / "results"),
+                    "--energy-from",
+                    "host:gpu-1",
                 )
             finally:
                 worker.wait(30)
@@ -214,6 +220,18 @@ def test_a_master_leases_the_window_and_labels_requests_by_its_acknowledgements(
     printed = report(tmp_path / "results")
     assert "fault gpu-660 (gpu_clock) on gpu-1: intended " in printed
     assert "fault host gpu-1: clock offset " in printed
+    # the host's energy: read with every ack (a second apart, and right after the apply and revert),
+    # put on the master's clock, 300 W x the time covered
+    e = run["energy"]
+    assert (e["source"], e["origin"], e["gpus"]) == ("measured", "fault host gpu-1 (NVML)", ["GPU-standin-0000"])
+    lo, hi = e["covered"]
+    assert e["energy_j"] == pytest.approx(300 * (hi - lo), rel=0.01)
+    assert e["interval_s"] <= 1.05
+    edges = sorted({b["start"] for b in e["blocks"]} | {b["end"] for b in e["blocks"]})
+    for t in (w["actual_start"], w["actual_end"]):
+        assert min(abs(x - t) for x in edges) < 0.1, (t, edges)
+    phases = {c["phase"] for c in run["cost"] if c["j_per_token"] is not None}
+    assert {"baseline", "gpu-660"} <= phases
 
 
 def test_the_master_refuses_before_any_load_in_one_line(tmp_path, secret, monkeypatch):

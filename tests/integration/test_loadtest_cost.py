@@ -48,8 +48,11 @@ def test_joules_per_token_is_the_servers_own(tmp_path, via, mode):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, _ = only_run(tmp_path / "results")
     e = run["energy"]
-    assert e["source"] == "measured" and e["method"] == "counter" and len(e["gpus"]) == 1
-    assert e["interval_s"] == pytest.approx(0.5, rel=0.2) and e["why"] is None
+    assert e["source"] == "measured"
+    assert e["method"] == "counter"
+    assert len(e["gpus"]) == 1
+    assert e["interval_s"] == pytest.approx(0.5, rel=0.2)
+    assert e["why"] is None
     rows = {(c["lang"], c["phase"]): c for c in run["cost"]}
     assert {("en", "warmup"), ("en", "baseline"), ("de", "warmup"), ("de", "baseline")} <= set(rows)
     for (lang, phase), c in rows.items():
@@ -62,7 +65,8 @@ def test_joules_per_token_is_the_servers_own(tmp_path, via, mode):
     attributed = sum(c["energy_j"] for c in rows.values())
     assert attributed + e["unattributed_j"] == pytest.approx(e["energy_j"], rel=1e-6)
     assert sum(b["energy_j"] for b in e["blocks"]) == pytest.approx(attributed, rel=1e-6)
-    assert "J/token" in proc.stderr and "cost (measured" in proc.stderr
+    assert "J/token" in proc.stderr
+    assert "cost (measured" in proc.stderr
 
 
 def test_a_page_without_a_counter_is_absent_and_says_why(tmp_path):
@@ -70,7 +74,8 @@ def test_a_page_without_a_counter_is_absent_and_says_why(tmp_path):
         proc = locust(*args(url, str(tmp_path / "results"), "--energy-from", url + "/healthz/metrics"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, _ = only_run(tmp_path / "results")
-    assert run["energy"]["source"] == "absent" and "reads failed" in run["energy"]["why"]
+    assert run["energy"]["source"] == "absent"
+    assert "reads failed" in run["energy"]["why"]
     assert {c["source"] for c in run["cost"]} == {"absent"}
     assert all(c["j_per_token"] is None and c["tokens"] > 0 for c in run["cost"])
     assert "cost: absent (" in proc.stderr

@@ -36,7 +36,8 @@ def test_each_interval_is_shared_by_the_tokens_produced_in_it():
     assert by["en", "baseline"].j_per_request == pytest.approx(1750 / 2)
     # GPU time: 10 s x 3/4 + 10 s = 17.5 GPU-s at $3.6/h = $0.0175, over 80 tokens
     assert by["en", "baseline"].usd_per_mtok == pytest.approx(17.5 / 3600 * 3.6 / 80 * 1e6)
-    assert energy.energy_j == pytest.approx(2000) and energy.unattributed_j == 0
+    assert energy.energy_j == pytest.approx(2000)
+    assert energy.unattributed_j == 0
     assert sum(b.energy_j for b in energy.blocks) == pytest.approx(2000)
     assert {r.source for r in rows} == {"measured"}
 
@@ -47,8 +48,10 @@ def test_an_interval_without_tokens_is_no_ones_and_the_run_is_clipped():
     tally = Counter({(*EN, tick(2.0)): 40})
     rows, energy = attribute(watts(100, [-5, 10, 25]), tally, Counter({EN: 1}), Prices(), 0, 20)
     assert energy.energy_j == pytest.approx(2000)
-    assert rows[0].energy_j == pytest.approx(1000) and energy.unattributed_j == pytest.approx(1000)
-    assert rows[0].usd is None and rows[0].usd_per_mtok is None  # no price given
+    assert rows[0].energy_j == pytest.approx(1000)
+    assert energy.unattributed_j == pytest.approx(1000)
+    assert rows[0].usd is None
+    assert rows[0].usd_per_mtok is None
 
 
 def test_a_tick_straddling_a_reading_is_split_evenly_over_it():
@@ -77,9 +80,13 @@ def test_no_readings_is_absent_with_its_reason_never_zero():
     rows, energy = attribute(
         Readings("http://x", why="no series"), Counter({(*EN, 5): 7}), Counter({EN: 1}), Prices(per_gpu_hour=2.0), 0, 10
     )
-    assert energy.source == "absent" and energy.why == "no series"
-    assert rows[0].source == "absent" and rows[0].j_per_token is None and rows[0].usd_per_mtok is None
-    assert rows[0].tokens == 7 and rows[0].why == "no series"
+    assert energy.source == "absent"
+    assert energy.why == "no series"
+    assert rows[0].source == "absent"
+    assert rows[0].j_per_token is None
+    assert rows[0].usd_per_mtok is None
+    assert rows[0].tokens == 7
+    assert rows[0].why == "no series"
 
 
 def test_a_modelled_gpu_says_so():

@@ -20,7 +20,8 @@ def test_a_selector_matches_as_promql_does():
     labels = {"Hostname": "gpu-1", "gpu": "0"}
     assert all(m(labels) for m in selector('{Hostname=~"gpu-.*", gpu!="1"}'))
     assert not all(m(labels) for m in selector('Hostname="gpu-2"'))
-    assert selector("") == [] and selector("{}") == []
+    assert selector("") == []
+    assert selector("{}") == []
 
 
 @pytest.mark.parametrize("bad", ['{Hostname="a"', "{Hostname=a}", '{x=~"("}', '{1x="a"}'])
@@ -41,7 +42,9 @@ def test_a_page_keeps_the_selected_gpus_readings_at_their_times():
     page.absorb(PAGE, 10.0)
     page.absorb(PAGE.replace(" 1000\n", " 3000\n"), 12.0)
     got = page.readings(10.0, 12.0)
-    assert got.method == "counter" and not got.modelled and got.why is None
+    assert got.method == "counter"
+    assert not got.modelled
+    assert got.why is None
     assert got.joules == {"GPU-a": [(10.0, 0.0), (12.0, 2.0)]}  # mJ to J
     assert got.interval_s == 2.0
 
@@ -51,7 +54,8 @@ def test_a_gpu_without_the_counter_is_read_by_its_power():
     for t in (0.0, 2.0):
         page.absorb(PAGE.replace(f"{ENERGY}{{", "other{"), t)
     got = page.readings(0.0, 2.0)
-    assert got.method == "power" and got.joules["GPU-a"][-1] == (2.0, pytest.approx(501.0))
+    assert got.method == "power"
+    assert got.joules["GPU-a"][-1] == (2.0, pytest.approx(501.0))
 
 
 def test_a_modelled_series_is_marked_and_no_series_is_absent_with_why():
@@ -62,7 +66,8 @@ def test_a_modelled_series_is_marked_and_no_series_is_absent_with_why():
     empty = Page("http://x/metrics", [])
     empty.absorb("up 1\n", 0.0)
     got = empty.readings(0, 1)
-    assert not got.joules and ENERGY in (got.why or "")
+    assert not got.joules
+    assert ENERGY in (got.why or "")
 
 
 def test_counter_resets_and_power_integrate_to_joules():

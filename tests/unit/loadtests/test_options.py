@@ -91,6 +91,7 @@ def test_energy_options_refused_in_one_line_naming_the_flag(argv, flag):
 
 def test_the_energy_source_and_prices_are_read():
     s = settings("--energy-from", "http://p:9090", "--energy-selector", '{gpu="0"}', "--price-per-gpu-hour", "2.5")
-    assert s.energy is not None and s.energy.origin == 'http://p:9090 {gpu="0"}'
+    assert s.energy is not None
+    assert s.energy.origin == 'http://p:9090 {gpu="0"}'
     assert (s.prices.per_gpu_hour, s.prices.per_kwh) == (2.5, None)
     assert settings().energy is None

@@ -5,7 +5,7 @@ stretch never changes."""
 import pytest
 
 from faults.host import ledger as lg
-from faults.host.messages import Ack, Record
+from faults.host.messages import Ack, Joules, Record
 from faults.timeline import PhaseUpdate
 from tests.unit.faults.schedules import load
 
@@ -28,7 +28,9 @@ class Host:
         self.spans: list[list[float | None]] = []
         ledger.hosts["gpu-1"].boot = self.boot
 
-    def lease(self, t1: float, apply_at: float | None = None, revert_at: float | None = None) -> None:
+    def lease(
+        self, t1: float, apply_at: float | None = None, revert_at: float | None = None, mj: float | None = None
+    ) -> None:
         """A lease sent at t1 (master's clock) and its ack 2 ms later; the host applies or reverts at
         the given master times (before answering)."""
         self.ledger.desired("gpu-1", t1)
@@ -39,7 +41,8 @@ class Host:
         if revert_at is not None:
             self.spans[-1][1] = revert_at + self.skew
         records = [Record("slow#0", "slow", [list(s) for s in self.spans])] if self.spans else []
-        ack = Ack(self.boot, "s", self.seq, t1, t1 + 0.001 + self.skew, t1 + 0.001 + self.skew, records)
+        read = [Joules("GPU-a", t1 + 0.001 + self.skew, mj)] if mj is not None else []
+        ack = Ack(self.boot, "s", self.seq, t1, t1 + 0.001 + self.skew, t1 + 0.001 + self.skew, records, energy=read)
         self.ledger.ack("gpu-1", ack, t1 + 0.002)
 
 
@@ -166,3 +169,15 @@ def test_a_window_is_leased_ahead_of_its_start_and_the_loop_wakes_for_it(tmp_pat
     assert led.next_edge(1009.6) == pytest.approx(1010.0)
     (last,) = led.desired("gpu-1", 1018.0)
     assert (last.starts_in, last.expires_in, last.ends) == (0.0, pytest.approx(2.0), True)
+
+
+@pytest.mark.parametrize("skew", [0.0, 5.0, -2.5])
+def test_a_hosts_energy_readings_are_put_on_the_masters_clock(tmp_path, skew):
+    led = ledger(tmp_path)
+    assert led.energy("gpu-1") == ({}, "fault host gpu-1 never acknowledged a lease")
+    host = Host(led, skew)
+    for k, t in enumerate(range(1001, 1004)):
+        host.lease(float(t), mj=1000.0 * k)
+    series, why = led.energy("gpu-1")
+    assert why is None
+    assert series["GPU-a"] == [(pytest.approx(t + 0.001), 1000.0 * k) for k, t in enumerate(range(1001, 1004))]
