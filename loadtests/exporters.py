@@ -17,14 +17,16 @@ from llmchaos.metrics import (
     FAULT_RECOVERED,
     GENERATOR_CPU,
     GENERATOR_LOOP_LAG,
+    JOULES_PER_TOKEN,
     LABELS,
     METRICS,
     REQUESTS_TOTAL,
     RUN_ID,
     SLO_ISSUED_TOTAL,
     SLO_MET_TOTAL,
+    USD_PER_MTOK,
 )
-from llmchaos.run import Recovery
+from llmchaos.run import Cost, Recovery
 from loadtests.merge import Merged
 
 log = logging.getLogger("llmchaos.exporters")
@@ -41,6 +43,7 @@ class ResultsCollector:
     def __init__(self, merged: Merged | None = None, faults: FaultState | None = None, run_id: str = "") -> None:
         self.merged, self.faults, self.run_id = merged, faults, run_id
         self.recovery: list[Recovery] = []  # at the run's end
+        self.cost: list[Cost] = []  # at the run's end (--energy-from)
 
     def collect(self) -> Iterator[Metric]:
         if self.merged is None:  # between tests
@@ -71,6 +74,21 @@ class ResultsCollector:
                 g.add_metric([name, kind, target, *run], 1.0 if active else 0.0)
             yield g
         yield from self._recovery(run)
+        yield from self._cost(labels, run)
+
+    def _cost(self, labels: list[str], run: list[str]) -> Iterator[Metric]:
+        """What a token cost per (target, lang, api, phase), once the run has ended; absent figures absent."""
+        if not self.cost:
+            return
+        joules = GaugeMetricFamily(JOULES_PER_TOKEN, "GPU energy per output token.", labels=[*labels, "source"])
+        usd = GaugeMetricFamily(USD_PER_MTOK, "Cost per million output tokens (USD).", labels=[*labels, "source"])
+        for c in self.cost:
+            key = [c.target, c.lang, c.api, c.phase, *run, c.source]
+            if c.j_per_token is not None:
+                joules.add_metric(key, c.j_per_token)
+            if c.usd_per_mtok is not None:
+                usd.add_metric(key, c.usd_per_mtok)
+        yield from (joules, usd)
 
     def _recovery(self, run: list[str]) -> Iterator[Metric]:
         """Each fault window's detection and recovery per language and SLO, once the run has ended."""
@@ -148,7 +166,7 @@ class Exporter:
 
     def start(self, merged: Merged, faults: FaultState | None, run_id: str) -> None:
         self.results.merged, self.results.faults, self.results.run_id = merged, faults, run_id
-        self.results.recovery = []
+        self.results.recovery, self.results.cost = [], []
         if self.gateway:
             self._pusher = gevent.spawn(self._push_loop, run_id)
 
@@ -157,10 +175,10 @@ class Exporter:
             gevent.sleep(self.interval)
             push(self.gateway, self.registry, run_id)
 
-    def finish(self, run_id: str, recovery: list[Recovery]) -> None:
-        """Stop pushing on a timer and push the final totals, with each fault window's recovery, once
-        (the live endpoint keeps them)."""
-        self.results.recovery = recovery
+    def finish(self, run_id: str, recovery: list[Recovery], cost: list[Cost] | None = None) -> None:
+        """Stop pushing on a timer and push the final totals, with each fault window's recovery and
+        what a token cost, once (the live endpoint keeps them)."""
+        self.results.recovery, self.results.cost = recovery, cost or []
         if self._pusher is not None:
             self._pusher.kill(block=False)
             self._pusher = None

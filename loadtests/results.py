@@ -173,12 +173,12 @@ class RunWriter:
         self.fault_recovery = recovery.evaluate(
             merged.slices, self.fault_windows, settings.recovery, merged.outcomes, ended
         )
-        self.exporter.finish(self.run_id, self.fault_recovery)
         if self.sampler is not None:
             readings = self.sampler.stop(self.started, ended)
             self.cost, self.energy = cost.attribute(
                 readings, merged.tokens, merged.produced, settings.prices, self.started, ended
             )
+        self.exporter.finish(self.run_id, self.fault_recovery, self.cost)
         self.close_requests()
         rows: list[results.SloResult] = []
         for where, run, hist, summary in self.directories(target, self.fault_windows, ended):

@@ -5,7 +5,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmchaos import slo
-from llmchaos.run import Recovery
+from llmchaos.run import Cost, Recovery
 from loadtests.collector import Collector
 from loadtests.exporters import ResultsCollector
 from loadtests.merge import Merged
@@ -78,3 +78,22 @@ def test_each_fault_windows_recovery_is_exported_once_the_run_has_ended():
     assert [(s.labels["fault"], s.labels["slo"]) for s in families["llmchaos_fault_detect_seconds"]] == [
         ("slow", "ttft_p99_ms")
     ]
+
+
+def test_what_a_token_cost_is_exported_once_the_run_has_ended_and_an_absent_figure_is_absent():
+    def row(lang: str, j: float | None, usd: float | None, source: str = "modelled") -> Cost:
+        return Cost(
+            target="t", lang=lang, api="openai-chat", phase="baseline", source=source, tokens=100, requests=5,
+            j_per_token=j, usd_per_mtok=usd, why=None if j is not None else "no series",
+        )  # fmt: skip
+
+    collector = ResultsCollector(merged_run(), None, "run-7")
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(collector)
+    assert "llmchaos_energy_per_token_joules" not in generate_latest(reg).decode()  # none while it runs
+    collector.cost = [row("en", 0.31, 1.25), row("de", 0.4, None), row("ja", None, None, "absent")]
+    families = {f.name: f.samples for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    joules = [(s.labels["lang"], s.labels["source"], s.value) for s in families["llmchaos_energy_per_token_joules"]]
+    assert joules == [("en", "modelled", 0.31), ("de", "modelled", 0.4)]
+    assert [(s.labels["lang"], s.value) for s in families["llmchaos_cost_per_mtok_usd"]] == [("en", 1.25)]
+    assert {s.labels["run_id"] for s in families["llmchaos_cost_per_mtok_usd"]} == {"run-7"}
