@@ -26,18 +26,10 @@ def _cells(r: Finding) -> tuple[str, ...]:
 
 
 def render(c: Comparison, colour: bool = False) -> str:
-    rows = [_cells(r) for r in c.rows]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(COLUMNS)]
-    widths[-1] = 0  # the note runs on
-
-    def line(cells: tuple[str, ...]) -> str:
-        return "  ".join(v.ljust(w) for v, w in zip(cells, widths, strict=True)).rstrip()
-
-    head = text.headline(c)
-    out = [_paint(head, WORSE if c.worse else BETTER, colour), "A: " + ", ".join(c.a), "B: " + ", ".join(c.b), ""]
-    out.append(line(COLUMNS))
-    for r, cells in zip(c.rows, rows, strict=True):
-        out.append(_paint(line(cells), r.verdict, colour))
+    head, *lines = text.aligned(COLUMNS, [_cells(r) for r in c.rows])  # the note runs on
+    out = [_paint(text.headline(c), WORSE if c.worse else BETTER, colour), "A: " + ", ".join(c.a)]
+    out += ["B: " + ", ".join(c.b), "", head]
+    out += [_paint(line, r.verdict, colour) for r, line in zip(c.rows, lines, strict=True)]
     out += ["", text.method(c), *c.notes]
     return "\n".join(out)
 

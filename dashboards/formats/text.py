@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from dashboards.comparison.bootstrap import CORRECTION_NAMES
 from dashboards.comparison.verdicts import INCONCLUSIVE, METRICS, Comparison, Finding
@@ -73,6 +74,12 @@ def metric(r: Finding) -> str:
 
 
 NUMBERS = ("A", "B", "change", "interval", "p adj", "MDE")
+
+
+def aligned(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table as text lines, the head first: each column padded to its widest cell, the last running on."""
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head) - 1)] + [0]
+    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in (head, *rows)]
 
 
 def numbers(r: Finding) -> tuple[str, ...]:
