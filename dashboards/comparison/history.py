@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dashboards.comparison import cost
 from dashboards.comparison.rules import ALL, Rules
-from dashboards.comparison.sample import PCTS
+from dashboards.comparison.sample import COSTS, PCTS
+from dashboards.comparison.verdicts import METRICS
 from llmchaos import run
 from llmchaos.errors import UsageError
 from llmchaos.histogram import Histogram
@@ -66,11 +68,7 @@ def load(folder: Path, rules: Rules) -> History:
             if any(v is None for v in values):
                 continue
             vs = [float(v) for v in values if v is not None]
-            unit = (
-                "ms"
-                if metric not in ("error_rate", "slo_attainment", "goodput", "output_tokens", "reasoning_tokens")
-                else ""
-            )
+            unit = "ms" if METRICS[metric].unit == "s" else ""
             series.append(Series(f"{lang} {metric} {stat}", unit, vs, _change_points(vs)))
     return History([r.run.run_id for r in runs], series)
 
@@ -79,6 +77,9 @@ def _value(results: run.RunResults, lang: str, metric: str, stat: str) -> float 
     if metric == "error_rate":  # compare's definition: the end of the test cancelled nothing issued
         counted = results.run.issued_and_failed(lang)
         return counted[1] / counted[0] if counted and counted[0] else None
+    if metric in COSTS:  # the run's own figure over its phases but warmup
+        rows = [c for c in results.run.cost if c.lang == lang and c.phase != "warmup"]
+        return getattr(cost.added(rows), metric) if rows else None
     if stat not in PCTS:
         return None
     merged = None

@@ -4,12 +4,13 @@ the confidence required and the percentiles gated.
 ```yaml
 defaults:                 # every rule's fields unless it says otherwise
   increase_pct: 5         # a regression is a change beyond this, relative ...
-  increase_ms: 1          # ... and absolute (latencies; increase_abs for tokens, rates)
+  increase_ms: 1          # ... and absolute (latencies; increase_abs for tokens, rates, J/token, $/Mtok)
   confidence: 0.95        # 1 - the family-wise error rate
 de:
   ttft: {increase_pct: 10, percentiles: [p95, p99]}
 "*":                      # every language
   error_rate: {increase_abs: 0.01}
+  j_per_token: {increase_pct: 10}          # run.json's energy over the output tokens, per phase
   recover_s: {max: 60, increase_pct: 20}   # each fault window's recovery (run.json's `recovery`)
   wrong: {max: 0}                          # canaries answered wrong (run.json's `canaries`)
 ```

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dashboards.comparison import cost
 from dashboards.comparison.columns import DISTRIBUTIONS, Columns, read
-from dashboards.comparison.sample import PCTS, CellKey, Known, RunSample, reduce
+from dashboards.comparison.sample import PCTS, RATES_GROUP, CellKey, Known, RunSample, reduce
 from llmchaos import run
 from llmchaos.errors import UsageError
 from llmchaos.run.store import RUN_JSON
@@ -39,6 +40,7 @@ def load(path: Path) -> Loaded:
         return {name: h.quantile(p) for name, p in PCTS.items()} if h is not None and h.count else None
 
     sample = reduce(str(path), cols, exact, notes(results))
+    sample.cells.update(cost.cells(results.run, sample.blocks[RATES_GROUP]))
     known = unsampled(results, sample, exact)
     if known:
         langs = ", ".join(sorted({k.lang for k in known}))

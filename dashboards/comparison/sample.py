@@ -22,7 +22,8 @@ from dashboards.comparison.blocks import Blocks
 from dashboards.comparison.columns import Columns
 
 PCTS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
-RATES = ("error_rate", "slo_attainment", "goodput")
+COSTS = ("j_per_token", "usd_per_mtok")  # ratios of per-block sums too: run.json's energy over the tokens
+RATES = ("error_rate", "slo_attainment", "goodput", *COSTS)
 RATES_GROUP = "rates"
 REL_WIDTH = 0.005
 LOWEST_PCT = 40.0

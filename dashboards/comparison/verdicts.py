@@ -31,7 +31,7 @@ MIN_REQUESTS = 20
 @dataclass(frozen=True)
 class MetricInfo:
     label: str
-    unit: str  # s | tokens | ratio | req/s
+    unit: str  # s | tokens | ratio | req/s | J/token | $/Mtok
     worse: int  # +1: an increase is worse; -1: a decrease is
 
 
@@ -47,8 +47,10 @@ METRICS = {
     "error_rate": MetricInfo("error rate", "ratio", 1),
     "slo_attainment": MetricInfo("SLO attainment", "ratio", -1),
     "goodput": MetricInfo("goodput", "req/s", -1),
+    "j_per_token": MetricInfo("J/token", "J/token", 1),
+    "usd_per_mtok": MetricInfo("$/Mtok", "$/Mtok", 1),
 }
-MIN_ABS = {"tokens": 1.0, "ratio": 0.01, "req/s": 0.0}  # "s" takes --min-abs
+MIN_ABS = {"tokens": 1.0, "ratio": 0.01, "req/s": 0.0, "J/token": 0.001, "$/Mtok": 0.01}  # "s" takes --min-abs
 
 
 @dataclass(frozen=True)

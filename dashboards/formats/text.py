@@ -12,7 +12,7 @@ MDE_SHOWN = 10.0  # a minimum detectable effect beyond +1000 % says only that th
 
 
 def value(v: float | None, unit: str) -> str:
-    """A figure in its unit: latencies in ms (or s), ratios in %, rates per second."""
+    """A figure in its unit: latencies in ms (or s), ratios in %, rates per second, joules, dollars."""
     if v is None or not math.isfinite(v):
         return "-"
     if unit == "s":
@@ -21,6 +21,10 @@ def value(v: float | None, unit: str) -> str:
         return f"{v * 100:.3g} %"
     if unit == "req/s":
         return f"{v:.3g}/s"
+    if unit == "J/token":
+        return f"{v:.3g} J"
+    if unit == "$/Mtok":
+        return f"${v:.3g}"
     return f"{v:.3g}"
 
 

@@ -104,12 +104,13 @@ def test_regress_gates_the_registry_slos_by_default_and_a_rules_file_loosens_the
     assert r.stdout.startswith("NO WORSE")
 
 
-def with_rows(src: Path, dst: Path, field: str, rows: list[dict]) -> Path:
-    """A copy of a run whose run.json `field` holds `rows`, each of English, for its target and API."""
+def with_rows(src: Path, dst: Path, field: str, rows: list[dict], **fields: object) -> Path:
+    """A copy of a run whose run.json `field` holds `rows`, each of English (unless it says), for its
+    target and API, and any other `fields` as given."""
     shutil.copytree(src, dst)
     raw = json.loads((dst / "run.json").read_text())
     raw[field] = [{"target": raw["targets"][0], "lang": "en", "api": raw["api"], **row} for row in rows]
-    (dst / "run.json").write_text(json.dumps(raw))
+    (dst / "run.json").write_text(json.dumps({**raw, **fields}))
     return dst
 
 

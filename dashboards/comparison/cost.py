@@ -1,0 +1,129 @@
+"""What a token cost, as a comparison reads it from run.json: per (lang, phase), J/token and $/Mtok.
+
+The cells are ratios of per-block sums, like the error rate's: each sampling interval of
+`energy.blocks` (one run's own targets) falls in the comparison block of its middle, and a block's
+joules (or dollars: GPU-hours at the price per GPU-hour plus kWh at the price per kWh, a price not
+given counting as none) are its numerator, its output tokens the denominator. Where a run's energy
+is absent, or the runs' energy came from different sources (measured against modelled), the cells
+are shown, never tested. A run that asked for no energy (no `energy`) has no cost cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dashboards.comparison.blocks import Blocks
+from dashboards.comparison.sample import COSTS, Cell, CellKey, Known, Ratio
+from llmchaos.run import Cost, Energy, Run
+
+if TYPE_CHECKING:
+    from dashboards.comparison.runs import Loaded
+
+J_PER_KWH = 3.6e6
+PER_MTOK = 1e6
+
+
+def usd(energy: Energy, gpu_s: np.ndarray, joules: np.ndarray) -> np.ndarray | None:
+    """The money of GPU-seconds and joules at the run's prices; None where it gave neither."""
+    if energy.price_per_gpu_hour is None and energy.price_per_kwh is None:
+        return None
+    return gpu_s / 3600 * (energy.price_per_gpu_hour or 0.0) + joules / J_PER_KWH * (energy.price_per_kwh or 0.0)
+
+
+def cells(run: Run, bl: Blocks) -> dict[CellKey, Cell]:
+    """The run's cost cells on the comparison's blocks."""
+    energy = run.energy
+    if energy is None:
+        return {}
+    requests = {key: spent.requests for key, spent in per_phase(run.cost).items()}
+    if energy.source == "absent":
+        why = "its energy is absent" + (f" ({energy.why})" if energy.why else "")
+        return {CellKey(lang, m, phase): Known({}, n, why) for (lang, phase), n in requests.items() for m in COSTS}
+    mine = [b for b in energy.blocks if b.target in run.targets]
+    if not mine:
+        return {}
+    names = sorted({(b.lang, b.phase) for b in mine})
+    index = {name: i for i, name in enumerate(names)}
+    mid = np.array([(b.start + b.end) / 2 for b in mine])
+    at = np.array([index[(b.lang, b.phase)] for b in mine], dtype=np.int64) * bl.count + bl.index(mid)
+
+    def per_block(values: np.ndarray) -> np.ndarray:
+        return np.bincount(at, weights=values, minlength=len(names) * bl.count).reshape(len(names), bl.count)
+
+    joules, gpu_s, tokens = (np.array([getattr(b, f) for b in mine]) for f in ("energy_j", "gpu_s", "tokens"))
+    money = usd(energy, gpu_s, joules)
+    nums = {"j_per_token": per_block(joules)} | ({} if money is None else {"usd_per_mtok": per_block(money) * PER_MTOK})
+    den = per_block(tokens)
+    out: dict[CellKey, Cell] = {}
+    for i, (lang, phase) in enumerate(names):
+        n, used = requests.get((lang, phase), 0), int((den[i] > 0).sum())
+        for metric, num in nums.items():
+            out[CellKey(lang, metric, phase)] = Ratio(num[i], den[i], n, used, of_requests=False)
+    return out
+
+
+def match(a: Sequence[Loaded], b: Sequence[Loaded]) -> None:
+    """Where the two sides' runs came by their energy in different ways (measured against modelled),
+    every cost cell is shown, not tested: a change there could be the way's, not the target's."""
+    sources = [{x.results.run.energy.source for x in side if x.results.run.energy is not None} for side in (a, b)]
+    if len((sources[0] | sources[1]) - {"absent"}) < 2:
+        return
+    said = {side: ", ".join(sorted(s)) or "none" for side, s in zip("AB", sources, strict=True)}
+    why = f"the sides' energy is not alike (A {said['A']}; B {said['B']}): not compared"
+    for x in (*a, *b):
+        cells = x.sample.cells
+        for key, cell in cells.items():
+            if key.metric in COSTS and isinstance(cell, Ratio):
+                figure = cell.exact
+                cells[key] = Known({} if figure is None else {"rate": figure}, float(cell.n), why, cell.blocks)
+
+
+@dataclass(frozen=True)
+class Spent:
+    """One (lang, phase)'s cost over its run.json rows: sums (None: no row has the figure), and the
+    figures made of them."""
+
+    source: str
+    tokens: float
+    requests: int
+    energy_j: float | None
+    usd: float | None
+    why: str | None
+
+    @property
+    def j_per_token(self) -> float | None:
+        return self.energy_j / self.tokens if self.energy_j is not None and self.tokens else None
+
+    @property
+    def j_per_request(self) -> float | None:
+        return self.energy_j / self.requests if self.energy_j is not None and self.requests else None
+
+    @property
+    def usd_per_mtok(self) -> float | None:
+        return self.usd / self.tokens * PER_MTOK if self.usd is not None and self.tokens else None
+
+
+def per_phase(rows: Iterable[Cost]) -> dict[tuple[str, str], Spent]:
+    """Each (lang, phase)'s rows, of every target and API, added up."""
+    groups: dict[tuple[str, str], list[Cost]] = {}
+    for c in rows:
+        groups.setdefault((c.lang, c.phase), []).append(c)
+    return {key: added(group) for key, group in groups.items()}
+
+
+def added(rows: list[Cost]) -> Spent:
+    """Rows' cost together (the figures over the rows that have them)."""
+    measured = [c for c in rows if c.energy_j is not None]
+    counted, priced = measured or rows, [c.usd for c in measured if c.usd is not None]
+    return Spent(
+        "+".join(sorted({c.source for c in rows})),
+        sum(c.tokens for c in counted),
+        sum(c.requests for c in counted),
+        sum(c.energy_j or 0.0 for c in measured) if measured else None,
+        sum(priced) if priced else None,
+        "; ".join(sorted({c.why for c in rows if c.why})) or None,
+    )
