@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from benchmarks._synthetic_run import API, TARGET, write
-from dashboards.comparison import cost
+from dashboards.comparison import cost, history, rules
 from dashboards.comparison.blocks import Blocks
 from dashboards.comparison.sample import CellKey, Known, Ratio
+from dashboards.comparison.verdicts import Settings
 from llmchaos import run
 from tests.inprocess import llmchaos
 from tests.unit.dashboards.test_commands import regress, with_rows
@@ -155,6 +156,21 @@ def test_regress_gates_j_per_token_by_its_rule(runs, tmp_path, capsys):
     (line,) = [line for line in r.stdout.splitlines() if "en J/token (baseline)" in line]
     assert line.startswith("worse ")
     assert line.endswith(" not gated")
+
+
+def test_regress_history_follows_a_gated_j_per_token_over_the_nights(runs, tmp_path):
+    folder = tmp_path / "history"
+    nights = [with_energy(runs["a"], folder / f"n{i}", j, seed=i) for i, j in enumerate((0.5, 0.5, 0.6))]
+    for night in nights:  # one run copied three times: the nights in their order by name
+        doc = json.loads((night / "run.json").read_text())
+        (night / "run.json").write_text(json.dumps({**doc, "run_id": night.name}))
+    (tmp_path / "rules.yaml").write_text('"*": {j_per_token: {increase_pct: 10}}\n')
+    past = history.load(folder, rules.load(str(tmp_path / "rules.yaml"), Settings()))
+    (series,) = [s for s in past.series if s.name == "de j_per_token rate"]
+    blocks = [json.loads((n / "run.json").read_text())["energy"]["blocks"] for n in nights]
+    de = [[b for b in night if b["lang"] == "de"] for night in blocks]
+    assert series.values == pytest.approx([sum(b["energy_j"] for b in x) / sum(b["tokens"] for b in x) for x in de])
+    assert series.unit == ""  # a figure of its own, not milliseconds
 
 
 @pytest.mark.parametrize(
