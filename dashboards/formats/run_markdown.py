@@ -22,6 +22,11 @@ def render(results: RunResults) -> str:
     out += [f"{escape(line)}  " for line in run_parts.summary_lines(results)]
     out += ["", "#### Percentiles per language and phase", "", *_table(*run_parts.phase_rows(results))]
     out += [f"\n_{escape(note)}_" for note in run_parts.batched_notes(results)]
+    energy, costs = run_parts.energy_lines(results.run), run_parts.cost_rows(results.run)
+    if energy:
+        out += ["", "#### Cost per output token", "", *(f"{escape(line)}  " for line in energy)]
+    if costs is not None:
+        out += ["", *_table(*costs)]
     recovery = run_parts.recovery_rows(results)
     if recovery is not None:
         head, rows, note = recovery

@@ -1,5 +1,6 @@
 """The one-run report (`llmchaos report RUN --html`): the SLO verdict on top, per-language percentiles
-per phase in the order they ran (each fault phase beside its multiple of the baseline), the metrics
+per phase in the order they ran (each fault phase beside its multiple of the baseline), what a token
+cost (J/token, J/request, $/Mtok per language and phase, and where the energy came from), the metrics
 over time with the fault windows shaded, CDFs, outcomes, SLOs, the load generator's health, the
 guard's trips, and each fault window's detection and recovery."""
 
@@ -11,7 +12,7 @@ from dashboards.comparison import plotted
 from dashboards.comparison.runs import Loaded
 from dashboards.formats import run_parts, svg
 from dashboards.formats.html import TIME_METRICS, merged, outcome_rows, page, table
-from llmchaos.run import RunResults
+from llmchaos.run import Run, RunResults
 
 
 def run_report(loaded: Loaded) -> str:
@@ -21,6 +22,7 @@ def run_report(loaded: Loaded) -> str:
     sub = run_parts.summary_lines(results)
     notes = [f'<p class="note">{escape(n)}</p>' for n in run_parts.batched_notes(results)]
     sections = ["<h2>Percentiles per language and phase</h2>", table(*run_parts.phase_rows(results)), *notes]
+    sections += _cost(run)
     sections.append('<h2>Over time (fault windows shaded)</h2><div class="charts">')
     spans = [svg.Span(s, e, name) for s, e, name in plotted.fault_spans(run, cols.start)]
     marks = plotted.recovery_marks(run, cols.start)  # each fault window's recovery, a line with its tooltip
@@ -107,6 +109,14 @@ def _guard(results: RunResults) -> list[str]:
         "<h2>Guard trips</h2>",
         table(("lang", "statistic", "threshold ms", "windows (ms)", "phase", "actions"), rows),
     ]
+
+
+def _cost(run: Run) -> list[str]:
+    energy, costs = run_parts.energy_lines(run), run_parts.cost_rows(run)
+    if not energy:
+        return []
+    lines = [f'<p class="meta">{escape(line)}</p>' for line in energy]
+    return ["<h2>Cost per output token</h2>", *lines, *([table(*costs)] if costs is not None else [])]
 
 
 def _recovery(results: RunResults) -> list[str]:

@@ -1,11 +1,15 @@
 """A run's report in parts that every format shows alike (`run_page` as HTML, `run_markdown` as
-Markdown): the verdict, the phases in the order they ran with each fault phase's multiple of the
-baseline, each fault window's detection and recovery, and notes on what a figure means."""
+Markdown, `run_summary` as text): the verdict, the phases in the order they ran with each fault phase's
+multiple of the baseline, what a token cost and where its energy came from, each fault window's
+detection and recovery, and notes on what a figure means."""
 
 from __future__ import annotations
 
-from dashboards.comparison import plotted
-from dashboards.comparison.sample import PCTS
+from collections.abc import Sequence
+
+from dashboards.comparison import cost, plotted
+from dashboards.comparison.sample import COSTS, PCTS
+from dashboards.comparison.verdicts import METRICS
 from dashboards.formats import text
 from llmchaos.run import Run, RunResults
 from llmchaos.run.table import bound_lines, canary_lines, recovery_cells
@@ -37,26 +41,95 @@ def summary_lines(results: RunResults) -> list[str]:
     return out + recovery_verdict(results) + canary_lines(run)
 
 
-def phase_rows(results: RunResults) -> Rows:
+def phase_rows(
+    results: RunResults, metrics: Sequence[str] = ("ttft", "itl", "e2e"), pcts: Sequence[str] = tuple(PCTS)
+) -> Rows:
     """Per language, its phases in the order they ran (warmup, baseline, then each fault phase by its
-    window's start), every fault phase's figure beside its multiple of the baseline's."""
+    window's start), every fault phase's figure beside its multiple of the baseline's: the latencies'
+    percentiles, then J/token and $/Mtok where the run has them (`cost_columns`)."""
     rows = []
     at = plotted.phase_order(results.run)
     keys = sorted({(k.lang, k.phase) for k, _ in results.histograms}, key=lambda k: (k[0], at(k[1]), k[1]))
+    spent, costs = cost.per_phase(results.run.cost), cost_columns(results.run)
     for lang, phase in keys:
         row = [lang, phase]
-        for metric in ("ttft", "itl", "e2e"):
+        for metric in metrics:
             h = results.histograms.combined(metric, lang=lang, phase=phase)
             base = results.histograms.combined(metric, lang=lang, phase="baseline")
-            for p in PCTS.values():
-                v = h.quantile(p) if h is not None and h.count else None
-                b = base.quantile(p) if base is not None and base.count and phase != "baseline" else None
-                row.append(text.value(v, "s") + (f" ×{v / b:.2g}" if v is not None and b else ""))
+            for p in pcts:
+                v = h.quantile(PCTS[p]) if h is not None and h.count else None
+                b = base.quantile(PCTS[p]) if base is not None and base.count else None
+                row.append(_beside(v, b if phase != "baseline" else None, "s"))
+        for metric in costs:
+            v, b = (getattr(spent.get((lang, ph)), metric, None) for ph in (phase, "baseline"))
+            row.append(_beside(v, b if phase != "baseline" else None, METRICS[metric].unit))
         n = sum(o.count for o in results.run.outcomes if (o.lang, o.phase) == (lang, phase))
         ok = sum(o.count for o in results.run.outcomes if (o.lang, o.phase, o.outcome) == (lang, phase, "ok"))
         rows.append([*row, str(n), f"{ok / n:.1%}" if n else "-"])
-    head = ["lang", "phase"] + [f"{m} {p}" for m in ("TTFT", "ITL", "E2E") for p in PCTS] + ["requests", "ok"]
-    return head, rows
+    labels = [f"{METRICS[m].label} {p}" for m in metrics for p in pcts] + [METRICS[m].label for m in costs]
+    return ["lang", "phase", *labels, "requests", "ok"], rows
+
+
+def _beside(v: float | None, base: float | None, unit: str) -> str:
+    """A figure in its unit, and its multiple of `base` where there is one."""
+    return text.value(v, unit) + (f" ×{v / base:.2g}" if v is not None and base else "")
+
+
+def cost_columns(run: Run) -> tuple[str, ...]:
+    """The cost figures some (lang, phase) of the run has: J/token, and $/Mtok where it was priced."""
+    spent = cost.per_phase(run.cost).values()
+    return tuple(m for m in COSTS if any(getattr(s, m) is not None for s in spent)) if run.energy else ()
+
+
+def fault_phases(results: RunResults) -> bool:
+    return any(k.phase not in ("warmup", "baseline") for k, _ in results.histograms)
+
+
+def energy_lines(run: Run) -> list[str]:
+    """Where the run's energy came from and what it amounts to, or why it is absent; nothing for a run
+    that asked for none."""
+    e = run.energy
+    if e is None:
+        return []
+    if e.source == "absent":
+        return [f"cost: absent ({e.why or 'no reason given'})"]
+    gpus = f"{len(e.gpus)} GPU{'s' * (len(e.gpus) != 1)}" + (f" ({', '.join(e.gpus)})" if e.gpus else "")
+    every = f" every {e.interval_s:.2g} s" if e.interval_s else ""
+    parts = [
+        f"energy: {e.source}, by {e.method or 'reading'} from {e.origin or '?'}, {gpus}, {e.samples} samples{every}"
+    ]
+    if e.energy_j is not None:
+        parts.append(f"{e.energy_j:.1f} J, {e.unattributed_j or 0.0:.1f} J of it while no token was made")
+    prices = [
+        f"${p:g} per {unit}"
+        for p, unit in ((e.price_per_gpu_hour, "GPU-hour"), (e.price_per_kwh, "kWh"))
+        if p is not None
+    ]
+    parts.append(f"priced at {' and '.join(prices)}" if prices else "no price given")
+    return ["; ".join(parts)] + ([f"energy note: {e.why}"] if e.why else [])
+
+
+def cost_rows(run: Run) -> Rows | None:
+    """Per language and phase: output tokens, requests, J/token, J/request, $/Mtok and the source (a row
+    without figures says why); None for a run without figures."""
+    if not cost_columns(run):
+        return None
+    at = plotted.phase_order(run)
+    spent = sorted(cost.per_phase(run.cost).items(), key=lambda kv: (kv[0][0], at(kv[0][1]), kv[0][1]))
+    rows = [
+        [
+            lang,
+            phase,
+            f"{s.tokens:.0f}",
+            str(s.requests),
+            text.value(s.j_per_token, "J/token"),
+            text.value(s.j_per_request, "J"),
+            text.value(s.usd_per_mtok, "$/Mtok"),
+            s.source + (f": {s.why}" if s.why else ""),
+        ]
+        for (lang, phase), s in spent
+    ]
+    return ["lang", "phase", "output tokens", "requests", "J/token", "J/request", "$/Mtok", "source"], rows
 
 
 def recovery_rows(results: RunResults) -> tuple[list[str], list[list[str]], str] | None:

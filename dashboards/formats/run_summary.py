@@ -1,5 +1,6 @@
 """A run's report as text, read back through the core's run model: the same per-language table the
-load test prints at its end, then the fault windows as they ran (a fault host's as it acknowledged
+load test prints at its end (with its cost), for a run with cost and fault phases each phase's latency
+and cost against baseline, then the fault windows as they ran (a fault host's as it acknowledged
 them, and each fault host's clock and contact) and the guard's trips (`llmchaos report`)."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from llmchaos.run.table import table
 def summary(run_dir: str | Path) -> str:
     results = run.load(run_dir)
     lines = [table(results.run, results.histograms, str(results.path))]
+    if results.run.energy is not None:
+        lines += against_baseline(results)
     if results.run.config.get("k8s_workflow"):
         lines.append(f"phases: from the cluster, Chaos Mesh Workflow {results.run.config['k8s_workflow']}'s steps")
     for w in results.run.faults:
@@ -38,6 +41,19 @@ def summary(run_dir: str | Path) -> str:
             f"{', '.join(t.actions)}"
         )
     return "\n".join(lines)
+
+
+def against_baseline(results: run.RunResults) -> list[str]:
+    """A run with fault phases and cost figures: per language and phase, TTFT and ITL at p50 and p99,
+    J/token and $/Mtok, each fault phase's beside its multiple of the baseline's."""
+    from dashboards.formats import run_parts, text  # numpy and the statistics: only for a run with cost
+
+    if not run_parts.fault_phases(results) or not run_parts.cost_columns(results.run):
+        return []
+    return [
+        "per phase, against baseline:",
+        *text.aligned(*run_parts.phase_rows(results, ("ttft", "itl"), ("p50", "p99"))),
+    ]
 
 
 def _after(t: float | None, intended: float, lag: float | None) -> str:

@@ -21,7 +21,7 @@ def value(v: float | None, unit: str) -> str:
         return f"{v * 100:.3g} %"
     if unit == "req/s":
         return f"{v:.3g}/s"
-    if unit == "J/token":
+    if unit in ("J/token", "J"):
         return f"{v:.3g} J"
     if unit == "$/Mtok":
         return f"${v:.3g}"
