@@ -8,6 +8,7 @@ a file of the same shape (`llmchaos serve --profile NAME|FILE`), every field opt
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ DEFAULT = "vllm-llama3-8b-h100"
 POLICIES = ("fcfs", "wfq", "two-level")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 H100_CLOCKS = (1980.0, 210.0)  # H100 SXM's boost and lowest supported graphics clocks, MHz
+H100_NAME = "NVIDIA H100 80GB HBM3"  # the name NVML gives an H100 SXM (dcgm-exporter's modelName)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,39 @@ _TIMES = ("overhead", "memory", "prefill_token", "decode_token", "context_token"
 
 
 @dataclass(frozen=True)
+class Power:
+    """The simulated board's power, in watts: `idle_w` with no step running, and during a step
+
+        idle_w + dynamic_w * occupancy(tokens) * (locked clock / max clock) ** clock_exponent
+
+    where a step's batch occupancy is min(1, tokens / full_batch_tokens) ** occupancy_exponent, its
+    tokens the prompt tokens it computes plus its decoded ones: the share of the chip a batch of that
+    many tokens keeps busy. The board saturates where the step turns compute-bound (the roofline's
+    ridge: a few hundred tokens for an 8B in bf16 on an H100), whatever the scheduler's own budget
+    (max_num_batched_tokens is a knob, not a property of the chip); below, even one decoded token keeps
+    the HBM streaming the weights, so a small exponent gives memory-bound decode its high floor. Dynamic
+    power follows the graphics clock as f x V^2 does with V falling along the DVFS curve: a
+    `clock_exponent` between 1 (V at its floor) and 3 (V in proportion to f). A pure function of the
+    batch and the clock; the sim integrates it over time (reference_server/executors/power.py).
+    The defaults are the H100 fit of the named profiles (their `power.source` says where from)."""
+
+    idle_w: float = 73.0
+    dynamic_w: float = 615.0  # what a full step adds at the max clock: idle_w + dynamic_w <= board_limit_w
+    board_limit_w: float = 700.0
+    full_batch_tokens: int = 320
+    occupancy_exponent: float = 0.145
+    clock_exponent: float = 1.5
+    source: str = ""  # where the figures come from
+
+    def occupancy(self, tokens: int) -> float:
+        return min(1.0, tokens / self.full_batch_tokens) ** self.occupancy_exponent
+
+    def step_w(self, tokens: int, clock_ratio: float) -> float:
+        """The board's power during a step of `tokens` at `clock_ratio` (locked / max clock)."""
+        return self.idle_w + self.dynamic_w * self.occupancy(tokens) * clock_ratio**self.clock_exponent
+
+
+@dataclass(frozen=True)
 class Limits:
     max_model_len: int = 131072
     max_num_seqs: int = 256
@@ -87,8 +122,10 @@ class Profile:
     source: str = ""  # where its step model comes from (calibrate writes it)
     model_name: str = "llmchaos-sim-8b"
     step: StepModel = StepModel()
+    gpu_name: str = H100_NAME  # the simulated device, as NVML names it
     max_clock_mhz: float = H100_CLOCKS[0]
     min_clock_mhz: float = H100_CLOCKS[1]
+    power: Power = Power()
     limits: Limits = Limits()
     pacer_rate: float = 0.0  # tokens/s per stream (0: off)
     pacer_max_gap: float = 0.2
@@ -117,6 +154,7 @@ STEP_MOST_US, TOKEN_MOST_US = 60e6, 1e6  # a step's fixed part at most a minute,
 SIGMA_MOST = 3.0  # a log-normal sigma: e^3 at one sigma is already a factor of 20
 TOKENS_MOST = 10_000_000  # the longest context any model serves (Llama 4 Scout's)
 BLOCKS_MOST = 10_000_000  # KV blocks: 160 M tokens at 16 a block, beyond any one GPU (each costs ~100 B here)
+WATTS_MOST = 10_000.0  # a board's power: ten times the largest data-center GPU's limit today
 
 
 class Spec(NamedTuple):
@@ -156,8 +194,18 @@ REASONING = {
     "openai_field": Spec("openai_field", REASONING_FIELDS),
 }
 DEVICE = {
+    "name": Spec("gpu_name", "text"),
     "max_clock_mhz": Spec("max_clock_mhz", "number", 1.0, 10_000),
     "min_clock_mhz": Spec("min_clock_mhz", "number", 1.0, 10_000),
+}
+POWER = {
+    "idle_w": Spec("idle_w", "time", 1.0, WATTS_MOST),
+    "dynamic_w": Spec("dynamic_w", "time", 1.0, WATTS_MOST),
+    "board_limit_w": Spec("board_limit_w", "number", 1.0, WATTS_MOST),
+    "full_batch_tokens": Spec("full_batch_tokens", "count", 1, TOKENS_MOST),
+    "occupancy_exponent": Spec("occupancy_exponent", "number", 1.0, 3.0),
+    "clock_exponent": Spec("clock_exponent", "number", 1.0, 3.0),
+    "source": Spec("source", "text"),
 }
 PACER = {"rate": Spec("pacer_rate", "time", 1.0, 1e6), "max_gap": Spec("pacer_max_gap", "number", 1.0, 60)}
 TOP = {
@@ -170,6 +218,7 @@ TOP = {
     "fitted",
     "step",
     "device",
+    "power",
     "limits",
     "pacer",
     "reasoning",
@@ -196,6 +245,10 @@ def _read(path: str, seen: set[str]) -> Profile:
     limits = replace(base.limits, **section(r, _node(top, "limits"), "limits", LIMITS))
     reasoning = replace(base.reasoning, **section(r, _node(top, "reasoning"), "reasoning", REASONING))
     device = section(r, _node(top, "device"), "device", DEVICE)
+    power = base.power
+    if "power" in top:  # figures of its own: not the base's provenance, unless it gives its own
+        power = replace(base.power, **{"source": ""} | section(r, top["power"][1], "power", POWER))
+        _check_power(r, top["power"][1], power)
     pacer = {"pacer_rate": 0.0} if _off(r, top.get("pacer")) else section(r, _node(top, "pacer"), "pacer", PACER)
     if "step" in top:  # a step model of its own: the base's provenance is not its
         base = replace(base, source="", fitted={})
@@ -203,7 +256,15 @@ def _read(path: str, seen: set[str]) -> Profile:
     if not isinstance(fitted, dict):
         raise r.fail(top["fitted"][1], "fitted", "must be a mapping")
     profile = replace(
-        base, **device, **pacer, step=step, limits=limits, reasoning=reasoning, policy=policy, fitted=fitted
+        base,
+        **device,
+        **pacer,
+        step=step,
+        power=power,
+        limits=limits,
+        reasoning=reasoning,
+        policy=policy,
+        fitted=fitted,
     )
     profile = replace(profile, **texts)
     _check(r, root, profile)
@@ -219,6 +280,17 @@ def _check(r: yamlfile.Reader, root: yaml.Node, p: Profile) -> None:
         raise r.fail(root, "limits.num_blocks", f"must hold one max_model_len request: at least {need}")
 
 
+def _check_power(r: yamlfile.Reader, node: yaml.Node, p: Power) -> None:
+    if p.clock_exponent < 1:
+        raise r.fail(node, "power.clock_exponent", f"must be between 1 and 3 (f x V^2), got {p.clock_exponent:g}")
+    if p.idle_w + p.dynamic_w > p.board_limit_w:
+        raise r.fail(
+            node,
+            "power.dynamic_w",
+            f"idle_w + dynamic_w ({p.idle_w + p.dynamic_w:g} W) must not exceed board_limit_w ({p.board_limit_w:g} W)",
+        )
+
+
 def kv_blocks_needed(limits: Limits, watermark: float = 0.01) -> int:
     """The fewest blocks with which one request of max_model_len is admitted past the watermark (the
     block manager keeps int(watermark x blocks) free)."""
@@ -229,9 +301,9 @@ def kv_blocks_needed(limits: Limits, watermark: float = 0.01) -> int:
     return n
 
 
-def _block(text: str) -> str:
+def _block(text: str, indent: str = "  ") -> str:
     """`text` as the lines of a YAML literal block."""
-    return "".join(f"  {line}\n" for line in text.strip().splitlines()) or "  (none)\n"
+    return "".join(f"{indent}{line}\n" for line in text.strip().splitlines()) or f"{indent}(none)\n"
 
 
 def _node(top: dict[str, tuple[yaml.Node, yaml.Node]], name: str) -> yaml.Node | None:
@@ -260,7 +332,7 @@ def section(r: yamlfile.Reader, node: yaml.Node | None, name: str, schema: dict)
             raise r.fail(k, where, f"unknown field (fields: {', '.join(schema)})")
         spec = Spec(*schema[key])
         value = _value(r, v, where, spec.kind)
-        if spec.kind not in ("bool",) and not isinstance(spec.kind, tuple) and value > spec.most:
+        if spec.kind not in ("bool", "text") and not isinstance(spec.kind, tuple) and value > spec.most:
             raise r.fail(v, where, f"must be at most {spec.most:g}, got {value!r}")
         out[spec.attr] = value * spec.unit if spec.kind in ("time", "number") else value
     return out
@@ -272,6 +344,8 @@ def _value(r: yamlfile.Reader, node: yaml.Node, where: str, kind: str | tuple[st
         if value not in kind:
             raise r.fail(node, where, f"must be one of {', '.join(kind)}, got {value!r}")
         return value
+    if kind == "text":
+        return _text(r, node, where)
     if kind == "bool":
         if not isinstance(value, bool):
             raise r.fail(node, where, f"must be true or false, got {value!r}")
@@ -292,7 +366,7 @@ def dump(p: Profile) -> str:
     """The profile as `load` reads it, every field with what it means."""
     import yaml
 
-    s, lim, rs = p.step, p.limits, p.reasoning
+    s, lim, rs, pw = p.step, p.limits, p.reasoning, p.power
     about, source = (_block(text) for text in (p.about, p.source))
     pacer = f"{{rate: {p.pacer_rate:g}, max_gap: {p.pacer_max_gap:g}}}" if p.pacer_rate else "off"
     fitted = yaml.safe_dump({"fitted": p.fitted}, sort_keys=False, width=110) if p.fitted else ""
@@ -316,8 +390,20 @@ step:
   frontend_ms: {s.frontend / MS:.6g}         # request received to admitted (API server, tokenizer)
   frontend_sigma: {s.frontend_sigma:g}      # sigma of its log-normal draw per request
 device:
+  name: {json.dumps(p.gpu_name)}
   max_clock_mhz: {p.max_clock_mhz:g}
   min_clock_mhz: {p.min_clock_mhz:g}
+# Board power, W: idle_w between steps; during one, idle_w + dynamic_w x occupancy x (locked/max clock)^clock_exponent,
+# occupancy = min(1, tokens / full_batch_tokens)^occupancy_exponent (tokens: prompt tokens computed + decoded).
+power:
+  idle_w: {pw.idle_w:g}
+  dynamic_w: {pw.dynamic_w:g}       # a full step at the max clock; idle_w + dynamic_w <= board_limit_w
+  board_limit_w: {pw.board_limit_w:g}
+  full_batch_tokens: {pw.full_batch_tokens}   # the tokens a step computes that keep the whole chip busy
+  occupancy_exponent: {pw.occupancy_exponent:g}
+  clock_exponent: {pw.clock_exponent:g}     # 1 (voltage at its floor) .. 3 (voltage in proportion to the clock)
+  source: |
+{_block(pw.source, "    ")}\
 limits:
   max_model_len: {lim.max_model_len}   # longer requests get 400, as vLLM's
   max_num_seqs: {lim.max_num_seqs}

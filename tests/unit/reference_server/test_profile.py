@@ -13,6 +13,7 @@ def test_every_named_profile_loads_says_where_it_comes_from_and_writes_back_the_
     p = profile.load(name)
     assert p.name == name
     assert p.source.strip(), "a profile cites its step model's source"
+    assert p.power.source.strip(), "and its power model's"
     assert p.about.strip()
     assert p.limits.num_blocks >= profile.kv_blocks_needed(p.limits)
     path = tmp_path / "p.yaml"
@@ -52,6 +53,27 @@ def test_a_step_model_of_its_own_does_not_take_the_bases_provenance(tmp_path):
     assert p.fitted == {}
 
 
+def test_a_power_model_of_its_own_does_not_take_the_bases_provenance(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: vllm-llama3-8b-h100\npower: {idle_w: 50}\ndevice: {name: NVIDIA H200}\n")
+    p, base = profile.load(str(path)), profile.load("vllm-llama3-8b-h100")
+    assert p.power.idle_w == 50.0
+    assert p.power.dynamic_w == base.power.dynamic_w
+    assert p.power.source == ""
+    assert p.source == base.source  # the step model's is still the base's
+    assert p.gpu_name == "NVIDIA H200"
+
+
+def test_a_power_model_draws_its_idle_power_plus_what_its_batch_and_clock_add():
+    """The default fit: 73 W idle, 688 W at a full batch (ML.ENERGY's plateau), a one-token step at
+    three fifths of its dynamic power (memory-bound decode), a locked clock less in proportion."""
+    pw = profile.load(profile.DEFAULT).power
+    assert pw.step_w(10_000, 1.0) == pw.step_w(pw.full_batch_tokens, 1.0) == pw.idle_w + pw.dynamic_w == 688.0
+    assert pw.occupancy(1) == pytest.approx((1 / 320) ** 0.145)
+    assert pw.step_w(1, 1.0) > pw.idle_w + pw.dynamic_w / 3
+    assert pw.step_w(64, 0.5) - pw.idle_w == pytest.approx(0.5**1.5 * (pw.step_w(64, 1.0) - pw.idle_w))
+
+
 @pytest.mark.parametrize(
     ("text", "where"),
     [
@@ -71,6 +93,15 @@ def test_a_step_model_of_its_own_does_not_take_the_bases_provenance(tmp_path):
         ("limits: {max_model_len: 1.0e+12, num_blocks: 7.0e+10}\n", ":1: limits.max_model_len: must be at most 1e+07"),
         ("pacer: {rate: 1.0e+9}\n", ":1: pacer.rate: must be at most 1e+06"),
         ("device: {max_clock_mhz: 1.0e+6}\n", ":1: device.max_clock_mhz: must be at most 10000"),
+        ("device: {name: 5}\n", ":1: device.name: must be text, got 5"),
+        ("power:\n  idle_w: 100\n  dynamic_w: 700\n", ":2: power.dynamic_w: idle_w + dynamic_w (800 W) must not"),
+        ("power: {board_limit_w: 0}\n", ":1: power.board_limit_w: must be a positive number, got 0"),
+        ("power: {idle_w: -1}\n", ":1: power.idle_w: must be a non-negative number, got -1"),
+        ("power: {clock_exponent: 0.5}\n", ":1: power.clock_exponent: must be between 1 and 3"),
+        ("power: {clock_exponent: 4}\n", ":1: power.clock_exponent: must be at most 3, got 4"),
+        ("power: {full_batch_tokens: 0}\n", ":1: power.full_batch_tokens: must be a whole number >= 1, got 0"),
+        ("power: {source: ''}\n", ":1: power.source: must be text, got ''"),
+        ("power: {watts: 1}\n", ":1: power.watts: unknown field (fields: idle_w"),
         ("stepp: {}\n", ":1: stepp: unknown field"),
         ("step: {overhead: 5}\n", ":1: step.overhead: unknown field (fields: overhead_us"),
         ("- 1\n", ":1: a profile is a mapping"),
