@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from llmchaos.errors import UsageError
-from reference_server.profile import H100_CLOCKS, StepModel
+from reference_server.profile import H100_CLOCKS, H100_NAME, Power, StepModel
 
 if TYPE_CHECKING:  # the engine's types (asyncio and all): not for `llmchaos serve --help`
     from reference_server.batch import Batch
@@ -39,6 +39,9 @@ class ExecutorOptions:
         default_factory=StepModel
     )  # sim: the profile's step-time model (the default: every step free)
     clocks: tuple[float, float] = H100_CLOCKS  # the simulated device's max and min graphics clock, MHz
+    power: Power = field(default_factory=Power)  # sim: the simulated board's power model
+    profile: str = "custom"  # sim: the profile's name (its modelled telemetry's label)
+    gpu_name: str = H100_NAME  # sim: the GPU it models, as NVML names it
     device: str = "auto"  # torch: auto | cuda | cpu
     model: str = "tiny"  # torch: tiny | small (seeded random weights) | a local model directory
     num_blocks: int = 8192  # torch: the KV pool's blocks, as many as the block manager's

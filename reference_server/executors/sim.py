@@ -3,7 +3,8 @@
 Each step sleeps for the model's time (prefill tokens, decode tokens, context attended) at the
 device's clock, times a seeded jitter, plus the model's wake when it finds the engine idle;
 consecutive steps run deadline to deadline so error never accumulates. A request waits the model's
-frontend time before the scheduler sees it.
+frontend time before the scheduler sees it. The device draws the profile's power model's watts, idle
+between steps and the step's own from its start to its deadline, and counts the energy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from llmchaos import languages
 from reference_server.batch import Batch
 from reference_server.executors import ExecutorOptions, Sampled
 from reference_server.executors.ngram import NGramModel
-from reference_server.profile import H100_CLOCKS, StepModel
+from reference_server.executors.power import PowerMeter
+from reference_server.profile import H100_CLOCKS, H100_NAME, Power, StepModel
 from reference_server.sequence import Sequence
 
 CATCH_UP_S = 0.05  # a step begins at most this long before the engine runs it (a CPU hiccup, not a pause)
@@ -28,12 +30,14 @@ class SimDevice:
     """A GPU whose graphics clock can be locked within its range, like `nvidia-smi -lgc`.
 
     A step in progress follows the clock: when it changes, the rest of the step's work runs at
-    the new clock (a reset wakes a step scheduled at the lowest one)."""
+    the new clock (a reset wakes a step scheduled at the lowest one), and with a power model, at the
+    new clock's power."""
 
-    def __init__(self, max_clock_mhz: float, min_clock_mhz: float) -> None:
+    def __init__(self, max_clock_mhz: float, min_clock_mhz: float, power: Power | None = None) -> None:
         self.max_clock_mhz, self.min_clock_mhz = max_clock_mhz, min_clock_mhz
         self.locked_mhz: float | None = None
         self._waiter: asyncio.Future[None] | None = None  # the step sleeping on this clock
+        self.meter = PowerMeter(power, time.monotonic()) if power is not None else None
 
     def lock(self, mhz: float) -> None:
         if not self.min_clock_mhz <= mhz <= self.max_clock_mhz:  # NaN fails this too
@@ -48,12 +52,18 @@ class SimDevice:
         if self._waiter is not None:
             _wake(self._waiter)
 
-    async def run_until(self, deadline: float, cost: Callable[[float], float] | None = None) -> float:
+    async def run_until(
+        self, deadline: float, cost: Callable[[float], float] | None = None, start: float | None = None, tokens: int = 0
+    ) -> float:
         """Sleep until `deadline` (time.monotonic) at the current clock. `cost(slowdown)` is the step's
         time at a slowdown (default: in proportion); when the clock changes meanwhile, the rest of the
         step moves by the ratio of its cost at the new clock to that at the old. Returns the deadline
-        met. A step already due still yields once, so that a free engine never starves the loop."""
+        met. A step already due still yields once, so that a free engine never starves the loop.
+        Given its `start`, the step draws its power (`tokens`: prompt tokens computed and decoded) until
+        the deadline met."""
         loop, cost = asyncio.get_running_loop(), cost or _proportional
+        if start is not None:
+            self._draw(start, deadline, tokens)
         if deadline <= time.monotonic():
             await asyncio.sleep(0)
         while (left := deadline - time.monotonic()) > 0:
@@ -67,7 +77,13 @@ class SimDevice:
             now = time.monotonic()
             if deadline > now and (before := cost(slowdown)):  # woken early by a clock change: rescale the rest
                 deadline = now + (deadline - now) * cost(self.slowdown) / before
+                if start is not None:
+                    self._draw(now, deadline, tokens)
         return deadline  # woken late, the step still ended at its deadline: the next one counts from it
+
+    def _draw(self, start: float, end: float, tokens: int) -> None:
+        if self.meter is not None:
+            self.meter.run(tokens, 1 / self.slowdown, start, end)
 
     @property
     def clock_mhz(self) -> float:
@@ -88,9 +104,18 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 
 
 class SimExecutor:
-    def __init__(self, step: StepModel, seed: int = 0, clocks: tuple[float, float] = H100_CLOCKS) -> None:
+    def __init__(
+        self,
+        step: StepModel,
+        seed: int = 0,
+        clocks: tuple[float, float] = H100_CLOCKS,
+        power: Power | None = None,
+        profile: str = "custom",
+        gpu_name: str = H100_NAME,
+    ) -> None:
         self.step = step
-        self.device = SimDevice(*clocks)
+        self.device = SimDevice(*clocks, power or Power())
+        self.power_model, self.gpu_name = profile, gpu_name  # what its modelled GPU telemetry says it is
         self.rng = random.Random(seed)
         self._jitter_rng = random.Random(seed ^ 0x5EED)
         self._frontend_rng = random.Random(seed ^ 0xF0E)
@@ -148,10 +173,11 @@ class SimExecutor:
         wake = self.step.wake if ready > self._deadline else 0.0  # its work came to an idle engine
         self._deadline = start + wake + cost(self.device.slowdown)
         tokens = [self.sample_or_error(seq) for seq in batch.sampling]
-        self._deadline = await self.device.run_until(self._deadline, cost)
+        computed = batch.num_prefill_tokens + batch.num_decode_seqs
+        self._deadline = await self.device.run_until(self._deadline, cost, start, computed)
         return tokens
 
 
 def create(options: ExecutorOptions) -> SimExecutor:
     """The executor factory's entry for `--engine sim`."""
-    return SimExecutor(options.step, options.seed, options.clocks)
+    return SimExecutor(options.step, options.seed, options.clocks, options.power, options.profile, options.gpu_name)
