@@ -19,13 +19,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from llmchaos.net import is_loopback
+from reference_server import gpu_telemetry
 from reference_server.api.common import APIError, bearer, parse_body
 from reference_server.api.gemini import GeminiAPI
 from reference_server.api.openai import OpenAIAPI, Strict
 from reference_server.body_limit import BodyLimit
 from reference_server.config import ServerOptions
 from reference_server.engine import Engine
-from reference_server.gpu_telemetry import GpuTelemetry
 
 if TYPE_CHECKING:
     from reference_server.executors.sim import SimDevice
@@ -172,11 +172,10 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Admin(engine, opts),
     )
 
-    telemetry = GpuTelemetry.of(engine.executor)
-    engine.metrics.registry.register(telemetry)
+    telemetry = gpu_telemetry.of(engine.executor)  # dcgm-exporter's exposition, after the engine's
 
     async def metrics(request: Request) -> Response:
-        body = generate_latest(engine.metrics.registry) + telemetry.comment()
+        body = generate_latest(engine.metrics.registry) + telemetry.exposition()
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def warm_up() -> None:

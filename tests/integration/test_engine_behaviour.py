@@ -955,9 +955,17 @@ def test_healthz_probe_is_real_and_cached(real_time: Server) -> None:
 
 
 # -- 11. GPU telemetry ----------------------------------------------------------------------------------
-def test_without_a_gpu_metrics_has_no_dcgm_gauges_and_says_why(real_time: Server, engine: str) -> None:
+def test_without_a_gpu_metrics_has_no_measured_dcgm_series_and_says_why(real_time: Server, engine: str) -> None:
+    """torch on the CPU: none, and why. sim: its modelled device's, each marked so (their values:
+    tests/integration/test_sim_energy.py)."""
     text = real_time.scrape()
-    executor = {"sim": "SimExecutor", "torch": "TorchExecutor"}[engine]
-    assert f"# DCGM_FI_DEV_* gauges absent: the {executor} runs on no GPU\n" in text
-    assert not [line for line in text.splitlines() if line.startswith(("DCGM_", "# HELP DCGM_", "# TYPE DCGM_"))]
+    dcgm = [line for line in text.splitlines() if line.startswith("DCGM_")]
+    if engine == "sim":
+        assert len(dcgm) == 3
+        assert all('llmchaos_power_model="vllm-llama3-8b-h100"' in line for line in dcgm), dcgm
+        assert "gauges absent" not in text
+    else:
+        assert "# DCGM_FI_DEV_* gauges absent: the TorchExecutor runs on no GPU\n" in text
+        assert not dcgm
+        assert not [line for line in text.splitlines() if line.startswith(("# HELP DCGM_", "# TYPE DCGM_"))]
     assert "vllm:num_requests_running" in text  # the rest of the exposition is whole
