@@ -78,10 +78,7 @@ def gpu() -> list[g.Panel]:
         ("Framebuffer used", "DCGM_FI_DEV_FB_USED", "decmbytes"),
         ("Memory copy utilization", "DCGM_FI_DEV_MEM_COPY_UTIL", "percent"),
     )
-    return [
-        p.timeseries(title, [(f"max by (Hostname, gpu) ({metric}{GPU})", "{{Hostname}} GPU {{gpu}}")], unit)
-        for title, metric, unit in gauges
-    ]
+    return [p.gpu_gauge(title, metric, GPU, unit) for title, metric, unit in gauges]
 
 
 def build() -> g.Dashboard:

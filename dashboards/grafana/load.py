@@ -1,5 +1,6 @@
 """The load dashboard: per-language latency percentiles, outcomes, goodput and SLO attainment, output
-tokens/s and the generator's own health, with the fault windows shaded."""
+tokens/s, the GPUs' energy per output token and power, and the generator's own health, with the fault
+windows shaded."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ from llmchaos.metrics import (
     FAULT_RECOVER,
     GENERATOR_CPU,
     GENERATOR_LOOP_LAG,
+    JOULES_PER_TOKEN,
     METRICS,
     REQUESTS_TOTAL,
     SLO_ISSUED_TOTAL,
     SLO_MET_TOTAL,
+    USD_PER_MTOK,
 )
 
 SEL = p.selector(p.CLIENT_LABELS)
 RUN = p.selector(["run_id"])
+GPU = p.selector(["Hostname"])  # dcgm-exporter's (or the reference server's) GPUs, by host
+ENERGY, POWER = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_POWER_USAGE"  # mJ since boot (a counter), W
 
 
 def latency() -> list[g.Panel]:
@@ -66,6 +71,38 @@ def throughput() -> list[g.Panel]:
     ]
 
 
+def energy() -> list[g.Panel]:
+    """The GPUs' energy over the output tokens of the run and target (every language and phase: shared
+    out by tokens, each language's J/token in an interval is this one), their power, and run.json's cost
+    per language and phase as the run exported it at its end."""
+    joules = f"sum(rate({ENERGY}{GPU}[{p.RATE}])) / 1000"
+    tokens = f"sum(rate({METRICS['output_tokens'].prom}_sum{p.selector(['run_id', 'target'])}[{p.RATE}])) > 0"
+    at_end = "Set when the run ends, from run.json's cost (--energy-from); an absent figure has no series."
+    return [
+        p.timeseries(
+            "Energy per output token",
+            [(f"({joules}) / on () ({tokens})", "J/token")],
+            "joule",
+            "The selected GPUs' energy (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ) per second over the output "
+            "tokens per second of the run and target, every language together. Empty while no token is made, "
+            "and where no GPU exports the counter.",
+        ),
+        p.gpu_gauge("GPU power", POWER, GPU, "watt"),
+        p.timeseries(
+            "J/token by language and phase",
+            [(f"max by (lang, phase) ({JOULES_PER_TOKEN}{SEL})", "{{lang}} {{phase}}")],
+            "joule",
+            at_end,
+        ),
+        p.timeseries(
+            "$/Mtok by language and phase",
+            [(f"max by (lang, phase) ({USD_PER_MTOK}{SEL})", "{{lang}} {{phase}}")],
+            "currencyUSD",
+            at_end + " Priced with --price-per-gpu-hour and --price-per-kwh.",
+        ),
+    ]
+
+
 def generator() -> list[g.Panel]:
     return [
         p.timeseries(
@@ -84,7 +121,14 @@ def build() -> g.Dashboard:
         "llmchaos-load",
         "llmchaos: load",
         "Per-language latency, outcomes, goodput and the generator's health of one run, fault windows shaded.",
-        p.client_variables(),
+        [*p.client_variables(), p.label_variable("Hostname", POWER)],
         [p.fault_annotation(RUN)],
-        p.layout([("Latency", latency()), ("Throughput and SLOs", throughput()), ("Load generator", generator())]),
+        p.layout(
+            [
+                ("Latency", latency()),
+                ("Throughput and SLOs", throughput()),
+                ("Energy", energy()),
+                ("Load generator", generator()),
+            ]
+        ),
     )

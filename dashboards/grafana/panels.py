@@ -101,6 +101,11 @@ def percentiles(
     return timeseries(title, lines, "s")
 
 
+def gpu_gauge(title: str, metric: str, sel: str, unit: str) -> g.TimeSeries:
+    """One of dcgm-exporter's gauges, a line per GPU (none from a server without a GPU: the panel stays empty)."""
+    return timeseries(title, [(f"max by (Hostname, gpu) ({metric}{sel})", "{{Hostname}} GPU {{gpu}}")], unit)
+
+
 def fault_expr(sel: str) -> str:
     return f"max by (fault, kind) ({FAULT_ACTIVE}{sel}) > 0"
 

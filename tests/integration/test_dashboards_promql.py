@@ -2,7 +2,8 @@
 against a real Prometheus that scraped a real short run: the reference server, the SSE proxy in front
 of it, and two open-loop Locust runs exporting live (both also pushing to a Pushgateway, which keeps
 their totals after the run, idle, and their recovery, exported as they end), each with a fault
-window (an SSE first-token delay through the proxy, a simulated GPU clock lock). Each must parse and
+window (an SSE first-token delay through the proxy, a simulated GPU clock lock, with the sim's energy
+read: its cost per language and phase is exported as it ends). Each must parse and
 return at least one series, and no panel may return NaN (the runs start and end idle). The one
 exception is dcgm-exporter's gauges, which a server without a GPU does not export: those must still
 parse."""
@@ -131,8 +132,9 @@ def check(prom: Prometheus, dash: dict, values: dict[str, str], span: tuple[floa
 
 @contextlib.contextmanager
 def two_runs(server: str, proxy_url: str, gateway: str, tmp_path) -> Iterator[tuple[list[subprocess.Popen], list[str]]]:
-    """Run A straight at the server with a simulated clock lock, run B through the proxy with a
-    first-token delay, both pushing to the Pushgateway too; stopped by PID if the test ends first."""
+    """Run A straight at the server with a simulated clock lock, reading the sim's modelled energy, run B
+    through the proxy with a first-token delay, both pushing to the Pushgateway too; stopped by PID if
+    the test ends first."""
     env = {**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN}
     ports = free_port(), free_port()
     a = schedule(tmp_path / "a.yaml", "gpu-at-660mhz", "gpu_clock", f'{{sim: "{server}"}}', "{graphics_mhz: 660}")
@@ -143,8 +145,9 @@ def two_runs(server: str, proxy_url: str, gateway: str, tmp_path) -> Iterator[tu
         f'{{proxy: "{proxy_url.split("//")[1]}"}}',
         "{first_event_delay: 0.3}",
     )
+    energy = ("--energy-from", f"{server}/metrics", "--price-per-gpu-hour", "2")  # A's J/token and $/Mtok exported
     runs = [  # both push: each run's recovery is exported as it ends, which only its last push outlives
-        locust(server, ports[0], a, tmp_path, env, "--push-gateway", gateway),
+        locust(server, ports[0], a, tmp_path, env, "--push-gateway", gateway, *energy),
         locust(proxy_url, ports[1], b, tmp_path, env, "--push-gateway", gateway),
     ]
     try:
