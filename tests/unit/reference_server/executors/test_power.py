@@ -59,9 +59,19 @@ def test_a_clock_change_mid_step_draws_the_new_power_from_that_moment():
     meter.run(50, 1.0, 0.0, 1.0)  # 300 W, due at 1 s
     assert meter.power_w(0.25) == 300.0
     meter.run(50, 0.5, 0.25, 1.75)  # locked to half at 0.25 s: 150 W, the rest rescaled to end at 1.75 s
-    assert meter.power_w(0.5) == 150.0
+    assert meter.power_w(0.5) == pytest.approx((300 + 150) / 2)  # the last second's (here: since the start)
     assert meter.energy_mj(1.75) == pytest.approx(1000 * (300 * 0.25 + 150 * 1.5))
-    assert meter.power_w(1.75) == 100.0
+    assert meter.power_w(1.75) == pytest.approx(150.0)
+
+
+def test_a_power_reading_is_the_average_over_the_last_second_as_nvmls_on_an_h100():
+    meter = PowerMeter(MODEL, 0.0)
+    for i in range(100):  # 10 ms steps back to back for a second, then idle
+        meter.run(50, 1.0, i / 100, (i + 1) / 100)
+    assert meter.power_w(1.0) == pytest.approx(300.0)
+    assert meter.power_w(1.5) == pytest.approx((300 + 100) / 2)
+    assert meter.power_w(2.0) == pytest.approx(100.0)
+    assert meter.energy_mj(3.0) == pytest.approx(1000 * (300 + 2 * 100))  # what it drops is only readings'
 
 
 def test_a_reading_never_falls_however_late_a_step_is_recorded():
