@@ -7,10 +7,14 @@
 #   3. locks the SM clock low through the gpu_clock fault ({gpu: 0}, NVML) and runs the prefill-heavy
 #      load again, sampling the DCGM-named gauges on /metrics before, during and after the lock,
 #   4. reverts the lock (the fault runner does on SIGTERM; `faults recover` on any way out),
-# and prints one summary table. Run as root from anywhere: bash benchmarks/gpu_check.sh
+# and prints one summary table, with the joules per output token of the decode (concurrency 8) and
+# prefill-heavy loads at full clock and under the lock: the GPU's energy counter on /metrics
+# (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML's) read around each load over the tokens the server
+# generated meanwhile (vllm:generation_tokens_total). Run as root from anywhere: bash benchmarks/gpu_check.sh
 # Environment: PYTHON (default python3), LOCK_MHZ (default 600), OUT (default a temporary folder),
 # VENV (default .venv-gpu). DEVICE=cpu MODEL=tiny rehearses the same run without a GPU: the fault
-# then locks the server's simulated clock ({sim: URL}) and the DCGM gauges are absent.
+# then locks the server's simulated clock ({sim: URL}) and the DCGM gauges and energy are absent (the
+# table says why, as /metrics does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -84,11 +88,28 @@ print(json.dumps(row), flush=True)' >>"$OUT/dcgm.jsonl"
 bench() { $BIN/python -m benchmarks.torch_batching --url "$URL" --lock-mhz 0 "$@"; }
 PREFILL=(--concurrency 32 --requests 96 --prompt-repeat 60 --max-tokens 4)  # ~1,700-token prompts
 
+# The energy counter (mJ; absent: why) and the tokens generated so far, one JSON line a read.
+mark() {
+    curl -s "$URL/metrics" | MARK=$1 $BIN/python -c '
+import json, os, sys
+row = {"mark": os.environ["MARK"], "energy_mj": None, "tokens": 0.0, "why": ""}
+for line in sys.stdin:
+    if line.startswith("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{"):
+        row["energy_mj"] = float(line.rsplit(" ", 1)[1])
+    elif line.startswith("vllm:generation_tokens_total{"):
+        row["tokens"] += float(line.rsplit(" ", 1)[1])
+    elif line.startswith(("# DCGM_FI_DEV_* gauges absent:", "# absent: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION:")):
+        row["why"] = line[2:].strip()
+print(json.dumps(row), flush=True)' >>"$OUT/energy.jsonl"
+}
+load() { local name=$1; shift; mark "$name:before"; bench "$@"; mark "$name:after"; }  # a load, metered
+
 sample free & SAMPLER=$!
-say "decode: concurrency 1, 8, 32"
-bench --json "$OUT/decode.json"
+say "decode: concurrency 1, 32, then 8 (metered)"
+bench --concurrency 1,32 --json "$OUT/decode.json"
+load decode_free --concurrency 8 --json "$OUT/decode_free.json"
 say "prefill-heavy, free clock"
-bench "${PREFILL[@]}" --json "$OUT/prefill_free.json"
+load prefill_free "${PREFILL[@]}" --json "$OUT/prefill_free.json"
 kill $SAMPLER; wait $SAMPLER 2>/dev/null || true
 
 # -- 3. lock the SM clock through the gpu_clock fault ------------------------------------------------
@@ -121,8 +142,8 @@ for _ in $(seq 100); do  # until the lock shows
 done
 say "SM clock now ${clock:-?} MHz"
 sample locked & SAMPLER=$!
-bench "${PREFILL[@]}" --json "$OUT/prefill_locked.json"
-bench --concurrency 8 --json "$OUT/decode_locked.json"
+load prefill_locked "${PREFILL[@]}" --json "$OUT/prefill_locked.json"
+load decode_locked --concurrency 8 --json "$OUT/decode_locked.json"
 kill $SAMPLER; wait $SAMPLER 2>/dev/null || true
 
 # -- 4. revert ---------------------------------------------------------------------------------------
@@ -130,7 +151,7 @@ kill -TERM $FAULTS; wait $FAULTS 2>/dev/null || true
 FAULTS=
 sleep 2
 sample reverted & SAMPLER=$!
-bench "${PREFILL[@]}" --json "$OUT/prefill_reverted.json"
+load prefill_reverted "${PREFILL[@]}" --json "$OUT/prefill_reverted.json"
 kill $SAMPLER; wait $SAMPLER 2>/dev/null || true
 say "done in ${SECONDS}s; files in $OUT"
 
@@ -139,8 +160,16 @@ OUT=$OUT LOCK_MHZ=$LOCK_MHZ MODEL=$MODEL DEVICE=$DEVICE $BIN/python - <<'PY'
 import json, os, statistics
 out = os.environ["OUT"]
 read = lambda name: json.load(open(f"{out}/{name}.json"))
-decode, locked = read("decode"), read("decode_locked")
+decode, locked = read("decode") | read("decode_free"), read("decode_locked")
 free, slow, back = read("prefill_free"), read("prefill_locked"), read("prefill_reverted")
+marks = {r["mark"]: r for r in map(json.loads, open(f"{out}/energy.jsonl"))}
+def joules_per_token(load):  # the GPU's energy over the load's generated tokens; None: no counter
+    a, b = marks[f"{load}:before"], marks[f"{load}:after"]
+    if a["energy_mj"] is None or b["energy_mj"] is None or b["tokens"] <= a["tokens"]:
+        return None
+    return (b["energy_mj"] - a["energy_mj"]) / 1000 / (b["tokens"] - a["tokens"])
+def energy_cells(*loads):
+    return " ".join(f"{j:10.4f}" if (j := joules_per_token(l)) is not None else f"{'absent':>10}" for l in loads)
 rows = [json.loads(line) for line in open(f"{out}/dcgm.jsonl")]
 gauges = ["DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE",
           "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"]
@@ -152,6 +181,14 @@ print(f"{'decode tokens/s, concurrency 32':44} {decode['c32']:10.1f}")
 print(f"{'  batching gain at 32 (x one at a time)':44} {decode['c32'] / decode['c1']:10.2f}")
 print(f"{'prefill-heavy output tokens/s, concurrency 32':44} {free['c32']:10.1f} {slow['c32']:10.1f} {back['c32']:10.1f}")
 print(f"{'  throughput drop under the lock (x)':44} {'':10} {free['c32'] / slow['c32']:10.2f}")
+print(f"{'J per output token, decode concurrency 8':44} {energy_cells('decode_free', 'decode_locked')}")
+print(f"{'J per output token, prefill-heavy':44} {energy_cells('prefill_free', 'prefill_locked', 'prefill_reverted')}")
+for a, b, what in (("decode_free", "decode_locked", "decode"), ("prefill_free", "prefill_locked", "prefill-heavy")):
+    if None not in (ja := joules_per_token(a), jb := joules_per_token(b)):
+        print(f"{'  ' + what + ' J/token under the lock (x)':44} {'':10} {jb / ja:10.2f}")
+why = {r["why"] for r in marks.values() if r["why"] and r["energy_mj"] is None}
+if why:
+    print(f"energy absent: {'; '.join(sorted(why))}")
 for g in gauges:
     cells = []
     for phase in ("free", "locked", "reverted"):
