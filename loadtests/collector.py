@@ -14,7 +14,7 @@ from llmchaos.histogram import HistogramSet, Key
 from loadtests.record import RequestRecord, count_batch
 
 YIELD_EVERY = 64  # records encoded or written between yields to the event loop while streams run
-TICKS_PER_S = 10  # output tokens are tallied per tenth of a second (loadtests/cost.py shares energy by them)
+TICKS_PER_S = 10  # output tokens are tallied per tenth of a second (loadtests/energy/ shares energy by them)
 
 
 class Collector:

@@ -30,7 +30,6 @@ from llmchaos.headers import REQUEST_ID_HEADER
 from loadtests import locust_table, protocol
 from loadtests.adapters import ADAPTERS
 from loadtests.collector import Collector
-from loadtests.energy import FaultHost
 from loadtests.exporters import Exporter
 from loadtests.guard import EXIT_STOPPED, Guard
 from loadtests.options import Settings, parsed_options
@@ -95,7 +94,7 @@ class Harness:
         self.timeline: Timeline | None = None
         if self.worker is None:
             self.timeline = open_timeline(self.settings.faults, transport, self._publish)
-            if isinstance(self.settings.energy, FaultHost):  # its counters come with the host's acks
+            if self.settings.energy is not None:  # a fault host's counters come with its acks
                 self.settings.energy.attach(self.timeline)
         _HARNESSES[env] = self
 
@@ -190,6 +189,13 @@ class Harness:
     def finished(self) -> bool:
         """Every request of the source has been sent and has ended (on every worker)."""
         return self.master.all_shares_done() if self.master is not None else self.local_done
+
+    def stop_begins(self) -> None:
+        """Locust is about to stop the users: what they have in flight is cancelled at stop, and the
+        run's energy counts up to now (what a server spends on them after is the stop's, not theirs)."""
+        self.stopping.set()
+        if self.writer is not None:
+            self.writer.stop_begins()
 
     def stop(self) -> None:
         """Test stop: what was due and never sent counts as cancelled at stop, the faults end (before

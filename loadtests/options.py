@@ -13,9 +13,12 @@ from faults.session import FaultOptions
 from llmchaos import languages, recovery, slo
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
-from loadtests import canaries, cost, energy, guard, load_profile
+from loadtests import canaries, guard, load_profile
 from loadtests.adapters import ADAPTERS, Adapter
 from loadtests.dataplane.response import Limits
+from loadtests.energy import attribute
+from loadtests.energy.readings import Source
+from loadtests.energy.sampler import source
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process (gevent): only its users may
     from configargparse import ArgumentParser
@@ -185,8 +188,8 @@ class Settings:
     recovery: recovery.Rule
     guard: guard.Config | None = None
     canaries: canaries.ByLang | None = None  # with --canary-rate: each language's
-    energy: energy.Source | None = None  # with --energy-from
-    prices: cost.Prices = field(default_factory=cost.Prices)
+    energy: Source | None = None  # with --energy-from
+    prices: attribute.Prices = field(default_factory=attribute.Prices)
 
     @classmethod
     def read(cls, options: Namespace) -> Settings:
@@ -229,8 +232,8 @@ class Settings:
             canaries.load(options.canaries or canaries.reference_file(), langs, options.api)
             if options.canary_rate > 0
             else None,
-            energy.source(options.energy_from, options.energy_selector) if options.energy_from else None,
-            cost.Prices(options.price_per_gpu_hour, options.price_per_kwh),
+            source(options.energy_from, options.energy_selector) if options.energy_from else None,
+            attribute.Prices(options.price_per_gpu_hour, options.price_per_kwh),
         )
 
 

@@ -65,7 +65,7 @@ def _sigterm_as_sigint(h: Harness) -> None:
 
 def on_test_stopping(environment: Environment, **kw: object) -> None:
     """Before Locust stops the users: what they had in flight is cancelled at stop."""
-    harness(environment).stopping.set()
+    harness(environment).stop_begins()
 
 
 def on_quitting(environment: Environment, **kw: object) -> None:

@@ -16,9 +16,9 @@ from llmchaos import bounds, recovery, slo
 from llmchaos import run as results
 from llmchaos.histogram import HistogramSet
 from llmchaos.run.table import table
-from loadtests import cost
 from loadtests.collector import Collector
-from loadtests.energy import Sampler
+from loadtests.energy import attribute
+from loadtests.energy.sampler import Sampler
 from loadtests.exporters import Exporter, FaultState
 from loadtests.merge import Merged
 from loadtests.options import Settings
@@ -61,10 +61,16 @@ class RunWriter:
         self.cost: list[results.Cost] = []  # per (target, lang, api, phase), at the end (--energy-from)
         self.energy: results.Energy | None = None
         self.sampler: Sampler | None = None
+        self.stopped: float | None = None  # when the test began to stop: the energy's end
         if settings.energy is not None:
             self.sampler = Sampler(settings.energy.fresh(), settings.options.energy_interval, faults)
             self.sampler.start()
         exporter.start(self.merged, faults, self.run_id)
+
+    def stop_begins(self) -> None:
+        self.stopped = time.time()
+        if self.sampler is not None:
+            self.sampler.source.sample()
 
     def follow_local(self, collector: Collector, watch: SelfWatch) -> None:
         """A single process shares its collector with the totals: only its records and self-watch
@@ -174,9 +180,10 @@ class RunWriter:
             merged.slices, self.fault_windows, settings.recovery, merged.outcomes, ended
         )
         if self.sampler is not None:
-            readings = self.sampler.stop(self.started, ended)
-            self.cost, self.energy = cost.attribute(
-                readings, merged.tokens, merged.produced, settings.prices, self.started, ended
+            until = self.stopped or ended
+            readings = self.sampler.stop(self.started, until)
+            self.cost, self.energy = attribute.attribute(
+                readings, merged.tokens, merged.produced, settings.prices, self.started, until
             )
         self.exporter.finish(self.run_id, self.fault_recovery, self.cost)
         self.close_requests()

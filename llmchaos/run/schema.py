@@ -389,7 +389,7 @@ Source = Annotated[str, AfterValidator(_source)]
 
 class Cost(Part):
     """What one (target, lang, api, phase)'s output tokens cost: the energy of each sampling interval
-    shared out by the tokens produced in it (loadtests/cost.py), and the GPU time likewise; money from
+    shared out by the tokens produced in it (loadtests/energy/attribute.py), and the GPU time likewise; money from
     the run's prices. `source`: measured (a GPU's counter), modelled (the stand-in's power model) or
     absent (no counter: every figure None, `why` says why; never zero, never guessed)."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.integration.loadtest_helpers import distributed, locust, only_run
@@ -35,31 +36,40 @@ def energy_source(url: str, via: str) -> Iterator[tuple[str, ...]]:
         yield ("--energy-from", prom.url, "--energy-selector", '{UUID="GPU-scripted", job="llmchaos"}')
 
 
+@pytest.mark.timing  # a reading's time against the tokens': the timing lane, ahead of the rest
 @pytest.mark.parametrize(
     ("via", "mode"), [("page", "one process"), ("page", "master and two workers"), ("prometheus", "one process")]
 )
 def test_joules_per_token_is_the_servers_own(tmp_path, via, mode):
     with (
-        scripted.running(3, "--joules-per-token", str(J_PER_TOKEN)) as url,
+        # the usage in every event: a stream the stop cuts short counts what it was sent, as the server does
+        scripted.running(3, "--joules-per-token", str(J_PER_TOKEN), "--continuous-usage") as url,
         energy_source(url, via) as energy,
     ):
         run_args = args(url, str(tmp_path / "results"), *energy, "--price-per-gpu-hour", str(PRICE))
         proc = locust(*run_args) if mode == "one process" else distributed(*run_args)
+        page = httpx.get(url + "/metrics", timeout=30).text  # the counter: every token the server wrote
+        spent_j = float(page.split()[-1]) / 1000
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, _ = only_run(tmp_path / "results")
     e = run["energy"]
     assert e["source"] == "measured"
     assert e["method"] == "counter"
     assert len(e["gpus"]) == 1
-    assert e["interval_s"] == pytest.approx(0.5, rel=0.2)
+    assert 0.5 <= e["interval_s"] < 1.0  # 0.5 s and a read's round trip (longer on a busy machine)
     assert e["why"] is None
     rows = {(c["lang"], c["phase"]): c for c in run["cost"]}
     assert {("en", "warmup"), ("en", "baseline"), ("de", "warmup"), ("de", "baseline")} <= set(rows)
+    # The server spent energy on the tokens it wrote and the client never read (still in the socket
+    # when the test stopped its users): at most that much lands on the last interval's tokens. Beyond
+    # it, a reading's time and a token's arrival can fall on either side of each other by a read's
+    # round trip: a few tokens of each interval; at most 2 % measured under two busy loops, 3.5 % once.
+    unread_j = spent_j - J_PER_TOKEN * sum(c["tokens"] for c in rows.values())
+    assert unread_j >= -1e-6
     for (lang, phase), c in rows.items():
         assert c["source"] == "measured"
-        # a reading's time and a token's arrival can fall on either side of each other by the
-        # loopback's delivery (a ms): a few tokens of each half-second interval
-        assert c["j_per_token"] == pytest.approx(J_PER_TOKEN, rel=0.03), (lang, phase, c)
+        truth = J_PER_TOKEN * c["tokens"]
+        assert abs(c["energy_j"] - truth) <= unread_j + 0.05 * truth, (lang, phase, c, unread_j)
         assert c["usd_per_mtok"] == pytest.approx(c["gpu_s"] / 3600 * PRICE / c["tokens"] * 1e6)
     # every joule of the covered span is someone's or idle's, and the blocks add up to the rows
     attributed = sum(c["energy_j"] for c in rows.values())

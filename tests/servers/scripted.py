@@ -131,6 +131,7 @@ class State:
     itl_ms: ClassVar[tuple[float, float]] = ITL_MS
     modes: ClassVar[dict[str, dict]] = {}  # lang -> x_script defaults (--modes)
     joules_per_token: ClassVar[float] = 0.0
+    continuous_usage: ClassVar[bool] = False
     energy_mj: ClassVar[float] = 0.0
 
 
@@ -225,7 +226,10 @@ class Stream:
             text = "".join(_word(self.rec.lang, i + j) for j in range(_words_in(self.rec.mode, i)))
         thinking = self.rec.mode == "think" and i < int(self.script.get("after", 3))
         kind = str(self.script.get("field", "reasoning_content")) if thinking else "content"
-        data = self.chunk({kind: text}, "length" if final else None, x_sent_ns=ns)
+        usage = {"usage": _usage(self.body, sum(_words_in(self.rec.mode, j) for j in range(i + 1)))}
+        data = self.chunk(
+            {kind: text}, "length" if final else None, x_sent_ns=ns, **(usage if State.continuous_usage else {})
+        )
         self.rec.writes.append(t - self.t0)
         State.energy_mj += 1000 * State.joules_per_token * _words_in(self.rec.mode, i)
         await self.write(PING + data if self.rec.mode == "ping" else data)
@@ -485,9 +489,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--itl-ms", type=float, nargs=2, default=ITL_MS, metavar=("LO", "HI"))
     p.add_argument("--joules-per-token", type=float, default=0.0, help="what each word streamed adds to /metrics")
+    p.add_argument("--continuous-usage", action="store_true", help="the usage so far in every content event")
     p.add_argument("--modes", default="", help="per-language misbehaviour: lang=mode[:status|size|field|seconds],...")
     args = p.parse_args(argv)
     State.seed, State.itl_ms, State.joules_per_token = args.seed, tuple(args.itl_ms), args.joules_per_token
+    State.continuous_usage = args.continuous_usage
     gc.freeze()  # no 50-100 ms full collections of the imported heap while holding the truth
     gc.set_threshold(10_000, 50, 1_000)
     for item in filter(None, args.modes.split(",")):

@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 
 from loadtests.collector import TICKS_PER_S, Collector
-from loadtests.cost import Prices, attribute
-from loadtests.energy import Readings, cumulative
+from loadtests.energy.attribute import Prices, attribute
+from loadtests.energy.readings import Readings, cumulative
 from loadtests.record import RequestRecord
 
 EN = ("t", "en", "openai-chat", "baseline")
@@ -42,16 +42,17 @@ def test_each_interval_is_shared_by_the_tokens_produced_in_it():
     assert {r.source for r in rows} == {"measured"}
 
 
-def test_an_interval_without_tokens_is_no_ones_and_the_run_is_clipped():
-    # read at -5 and 25 s; the run is 0..20 s: 2000 J in it; tokens only in 0..10 (the reads
-    # bracket it: one interval from 0 to 20, the run's own ends)
+def test_an_interval_without_tokens_is_no_ones_and_the_intervals_at_the_runs_ends_count_whole():
+    # read at -5, 10, 25 and 40 s; the run is 0..20 s: the intervals -5..10 and 10..25 straddle
+    # its ends and count whole (3000 J), 25..40 is past it; tokens only in -5..10
     tally = Counter({(*EN, tick(2.0)): 40})
-    rows, energy = attribute(watts(100, [-5, 10, 25]), tally, Counter({EN: 1}), Prices(), 0, 20)
-    assert energy.energy_j == pytest.approx(2000)
-    assert rows[0].energy_j == pytest.approx(1000)
-    assert energy.unattributed_j == pytest.approx(1000)
+    rows, energy = attribute(watts(100, [-5, 10, 25, 40]), tally, Counter({EN: 1}), Prices(), 0, 20)
+    assert energy.covered == (-5, 25)
+    assert energy.energy_j == pytest.approx(3000)
+    assert rows[0].energy_j == pytest.approx(1500)
+    assert energy.unattributed_j == pytest.approx(1500)
     assert rows[0].usd is None
-    assert rows[0].usd_per_mtok is None
+    assert rows[0].usd_per_mtok is None  # no price given
 
 
 def test_a_tick_straddling_a_reading_is_split_evenly_over_it():

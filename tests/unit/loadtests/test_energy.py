@@ -3,7 +3,10 @@
 import pytest
 
 from llmchaos.errors import UsageError
-from loadtests.energy import ENERGY, MODELLED, POWER, Page, cumulative, integrated, selector, source
+from loadtests.energy.page import Page
+from loadtests.energy.readings import ENERGY, MODELLED, POWER, cumulative, integrated
+from loadtests.energy.sampler import source
+from loadtests.energy.selector import selector
 
 PAGE = f"""# HELP {ENERGY} Total energy consumption since boot (in mJ).
 # TYPE {ENERGY} counter
@@ -73,3 +76,25 @@ def test_a_modelled_series_is_marked_and_no_series_is_absent_with_why():
 def test_counter_resets_and_power_integrate_to_joules():
     assert cumulative([(0, 1000.0), (1, 3000.0), (2, 500.0)]) == [(0, 0.0), (1, 2.0), (2, 2.5)]
     assert integrated([(0, 100.0), (2, 200.0)]) == [(0, 0.0), (2, 300.0)]
+
+
+class Session:
+    """A fault session as the host source sees it: the hosts its schedule names and their counters."""
+
+    def __init__(self) -> None:
+        self.remote = ["gpu-1"]
+
+    def energy(self, host: str):
+        return {"GPU-a": [(1.0, 1000.0), (2.0, 3000.0)], "GPU-b": [(1.0, 0.0), (2.0, 9000.0)]}, None
+
+
+def test_a_fault_host_source_needs_its_host_in_the_schedule_and_keeps_the_selected_gpus():
+    with pytest.raises(UsageError, match="--energy-from: no fault host 'gpu-2' in --schedule"):
+        source("host:gpu-2", "").attach(Session())
+    with pytest.raises(UsageError, match="--energy-from"):
+        source("host:gpu-1", "").attach(object())  # no fault session (no --schedule)
+    src = source("host:gpu-1", '{UUID="GPU-a"}')
+    src.attach(Session())
+    got = src.readings(1.0, 2.0)
+    assert got.joules == {"GPU-a": [(1.0, 0.0), (2.0, 2.0)]}
+    assert got.origin == "fault host gpu-1 (NVML)"

@@ -3,7 +3,8 @@
 from the prices (`--price-per-gpu-hour`, `--price-per-kwh`); run.json's `cost` and `energy`.
 
 The energy between two readings is taken as spread evenly over that interval (all one can know of a
-counter read at two times), and the tokens of a tally tick evenly over the tick. Intervals in which
+counter read at two times), and the tokens of a tally tick evenly over the tick; the intervals that
+straddle the run's start and end count whole. Intervals in which
 no token was produced (idle, or a prefill alone) are no language's: `unattributed_j`.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from llmchaos.run import Cost, Energy, EnergyBlock
 from loadtests.collector import TICKS_PER_S
-from loadtests.energy import Readings
+from loadtests.energy.readings import Readings
 
 Key = tuple[str, str, str, str]  # target, lang, api, phase
 ROUND = 6
@@ -36,12 +37,14 @@ class Prices:
 
 
 def total_joules(readings: Readings, start: float, end: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """The times at which any GPU was read within [start, end] (and the span's ends, where every GPU
-    was read on both sides of it), and all GPUs' joules since the first of them; None when the GPUs'
-    readings have no time in common."""
+    """The times at which any GPU was read over the run, and all GPUs' joules since the first of them;
+    None when the GPUs' readings have no time in common. The intervals that straddle the run's start
+    and end are kept whole, from each GPU's last reading before the start to its first after the end:
+    a source that reads on its own clock (Prometheus's scrapes) has no reading at either, and cutting
+    an interval would leave out part of the first or last tokens' energy, never theirs to lose."""
     series = [np.array(s, dtype=float) for s in readings.joules.values()]
-    lo = max(start, max(s[0, 0] for s in series))
-    hi = min(end, min(s[-1, 0] for s in series))
+    lo = max(float(s[max(0, int(np.searchsorted(s[:, 0], start, side="right")) - 1), 0]) for s in series)
+    hi = min(float(s[min(len(s) - 1, int(np.searchsorted(s[:, 0], end, side="left"))), 0]) for s in series)
     if hi <= lo:
         return None
     times = np.unique(np.concatenate([[lo, hi], *(s[:, 0] for s in series)]))
