@@ -131,11 +131,11 @@ def cost_lines(run: Run) -> list[str]:
         return []
     if e.source == "absent":
         return [f"cost: absent ({e.why})"]
+    joules = f"{e.energy_j:.1f} J" if e.energy_j is not None else "energy"
+    method = f" by {e.method}" if e.method else ""
     every = f", read every {e.interval_s:.2g} s" if e.interval_s else ""
     idle = f"; {e.unattributed_j:.1f} J in intervals with no token" if e.unattributed_j else ""
-    lines = [
-        f"cost ({e.source}, {e.energy_j:.1f} J of {len(e.gpus)} GPU(s) by {e.method}{every}, from {e.origin}{idle}):"
-    ]
+    lines = [f"cost ({e.source}, {joules} of {len(e.gpus)} GPU(s){method}{every}, from {e.origin}{idle}):"]
     if e.why:
         lines.append(f"  note: {e.why}")
     for c in run.cost:

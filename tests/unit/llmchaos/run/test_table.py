@@ -1,0 +1,48 @@
+"""The summary's cost lines: every figure the run has, the reason where it has none, never a crash
+on a run.json whose energy says less than the load test writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks._synthetic_run import write
+from llmchaos import run
+from llmchaos.run.table import cost_lines
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> run.Run:
+    return run.load(write(tmp_path_factory.mktemp("runs") / "r", 50, seed=1)).run
+
+
+def cost(lang: str, j: float | None, usd: float | None = None) -> run.Cost:
+    return run.Cost(
+        target="t", lang=lang, api="openai-chat", phase="baseline", source="modelled", tokens=1000, requests=10,
+        energy_j=None if j is None else j * 1000, j_per_token=j, j_per_request=None if j is None else j * 100,
+        usd_per_mtok=usd, why=None if j is not None else "none of its tokens were produced within the energy readings",
+    )  # fmt: skip
+
+
+def test_a_run_without_energy_prints_no_cost(made):
+    assert cost_lines(made) == []
+
+
+def test_each_language_and_phase_is_printed_and_a_missing_figure_says_why(made):
+    energy = run.Energy(
+        source="modelled", origin="http://s/metrics", gpus=("GPU-sim",), method="counter", interval_s=1.0,
+        energy_j=312.5, unattributed_j=2.5,
+    )  # fmt: skip
+    lines = cost_lines(made.model_copy(update={"energy": energy, "cost": [cost("en", 0.3125, 1.5), cost("de", None)]}))
+    assert lines == [
+        "cost (modelled, 312.5 J of 1 GPU(s) by counter, read every 1 s, from http://s/metrics; 2.5 J in intervals "
+        "with no token):",
+        "  en baseline: 0.312 J/token, 31.2 J/request, $1.50/Mtok",
+        "  de baseline: - (none of its tokens were produced within the energy readings)",
+    ]
+
+
+def test_an_absent_source_is_one_line_with_why_and_a_sparse_one_never_a_crash(made):
+    absent = run.Energy(source="absent", origin="x", why="no series matching the selector")
+    assert cost_lines(made.model_copy(update={"energy": absent})) == ["cost: absent (no series matching the selector)"]
+    sparse = run.Energy(source="measured", origin="x")  # what a hand-written run.json may hold
+    assert cost_lines(made.model_copy(update={"energy": sparse})) == ["cost (measured, energy of 0 GPU(s), from x):"]
