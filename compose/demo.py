@@ -2,7 +2,8 @@
 schedule (a first-token delay with 15 % of events dropped through the proxy, the simulated GPU clock
 locked at 660 MHz, and as root a tbf bandwidth limit on a veth pair to workers in a namespace the demo
 creates), then the results directory with its HTML report, the dashboards built, the per-language
-summary per phase; everything it started is stopped at the end, the namespace removed."""
+summary per phase with what a token cost (the sim's modelled energy); everything it started is
+stopped at the end, the namespace removed."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from llmchaos import languages
 from llmchaos.procs import free_port
 
 TOKEN = "llmchaos-demo"
+PRICE_PER_GPU_HOUR = 3.0  # an example figure for $/Mtok, said as such where it is printed
 LLMCHAOS = [sys.executable, "-m", "llmchaos.cli"]
 WINDOWS = (  # name, kind, start and length as fractions of the run, params
     ("first-token-delay", "sse", 0.25, 0.15, "{first_event_delay: 0.25, drop_ratio: 0.15}"),
@@ -65,6 +67,8 @@ def stack_up(state: Path, seconds: float, link: Link | None) -> Iterator[str]:
         *("--max-tokens", "32", "--long-context-tokens", "600"),  # uncached prefills: a clock lock slows TTFT, not ITL
         *("--schedule", str(plan), "--fault-journal", str(state / "journal.json")),
         *(("--allow-interface", link.host_interface) if link else ()),
+        # what a token costs: the sim's modelled energy from its page, at an example price of an H100-hour
+        *("--energy-from", f"http://{bind}:{server}/metrics", "--price-per-gpu-hour", str(PRICE_PER_GPU_HOUR)),
     ]
     env = {**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN}
     main, workers = ["--state-dir", str(state / "stack")], ["--state-dir", str(state / "workers")]
@@ -116,19 +120,33 @@ def _ms(cell: dict | None, key: str, limit_ms: float | None = None) -> str:
     return f"{value:.1f}{'!' if limit_ms is not None and value > limit_ms else ''}"
 
 
+def _cost(row: dict | None, key: str, form: str) -> str:
+    return "-" if row is None or row.get(key) is None else format(row[key], form)
+
+
 def per_phase(run: dict) -> str:
-    """TTFT and ITL per language and phase, a '!' where a P99 is over the language's SLO."""
+    """TTFT, ITL and what a token cost per language and phase, a '!' where a P99 is over the
+    language's SLO."""
     cells = {(s["lang"], s["phase"], s["metric"]): s for s in run["summaries"]}
+    costs = {(c["lang"], c["phase"]): c for c in run.get("cost", [])}
     phases = ["baseline", *(w["name"] for w in run["faults"])]
-    out = [f"{'lang':4}  {'phase':18} {'reqs':>5} {'ttft p50':>9} {'ttft p99':>9} {'itl p99':>8}   (ms; !: over SLO)"]
+    out = [
+        f"{'lang':4}  {'phase':18} {'reqs':>5} {'ttft p50':>9} {'ttft p99':>9} {'itl p99':>8} {'J/token':>8} "
+        f"{'$/Mtok':>7}   (ms; !: over SLO; $ at ${PRICE_PER_GPU_HOUR:g} per GPU-hour)"
+    ]
     for lang in sorted({s["lang"] for s in run["summaries"]}):
         slo = languages.get(lang).slo
         for phase in phases:
-            ttft, itl = cells.get((lang, phase, "ttft")), cells.get((lang, phase, "itl"))
+            ttft, itl, cost = (
+                cells.get((lang, phase, "ttft")),
+                cells.get((lang, phase, "itl")),
+                costs.get((lang, phase)),
+            )
             if ttft is not None:
                 out.append(
                     f"{lang:4}  {phase:18} {ttft['count']:5} {_ms(ttft, 'p50'):>9} "
-                    f"{_ms(ttft, 'p99', slo.get('ttft_p99_ms')):>9} {_ms(itl, 'p99', slo.get('itl_p99_ms')):>8}"
+                    f"{_ms(ttft, 'p99', slo.get('ttft_p99_ms')):>9} {_ms(itl, 'p99', slo.get('itl_p99_ms')):>8} "
+                    f"{_cost(cost, 'j_per_token', '.3f'):>8} {_cost(cost, 'usd_per_mtok', '.2f'):>7}"
                 )
     return "\n".join(out)
 
@@ -176,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     p50 = {(s["phase"], s["metric"]): s["p50"] for s in run["summaries"] if s["lang"] == "en" and s["p50"]}
     if {(p, m) for p in ("baseline", "gpu-at-660mhz") for m in ("ttft", "itl")} <= p50.keys():
         x = {m: p50["gpu-at-660mhz", m] / p50["baseline", m] for m in ("ttft", "itl")}
-        print(f"clock lock at 660 MHz (en, p50 over baseline): TTFT x{x['ttft']:.2f}, ITL x{x['itl']:.2f}")
+        j = {c["phase"]: c["j_per_token"] for c in run.get("cost", []) if c["lang"] == "en" and c["j_per_token"]}
+        energy = (
+            f", J/token x{j['gpu-at-660mhz'] / j['baseline']:.2f}" if {"baseline", "gpu-at-660mhz"} <= j.keys() else ""
+        )
+        print(f"clock lock at 660 MHz (en, p50 over baseline): TTFT x{x['ttft']:.2f}, ITL x{x['itl']:.2f}{energy}")
     failed = [w["name"] for w in run["faults"] if w.get("error")]
     print(
         f"\nresults: {run_dir} (run.json, histograms/, requests.jsonl)\nHTML report: {html}\n"
