@@ -1,6 +1,7 @@
 """J/token and $/Mtok against a server whose GPU counter rises by a known amount per token streamed
-(and by nothing else), read from its /metrics page by a real Locust run; an energy source with no
-counter is absent, and the run completes."""
+(and by nothing else), read from its /metrics page or through a real Prometheus by a real Locust run;
+an energy source with no counter is absent, and the run completes; the seeds' clock-lock drill
+against the sim moves J/token by its power model's ratio."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from reference_server import profile
 from tests.integration.loadtest_helpers import distributed, locust, only_run
+from tests.procs import serve
 from tests.servers import scripted
 from tests.services import prometheus
 
@@ -89,3 +92,46 @@ def test_a_page_without_a_counter_is_absent_and_says_why(tmp_path):
     assert {c["source"] for c in run["cost"]} == {"absent"}
     assert all(c["j_per_token"] is None and c["tokens"] > 0 for c in run["cost"])
     assert "cost: absent (" in proc.stderr
+
+
+@pytest.mark.timing  # J/token against the sim's steps: the timing lane, ahead of the rest
+def test_a_clock_lock_changes_joules_per_token_as_the_sims_power_model_says(tmp_path, monkeypatch):
+    """The seeds' GPU drill against the sim: 8 users decode in one batch; locked at half the clock, a
+    decode step of 8 is as long (memory-bound: its math is under the weights' read) at the model's
+    lower watts, so each language's J/token falls by the model's ratio of the two steps' power. Within
+    15 %: a new request's prefill joins a step now and then, a request is in the phase it started in
+    (one that began just before the lock ran partly locked), and a busy machine's lost time is idle
+    (measured here: within 9 % under two busy loops, 3 of 4 runs within 3 %)."""
+    p = profile.load(profile.DEFAULT)
+    lock_mhz = p.max_clock_mhz / 2
+    step = p.step
+    assert step.decode_token * 8 * 2 < step.memory  # memory-bound at half the clock: the same step time
+    monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", "T")
+    with serve("--sim-time-scale", "1", "--sim-jitter", "0", "--admin-token", "T") as server:
+        schedule = tmp_path / "schedule.yaml"
+        schedule.write_text(f"""faults:
+  - name: gpu-lock
+    kind: gpu_clock
+    target: {{sim: "{server.url}"}}
+    at: 5s
+    duration: 6s
+    params: {{graphics_mhz: {lock_mhz:g}}}
+""")
+        proc = locust(
+            "--host", server.url, "--results-dir", str(tmp_path / "results"), "-u", "8", "-r", "8", "-t", "15s",
+            "--langs", "en,de", "--max-tokens", "32", "--prompt-sizes", "short", "--warmup", "2s",
+            "--schedule", str(schedule), "--fault-journal", str(tmp_path / "journal.json"),
+            "--energy-from", server.url + "/metrics", "--energy-interval", "0.5", "--price-per-gpu-hour", "3",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, _ = only_run(tmp_path / "results")
+    assert run["energy"]["source"] == "modelled"
+    rows = {(c["lang"], c["phase"]): c for c in run["cost"]}
+    predicted = p.power.step_w(8, 0.5) / p.power.step_w(8, 1.0)
+    for lang in ("en", "de"):
+        base, locked = rows[lang, "baseline"], rows[lang, "gpu-lock"]
+        assert locked["source"] == base["source"] == "modelled"
+        ratio = locked["j_per_token"] / base["j_per_token"]
+        assert ratio == pytest.approx(predicted, rel=0.15), (lang, ratio, predicted, base, locked)
+        for c in (base, locked):  # money: the GPU-seconds its tokens took, at the price
+            assert c["usd_per_mtok"] == pytest.approx(c["gpu_s"] / 3600 * 3 / c["tokens"] * 1e6)
