@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dashboards.comparison import cost, error_bars, flags, prometheus, recovery_gate, runs, wrong_gate
+    from dashboards.comparison import error_bars, flags, prometheus, recovery_gate, runs, wrong_gate
     from dashboards.comparison.verdicts import compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         result = compare([sel.apply(a_sample)], [sel.apply(b_sample)], settings)
         return emit(result, args, Context(prometheus=(a_sample, b_sample)))
     a, b = _sides(args)
-    cost.match(a, b)
+    runs.match_energy(a, b)
     result = compare(
         [sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, None, runs.differences(a, b)
     )

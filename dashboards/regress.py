@@ -25,7 +25,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dashboards.comparison import cost, error_bars, flags, history, recovery_gate, rules, runs, wrong_gate
+    from dashboards.comparison import error_bars, flags, history, recovery_gate, rules, runs, wrong_gate
     from dashboards.comparison.verdicts import Gate, compare
     from dashboards.formats.emit import emit
     from dashboards.formats.html import Context
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     settings, sel = flags.settings(args), flags.Selection.of(args)
     gates = rules.load(args.rules, settings)
     a, b = runs.side(args.baseline), runs.side(args.current)
-    cost.match(a, b)
+    runs.match_energy(a, b)
     gate: Gate = gates.gate
     result = compare(
         [sel.apply(x.sample) for x in a], [sel.apply(x.sample) for x in b], settings, gate, runs.differences(a, b)

@@ -10,18 +10,14 @@ are shown, never tested. A run that asked for no energy (no `energy`) has no cos
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dashboards.comparison.blocks import Blocks
 from dashboards.comparison.sample import COSTS, Cell, CellKey, Known, Ratio
 from llmchaos.run import Cost, Energy, Run
-
-if TYPE_CHECKING:
-    from dashboards.comparison.runs import Loaded
 
 J_PER_KWH = 3.6e6
 PER_MTOK = 1e6
@@ -64,22 +60,6 @@ def cells(run: Run, bl: Blocks) -> dict[CellKey, Cell]:
         for metric, num in nums.items():
             out[CellKey(lang, metric, phase)] = Ratio(num[i], den[i], n, used, of_requests=False)
     return out
-
-
-def match(a: Sequence[Loaded], b: Sequence[Loaded]) -> None:
-    """Where the two sides' runs came by their energy in different ways (measured against modelled),
-    every cost cell is shown, not tested: a change there could be the way's, not the target's."""
-    sources = [{x.results.run.energy.source for x in side if x.results.run.energy is not None} for side in (a, b)]
-    if len((sources[0] | sources[1]) - {"absent"}) < 2:
-        return
-    said = {side: ", ".join(sorted(s)) or "none" for side, s in zip("AB", sources, strict=True)}
-    why = f"the sides' energy is not alike (A {said['A']}; B {said['B']}): not compared"
-    for x in (*a, *b):
-        cells = x.sample.cells
-        for key, cell in cells.items():
-            if key.metric in COSTS and isinstance(cell, Ratio):
-                figure = cell.exact
-                cells[key] = Known({} if figure is None else {"rate": figure}, float(cell.n), why, cell.blocks)
 
 
 @dataclass(frozen=True)

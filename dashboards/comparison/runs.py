@@ -7,13 +7,13 @@ nightly baseline folder) stands for all of them, and a replay's directory for it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from dashboards.comparison import cost
 from dashboards.comparison.columns import DISTRIBUTIONS, Columns, read
-from dashboards.comparison.sample import PCTS, RATES_GROUP, CellKey, Known, RunSample, reduce
+from dashboards.comparison.sample import COSTS, PCTS, RATES_GROUP, CellKey, Known, Ratio, RunSample, reduce
 from llmchaos import run
 from llmchaos.errors import UsageError
 from llmchaos.run.store import RUN_JSON
@@ -130,3 +130,19 @@ def replay_sides(spec: str) -> tuple[str, str] | None:
     if not (path / RUN_JSON).is_file() and (path / "a").is_dir() and (path / "b").is_dir():
         return str(path / "a"), str(path / "b")
     return None
+
+
+def match_energy(a: Sequence[Loaded], b: Sequence[Loaded]) -> None:
+    """Where the two sides' runs came by their energy in different ways (measured against modelled),
+    every cost cell is shown, not tested: a change there could be the way's, not the target's."""
+    sources = [{x.results.run.energy.source for x in side if x.results.run.energy is not None} for side in (a, b)]
+    if len((sources[0] | sources[1]) - {"absent"}) < 2:
+        return
+    said = {side: ", ".join(sorted(s)) or "none" for side, s in zip("AB", sources, strict=True)}
+    why = f"the sides' energy is not alike (A {said['A']}; B {said['B']}): not compared"
+    for x in (*a, *b):
+        cells = x.sample.cells
+        for key, cell in cells.items():
+            if key.metric in COSTS and isinstance(cell, Ratio):
+                figure = cell.exact
+                cells[key] = Known({} if figure is None else {"rate": figure}, float(cell.n), why, cell.blocks)
