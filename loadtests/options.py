@@ -118,7 +118,8 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument(
         "--energy-from",
         default="",
-        help="GPU energy for J/token: a Prometheus URL, or a /metrics page (dcgm-exporter's, the reference server's)",
+        help="GPU energy for J/token: a Prometheus URL, a /metrics page (dcgm-exporter's, the reference server's), "
+        "or host:NAME (a fault host's NVML)",
     )
     g.add_argument("--energy-selector", default="", help='label selector of the GPUs\' series, e.g. {Hostname="gpu-1"}')
     g.add_argument(
