@@ -11,6 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadtests.energy.readings import ENERGY, MODELLED, POWER, TIMEOUT_S, Readings, Series, Source, gpu_key, readings
 from loadtests.energy.selector import Matcher
 
+ABSENT = ("# DCGM_FI_DEV_* gauges absent: ", f"# absent: {ENERGY}: ")  # the reference server's word on why
+
 
 def ours(page: str) -> str:
     """The lines of an exposition about the energy and power series (a server's page is mostly
@@ -20,6 +22,11 @@ def ours(page: str) -> str:
         for line in page.splitlines()
         if line.startswith((ENERGY, POWER, f"# TYPE {ENERGY}", f"# TYPE {POWER}"))
     )
+
+
+def said_absent(page: str) -> str | None:
+    """What the page says of its GPU series' absence (the reference server's comment), if anything."""
+    return next((line.split(": ", 1)[1] for line in page.splitlines() if line.startswith(ABSENT)), None)
 
 
 class Page(Source):
@@ -33,6 +40,7 @@ class Page(Source):
         self.modelled = False
         self.reads = 0
         self.failed: list[str] = []
+        self.absent: str | None = None  # the page's own word on why it has no energy
 
     def fresh(self) -> Page:
         return Page(self.url, self.matchers)
@@ -49,6 +57,7 @@ class Page(Source):
 
     def absorb(self, page: str, t: float) -> None:
         """The energy and power samples of one read of the page, at time `t`."""
+        self.absent = said_absent(page) or self.absent
         for family in text_string_to_metric_families(ours(page)):
             into = {ENERGY: self.counters, POWER: self.powers}.get(family.name)
             if into is None:
@@ -60,7 +69,8 @@ class Page(Source):
 
     def readings(self, start: float, end: float) -> Readings:
         failed = f"; {len(self.failed)} of {self.reads} reads failed ({self.failed[-1]})" if self.failed else ""
-        why = f"no {ENERGY} or {POWER} series matching the selector on {self.url}{failed}"
+        said = f" (it says: {self.absent})" if self.absent else ""
+        why = f"no {ENERGY} or {POWER} series matching the selector on {self.url}{said}{failed}"
         out = readings(self.origin, self.counters, self.powers, self.modelled, why)
         if out.why is None and failed:
             out.why = failed[2:]

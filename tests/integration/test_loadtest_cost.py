@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from reference_server import profile
+from tests.integration.conftest import TORCH
 from tests.integration.loadtest_helpers import distributed, locust, only_run
 from tests.procs import serve
 from tests.servers import scripted
@@ -82,16 +83,21 @@ def test_joules_per_token_is_the_servers_own(tmp_path, via, mode):
     assert "cost (measured" in proc.stderr
 
 
-def test_a_page_without_a_counter_is_absent_and_says_why(tmp_path):
-    with scripted.running(3) as url:
-        proc = locust(*args(url, str(tmp_path / "results"), "--energy-from", url + "/healthz/metrics"))
+def test_a_server_on_no_gpu_has_its_cost_absent_and_says_why(tmp_path):
+    """The torch executor on this machine's CPU: its page has no GPU series and says why; the run's
+    cost is absent with that reason (never a zero), every row still counting its tokens."""
+    with serve(*TORCH) as server:
+        proc = locust(
+            "--host", server.url, "--results-dir", str(tmp_path / "results"), "-u", "2", "-r", "2", "-t", "4s",
+            "--langs", "en,de", "--max-tokens", "8", "--energy-from", server.url + "/metrics",
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     run, _, _ = only_run(tmp_path / "results")
     assert run["energy"]["source"] == "absent"
-    assert "reads failed" in run["energy"]["why"]
+    assert run["energy"]["why"].endswith("(it says: the TorchExecutor runs on no GPU)")
     assert {c["source"] for c in run["cost"]} == {"absent"}
-    assert all(c["j_per_token"] is None and c["tokens"] > 0 for c in run["cost"])
-    assert "cost: absent (" in proc.stderr
+    assert all(c["j_per_token"] is None and c["usd_per_mtok"] is None and c["tokens"] > 0 for c in run["cost"])
+    assert f"cost: absent ({run['energy']['why']})" in proc.stderr
 
 
 @pytest.mark.timing  # J/token against the sim's steps: the timing lane, ahead of the rest

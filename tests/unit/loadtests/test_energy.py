@@ -98,3 +98,14 @@ def test_a_fault_host_source_needs_its_host_in_the_schedule_and_keeps_the_select
     got = src.readings(1.0, 2.0)
     assert got.joules == {"GPU-a": [(1.0, 0.0), (2.0, 2.0)]}
     assert got.origin == "fault host gpu-1 (NVML)"
+
+
+def test_a_page_that_says_why_it_has_no_gpu_is_absent_with_its_reason():
+    page = Page("http://x/metrics", [])
+    page.absorb("# DCGM_FI_DEV_* gauges absent: the TorchExecutor runs on no GPU\nup 1\n", 0.0)
+    got = page.readings(0, 1)
+    assert not got.joules
+    assert got.why == (
+        f"no {ENERGY} or {POWER} series matching the selector on http://x/metrics "
+        "(it says: the TorchExecutor runs on no GPU)"
+    )
