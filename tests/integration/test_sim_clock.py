@@ -87,8 +87,10 @@ def test_a_step_woken_late_still_ended_at_its_deadline():
     assert met == deadline
 
 
+@pytest.mark.timing  # a loop held past CATCH_UP_S (50 ms) by the suite's own load may, by design, lose it
 def test_steps_back_to_back_follow_each_other_whatever_the_loop_does_between_them():
-    """A busy CPU between two steps delays neither: the second begins where the first ended."""
+    """A busy CPU between two steps delays neither: the second begins where the first ended (so long
+    as the loop comes back within CATCH_UP_S: one whole make test held it 51 ms once)."""
     step = StepModel(overhead=0.004, memory=0.003, decode_token=1e-4)
     executor = SimExecutor(step)
     executor.model("en")  # built once, on the first step, else: tens of ms
