@@ -23,6 +23,7 @@ from loadtests.energy.readings import Readings
 
 Key = tuple[str, str, str, str]  # target, lang, api, phase
 ROUND = 6
+MAX_BLOCKS = 2000  # reading intervals a run keeps in run.json's blocks, at most (longer runs' are merged)
 
 
 @dataclass(frozen=True)
@@ -92,30 +93,11 @@ def attribute(
     source = "modelled" if readings.modelled else "measured"
     gpus = len(readings.joules)
     cumulative = {k: np.interp(times, *c, left=0.0) for k, c in tokens_by_key(tally).items()}
-    blocks: list[EnergyBlock] = []
-    sums: dict[Key, np.ndarray] = defaultdict(lambda: np.zeros(3))  # joules, gpu-seconds, tokens
-    unattributed = 0.0
-    for i in range(len(times) - 1):
-        a, b, de = times[i], times[i + 1], joules[i + 1] - joules[i]
-        made = {k: float(c[i + 1] - c[i]) for k, c in cumulative.items() if c[i + 1] > c[i]}
-        total = sum(made.values())
-        if not total:
-            unattributed += de
-            continue
-        for key, n in made.items():
-            share = n / total
-            part = np.array([de * share, (b - a) * gpus * share, n])
-            sums[key] += part
-            blocks.append(
-                EnergyBlock(
-                    start=round(a, 3),
-                    end=round(b, 3),
-                    **names(key),
-                    energy_j=round(part[0], ROUND),
-                    gpu_s=round(part[1], ROUND),
-                    tokens=round(n, ROUND),
-                )
-            )
+    parts, unattributed = shares(times, joules, cumulative, gpus)
+    sums: dict[Key, np.ndarray] = defaultdict(lambda: np.zeros(3))
+    for (_, key), part in parts.items():
+        sums[key] += part
+    blocks = merged_blocks(parts, times)
     rows = [row(key, source, sums.get(key), produced.get(key, 0), prices) for key in keys]
     energy = Energy(
         source=source,
@@ -134,6 +116,48 @@ def attribute(
         blocks=blocks,
     )
     return rows, energy
+
+
+def shares(
+    times: np.ndarray, joules: np.ndarray, cumulative: dict[Key, np.ndarray], gpus: int
+) -> tuple[dict[tuple[int, Key], np.ndarray], float]:
+    """Each reading interval's (joules, GPU-seconds, tokens) of each key that produced tokens in it, in
+    proportion to them; and the joules of the intervals in which none was produced."""
+    parts: dict[tuple[int, Key], np.ndarray] = {}
+    unattributed = 0.0
+    for i in range(len(times) - 1):
+        de, seconds = joules[i + 1] - joules[i], (times[i + 1] - times[i]) * gpus
+        made = {k: float(c[i + 1] - c[i]) for k, c in cumulative.items() if c[i + 1] > c[i]}
+        total = sum(made.values())
+        if not total:
+            unattributed += de
+        for key, n in made.items():
+            parts[(i, key)] = np.array([de * n / total, seconds * n / total, n])
+    return parts, unattributed
+
+
+def merged_blocks(parts: dict[tuple[int, Key], np.ndarray], times: np.ndarray) -> list[EnergyBlock]:
+    """run.json's blocks: each key's share of each reading interval, consecutive intervals merged so
+    that a run has at most MAX_BLOCKS of them (a day read every second would not fit run.json;
+    `compare` blocks them coarser still)."""
+    n = len(times) - 1
+    group = (lambda i: i * MAX_BLOCKS // n) if n > MAX_BLOCKS else (lambda i: i)
+    merged: dict[tuple[int, Key], list[Any]] = {}
+    for (i, key), part in parts.items():
+        g = merged.setdefault((group(i), key), [times[i], times[i + 1], np.zeros(3)])
+        g[0], g[1] = min(g[0], times[i]), max(g[1], times[i + 1])
+        g[2] += part
+    return [
+        EnergyBlock(
+            start=round(float(a), 3),
+            end=round(float(b), 3),
+            **names(key),
+            energy_j=round(float(part[0]), ROUND),
+            gpu_s=round(float(part[1]), ROUND),
+            tokens=round(float(part[2]), ROUND),
+        )
+        for (_, key), (a, b, part) in sorted(merged.items(), key=lambda kv: (kv[1][0], kv[0][1]))
+    ]
 
 
 def names(key: Key) -> dict[str, str]:

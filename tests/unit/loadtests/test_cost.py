@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from loadtests.collector import TICKS_PER_S, Collector
-from loadtests.energy.attribute import Prices, attribute
+from loadtests.energy.attribute import MAX_BLOCKS, Prices, attribute
 from loadtests.energy.readings import Readings, cumulative
 from loadtests.record import RequestRecord
 
@@ -107,3 +107,16 @@ def test_the_collector_tallies_each_event_s_tokens_at_its_time():
     assert c.tokens == Counter({(*EN, tick(100.5)): per[0], (*EN, tick(100.75)): per[1], (*EN, tick(101.05)): per[2]})
     assert c.produced == Counter({EN: 1})
     assert sum(c.tokens.values()) == rec.output_tokens
+
+
+def test_a_long_runs_blocks_are_merged_to_at_most_max_blocks_and_add_up_the_same():
+    # a reading every second for 5,000 s, en making a token in each: 5,000 intervals, 2,000 blocks
+    times = [float(t) for t in range(5001)]
+    tally = Counter({(*EN, tick(t + 0.5)): 1 for t in range(5000)})
+    rows, energy = attribute(watts(100, times), tally, Counter({EN: 5000}), Prices(), 0, 5000)
+    assert len(energy.blocks) == MAX_BLOCKS
+    assert sum(b.energy_j for b in energy.blocks) == pytest.approx(500_000)
+    assert sum(b.tokens for b in energy.blocks) == pytest.approx(5000)
+    assert rows[0].j_per_token == pytest.approx(100)
+    assert energy.blocks[0].start == 0
+    assert energy.blocks[-1].end == 5000
