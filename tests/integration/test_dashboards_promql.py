@@ -132,9 +132,9 @@ def check(prom: Prometheus, dash: dict, values: dict[str, str], span: tuple[floa
 
 @contextlib.contextmanager
 def two_runs(server: str, proxy_url: str, gateway: str, tmp_path) -> Iterator[tuple[list[subprocess.Popen], list[str]]]:
-    """Run A straight at the server with a simulated clock lock, reading the sim's modelled energy, run B
-    through the proxy with a first-token delay, both pushing to the Pushgateway too; stopped by PID if
-    the test ends first."""
+    """Run A straight at the server with a simulated clock lock, run B through the proxy with a
+    first-token delay, both reading the sim's modelled energy and pushing to the Pushgateway too;
+    stopped by PID if the test ends first."""
     env = {**os.environ, "LLMCHAOS_ADMIN_TOKEN": TOKEN}
     ports = free_port(), free_port()
     a = schedule(tmp_path / "a.yaml", "gpu-at-660mhz", "gpu_clock", f'{{sim: "{server}"}}', "{graphics_mhz: 660}")
@@ -145,10 +145,12 @@ def two_runs(server: str, proxy_url: str, gateway: str, tmp_path) -> Iterator[tu
         f'{{proxy: "{proxy_url.split("//")[1]}"}}',
         "{first_event_delay: 0.3}",
     )
-    energy = ("--energy-from", f"{server}/metrics", "--price-per-gpu-hour", "2")  # A's J/token and $/Mtok exported
+    # both read the sim's energy: each exports its J/token and $/Mtok as it ends, and the dashboard's
+    # run variable may pick either
+    energy = ("--energy-from", f"{server}/metrics", "--price-per-gpu-hour", "2")
     runs = [  # both push: each run's recovery is exported as it ends, which only its last push outlives
         locust(server, ports[0], a, tmp_path, env, "--push-gateway", gateway, *energy),
-        locust(proxy_url, ports[1], b, tmp_path, env, "--push-gateway", gateway),
+        locust(proxy_url, ports[1], b, tmp_path, env, "--push-gateway", gateway, *energy),
     ]
     try:
         yield runs, [f"127.0.0.1:{port}" for port in ports]
