@@ -17,17 +17,9 @@ import numpy as np
 
 from dashboards.comparison.blocks import Blocks
 from dashboards.comparison.sample import COSTS, Cell, CellKey, Known, Ratio
-from llmchaos.run import Cost, Energy, Run
+from llmchaos.run import Cost, Run
 
-J_PER_KWH = 3.6e6
 PER_MTOK = 1e6
-
-
-def usd(energy: Energy, gpu_s: np.ndarray, joules: np.ndarray) -> np.ndarray | None:
-    """The money of GPU-seconds and joules at the run's prices; None where it gave neither."""
-    if energy.price_per_gpu_hour is None and energy.price_per_kwh is None:
-        return None
-    return gpu_s / 3600 * (energy.price_per_gpu_hour or 0.0) + joules / J_PER_KWH * (energy.price_per_kwh or 0.0)
 
 
 def cells(run: Run, bl: Blocks) -> dict[CellKey, Cell]:
@@ -50,8 +42,9 @@ def cells(run: Run, bl: Blocks) -> dict[CellKey, Cell]:
     def per_block(values: np.ndarray) -> np.ndarray:
         return np.bincount(at, weights=values, minlength=len(names) * bl.count).reshape(len(names), bl.count)
 
-    joules, gpu_s, tokens = (np.array([getattr(b, f) for b in mine]) for f in ("energy_j", "gpu_s", "tokens"))
-    money = usd(energy, gpu_s, joules)
+    joules, tokens = (np.array([getattr(b, f) for b in mine]) for f in ("energy_j", "tokens"))
+    priced = [energy.usd(b.gpu_s, b.energy_j) for b in mine]
+    money = None if priced[0] is None else np.array(priced, dtype=float)
     nums = {"j_per_token": per_block(joules)} | ({} if money is None else {"usd_per_mtok": per_block(money) * PER_MTOK})
     den = per_block(tokens)
     out: dict[CellKey, Cell] = {}

@@ -27,6 +27,7 @@ from llmchaos.run.schema import (
     SloResult,
     Summary,
     Validity,
+    usd,
 )
 from llmchaos.run.store import (
     RunResults,
@@ -77,5 +78,6 @@ __all__ = [
     "new_run_id",
     "outcome_rows",
     "summarize",
+    "usd",
     "write",
 ]

@@ -376,6 +376,15 @@ class Replay(Part):
 
 
 SOURCES = ("measured", "modelled", "absent")
+J_PER_KWH = 3.6e6
+
+
+def usd(gpu_s: float, joules: float, per_gpu_hour: float | None, per_kwh: float | None) -> float | None:
+    """What GPU-seconds and joules cost: GPU-hours at the price per GPU-hour plus kWh at the price per
+    kWh (a price not given: none of it); None when neither price is given."""
+    if per_gpu_hour is None and per_kwh is None:
+        return None
+    return gpu_s / 3600 * (per_gpu_hour or 0.0) + joules / J_PER_KWH * (per_kwh or 0.0)
 
 
 def _source(text: str) -> str:
@@ -440,6 +449,10 @@ class Energy(Part):
     price_per_gpu_hour: NonNegativeFloat | None = None
     price_per_kwh: NonNegativeFloat | None = None
     blocks: list[EnergyBlock] = []
+
+    def usd(self, gpu_s: float, joules: float) -> float | None:
+        """What GPU-seconds and joules cost at this run's prices (None: it gave none)."""
+        return usd(gpu_s, joules, self.price_per_gpu_hour, self.price_per_kwh)
 
 
 class Run(Part):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from llmchaos.run import Cost, Energy, EnergyBlock
+from llmchaos.run import Cost, Energy, EnergyBlock, usd
 from loadtests.collector import TICKS_PER_S
 from loadtests.energy.readings import Readings
 
@@ -32,9 +32,7 @@ class Prices:
     per_kwh: float | None = None
 
     def usd(self, gpu_s: float, joules: float) -> float | None:
-        if self.per_gpu_hour is None and self.per_kwh is None:
-            return None
-        return gpu_s / 3600 * (self.per_gpu_hour or 0.0) + joules / 3.6e6 * (self.per_kwh or 0.0)
+        return usd(gpu_s, joules, self.per_gpu_hour, self.per_kwh)
 
 
 def total_joules(readings: Readings, start: float, end: float) -> tuple[np.ndarray, np.ndarray] | None:
