@@ -40,11 +40,12 @@ class Collector:
         for metric, values in samples.items():
             if values:
                 self.hist.record_many(Key(*base, metric), values)
-        spread = rec.itl_spread() if rec.outcome == "ok" and rec.gaps else ([], [])
+        per_chunk = rec.tokens_per_chunk() if rec.chunks else []  # once: ITL's spread and the tally's times
+        spread = rec.itl_spread(per_chunk) if rec.outcome == "ok" and rec.gaps else ([], [])
         if spread[0]:
             self.hist.record_many(Key(*base, "itl"), *spread)
         self.outcomes[(*base, rec.outcome)] += 1
-        if times := rec.token_times():
+        if times := rec.token_times(per_chunk):
             self.produced[base] += 1
             for t, n in times:
                 self.tokens[(*base, math.floor(t * TICKS_PER_S))] += n

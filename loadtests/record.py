@@ -215,18 +215,19 @@ class RequestRecord:
         self.count_tokens()
         return shares(total, self.own_each or [1] * n)
 
-    def itl_spread(self) -> tuple[list[float], list[int]]:
+    def itl_spread(self, per_chunk: list[int] | None = None) -> tuple[list[float], list[int]]:
         """The ITL samples (the core's `itl`: each gap over the tokens of the chunk it delivered) and
         how many each stands for (recorded so: one event may carry a million); as many as output
-        tokens after the first event's."""
-        return itl(self.gaps, self.tokens_per_chunk())
+        tokens after the first event's. `per_chunk`: `tokens_per_chunk`, when the caller has it."""
+        return itl(self.gaps, self.tokens_per_chunk() if per_chunk is None else per_chunk)
 
-    def token_times(self) -> list[tuple[float, int]]:
+    def token_times(self, per_chunk: list[int] | None = None) -> list[tuple[float, int]]:
         """When (unix time) each content event delivered how many output tokens (those never streamed
-        with the first): what the energy of each sampling interval is shared out by."""
+        with the first): what the energy of each sampling interval is shared out by. `per_chunk`:
+        `tokens_per_chunk`, when the caller has it."""
         if self.ttft is None or not self.chunks:
             return []
-        t, tokens = self.intended + self.ttft, self.tokens_per_chunk()
+        t, tokens = self.intended + self.ttft, self.tokens_per_chunk() if per_chunk is None else per_chunk
         out = [(t, tokens[0] + self.unstreamed)]
         for gap, n in zip(self.gaps, tokens[1:], strict=False):
             t += gap
