@@ -8,7 +8,18 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtests.energy.readings import ENERGY, MODELLED, POWER, TIMEOUT_S, Readings, Series, Source, gpu_key, readings
+from loadtests.energy.readings import (
+    ENERGY,
+    MODELLED,
+    POWER,
+    TIMEOUT_S,
+    Readings,
+    Series,
+    Source,
+    figure,
+    gpu_key,
+    readings,
+)
 from loadtests.energy.selector import Matcher
 
 ABSENT = ("# DCGM_FI_DEV_* gauges absent: ", f"# absent: {ENERGY}: ")  # the reference server's word on why
@@ -32,6 +43,8 @@ def said_absent(page: str) -> str | None:
 class Page(Source):
     """A `/metrics` page read here: each GPU's value at the time of the read (the middle of its round
     trip), the series matching the selector."""
+
+    live = True
 
     def __init__(self, url: str, matchers: list[Matcher]) -> None:
         self.url, self.matchers, self.origin = url, matchers, url
@@ -63,7 +76,8 @@ class Page(Source):
             if into is None:
                 continue
             for s in family.samples:
-                if s.name in (ENERGY, ENERGY + "_total", POWER) and all(m(s.labels) for m in self.matchers):
+                selected = all(m(s.labels) for m in self.matchers)
+                if s.name in (ENERGY, ENERGY + "_total", POWER) and selected and figure(s.value):
                     into.setdefault(gpu_key(s.labels), []).append((t, s.value))
                     self.modelled |= MODELLED in s.labels
 

@@ -9,7 +9,18 @@ import time
 import gevent
 import httpx
 
-from loadtests.energy.readings import ENERGY, MODELLED, POWER, TIMEOUT_S, Readings, Series, Source, gpu_key, readings
+from loadtests.energy.readings import (
+    ENERGY,
+    MODELLED,
+    POWER,
+    TIMEOUT_S,
+    Readings,
+    Series,
+    Source,
+    figure,
+    gpu_key,
+    readings,
+)
 
 LOOKBEHIND_S = 60.0  # raw samples are read from this long before the run (one before its start, to interpolate)
 
@@ -36,7 +47,8 @@ class Prometheus(Source):
         modelled = False
         for item in body["data"]["result"]:
             labels = item["metric"]
-            series.setdefault(gpu_key(labels), []).extend((float(t), float(v)) for t, v in item["values"])
+            points = ((float(t), float(v)) for t, v in item["values"])
+            series.setdefault(gpu_key(labels), []).extend(p for p in points if figure(p[1]))
             modelled |= MODELLED in labels
         return series, modelled
 

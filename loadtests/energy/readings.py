@@ -5,6 +5,7 @@ with the reason, never zero."""
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -66,9 +67,16 @@ def integrated(power_w: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
+def figure(value: float) -> bool:
+    """Whether a sample is one a counter or a power gauge can read (NaN, an infinity, below zero: not)."""
+    return math.isfinite(value) and value >= 0
+
+
 def readings(origin: str, counters: Series, powers: Series, modelled: bool, why: str) -> Readings:
     """Readings from the energy counters, or from the power samples of GPUs that have none; absent
     (with `why`) where no GPU has two samples of either."""
+    if any(counters.values()) or any(powers.values()):
+        why = "no GPU was read twice over the run (a run shorter than the sampling interval?)"
     joules: Series = {g: cumulative(s) for g, s in counters.items() if len(s) >= 2}
     method = "counter" if joules else None
     if not joules:
@@ -80,10 +88,11 @@ def readings(origin: str, counters: Series, powers: Series, modelled: bool, why:
 
 
 class Source:
-    """Where the energy comes from: `sample` is called at the interval and at every phase edge, and
-    `readings` once at the end."""
+    """Where the energy comes from: `sample` is called at the interval and at every phase edge (where
+    it is `live`: it reads when asked), and `readings` once at the end."""
 
     origin: str
+    live = False
 
     def attach(self, timeline: object) -> None:
         """The run's fault timeline, where a source needs it (a fault host's counters are kept there)."""

@@ -41,7 +41,8 @@ class Sampler:
 
     def start(self) -> None:
         self.source.sample()
-        self._greenlet = gevent.spawn(self._loop)
+        if self.source.live:  # a Prometheus or a fault host reads on its own: nothing to poll for
+            self._greenlet = gevent.spawn(self._loop)
 
     def _loop(self) -> None:
         last, due = self.edges() if self.edges else None, time.monotonic() + self.interval

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from llmchaos.errors import UsageError
 
+ESCAPE = re.compile(r"\\(.)")  # a string's backslash escapes (\" \\ \n \t); any other character stands for itself
+UNESCAPED = {"n": "\n", "t": "\t"}
 MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
 
 
@@ -38,7 +40,7 @@ def selector(text: str) -> list[Matcher]:
             raise UsageError(
                 f'not a label selector at {body[pos:]!r} (e.g. {{Hostname="gpu-1"}})', field="--energy-selector"
             )
-        value = bytes(m[3], "utf-8").decode("unicode_escape")
+        value = ESCAPE.sub(lambda e: UNESCAPED.get(e[1], e[1]), m[3])
         if m[2] in ("=~", "!~"):
             try:
                 re.compile(value)

@@ -109,3 +109,26 @@ def test_a_page_that_says_why_it_has_no_gpu_is_absent_with_its_reason():
         f"no {ENERGY} or {POWER} series matching the selector on http://x/metrics "
         "(it says: the TorchExecutor runs on no GPU)"
     )
+
+
+def test_a_selectors_strings_take_promqls_escapes_and_any_text():
+    (m,) = selector('{Hostname="größe-\\"1\\"\\\\x"}')
+    assert m.value == 'größe-"1"\\x'
+    (m,) = selector('{a="\\x"}')  # an escape PromQL does not know: the character itself, never a crash
+    assert m.value == "x"
+
+
+def test_a_sample_no_gpu_can_read_is_left_out_and_one_reading_says_so():
+    page = Page("http://x/metrics", [])
+    for t, v in ((0.0, "NaN"), (1.0, "-5"), (2.0, "+Inf"), (3.0, "7000")):
+        page.absorb(f'{ENERGY}{{UUID="GPU-a"}} {v}\n', t)
+    got = page.readings(0, 3)
+    assert page.counters == {"GPU-a": [(3.0, 7000.0)]}
+    assert not got.joules
+    assert got.why == "no GPU was read twice over the run (a run shorter than the sampling interval?)"
+
+
+def test_only_a_page_is_sampled_live():
+    assert source("http://x/metrics", "").live
+    assert not source("http://x:9090", "").live
+    assert not source("host:gpu-1", "").live
