@@ -23,7 +23,7 @@ class Merged:
         self.slo_counts: Counter[tuple[str, ...]] = local.slo_counts if local else Counter()
         self.slices: Counter[tuple[Any, ...]] = local.slices if local else Counter()  # recovery.py's tallies
         self.late: Counter[tuple[str, ...]] = local.late if local else Counter()  # bounds.py's uncertain samples
-        self.tokens: Counter[tuple[Any, ...]] = local.tokens if local else Counter()  # the energy tally per tick (loadtests/energy/)
+        self.tokens: Counter[tuple[Any, ...]] = local.tokens if local else Counter()  # energy/ shares joules by it
         self.produced: Counter[tuple[str, ...]] = local.produced if local else Counter()
         self.requests = requests or {}  # side -> its requests.jsonl
         self.generator: dict[str, dict[str, Any]] = {}  # process -> cpu and loop-lag samples, read counts
