@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from llmchaos.cli import Subparsers, positive
+from llmchaos.cli import Subparsers, pools, positive
+
+ROUTERS = ("round-robin", "least-loaded", "prefix")  # `llmchaos serve --router`'s
 
 
 def default_state_dir() -> str:
@@ -24,6 +26,12 @@ def register(sub: Subparsers) -> None:
         v.add_argument("--state-dir", default=default_state_dir(), help="ports, PIDs and logs (default: %(default)s)")
     up.add_argument("--bind", default="127.0.0.1", help="the address every service listens on")
     up.add_argument("--servers", type=positive(int), default=1, help="reference servers (the proxy fronts the first)")
+    up.add_argument("--replicas", type=positive(int), default=1, help="engines behind a router in each server")
+    up.add_argument(
+        "--disaggregate", type=pools, default=None, metavar="P:D", help="each server as P prefill and D decode engines"
+    )
+    up.add_argument("--router", choices=ROUTERS, default=None, help="the router's policy (a cluster's)")
+    up.add_argument("--server-args", default="", help="more options for each server, e.g. '--kv-failure hang'")
     up.add_argument("--workers", type=int, default=2, help="Locust workers")
     up.add_argument("--langs", default="en,de,fr,es,it,pt,zh,ja", help="languages of the Locust users")
     up.add_argument("--scrape-interval", type=positive(int), default=5, help="Prometheus' scrape interval (s)")

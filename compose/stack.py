@@ -108,7 +108,7 @@ def full(stack: Stack, args: argparse.Namespace) -> str | None:
         args.workers,
         args.langs,
         args.scrape_interval,
-        ("--admin-token", args.admin_token) if args.admin_token else (),
+        server_args(args),
         _split(args.locust_args),
         args.server_port,
         args.proxy_port,
@@ -149,6 +149,22 @@ def full(stack: Stack, args: argparse.Namespace) -> str | None:
     if problem := wait_ready(master, READY_S, lambda m: _workers(m) >= args.workers):
         return problem
     return dashboards(stack, plan, prom.url, args.no_grafana)
+
+
+def server_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """What each `llmchaos serve` is given beyond its address: the admin token, the cluster it is."""
+    if args.replicas > 1 and args.disaggregate:
+        raise UsageError("give --replicas or --disaggregate, not both", field="--disaggregate")
+    if args.router and args.replicas == 1 and not args.disaggregate:
+        raise UsageError("a router needs --replicas N (N >= 2) or --disaggregate P:D", field="--router")
+    out = ["--admin-token", args.admin_token] if args.admin_token else []
+    if args.replicas > 1:
+        out += ["--replicas", str(args.replicas)]
+    if args.disaggregate:
+        out += ["--disaggregate", "{}:{}".format(*args.disaggregate)]
+    if args.router:
+        out += ["--router", args.router]
+    return (*out, *_split(args.server_args, "--server-args"))
 
 
 def _split(text: str, flag: str = "--locust-args") -> tuple[str, ...]:

@@ -44,6 +44,14 @@ def non_negative(text: str) -> float:
     return value
 
 
+def pools(text: str) -> tuple[int, int]:
+    """An argparse type: `P:D`, two whole numbers above zero (prefill and decode engines)."""
+    p, sep, d = text.partition(":")
+    if not (sep and p.isdigit() and d.isdigit() and int(p) > 0 and int(d) > 0):
+        raise argparse.ArgumentTypeError(f"must be P:D, prefill and decode engines (each at least 1), got {text!r}")
+    return int(p), int(d)
+
+
 def _at_most(most: float) -> str:
     return "" if most == math.inf else f" and at most {most:g}"
 

@@ -65,3 +65,18 @@ def test_a_number_that_is_not_finite_is_refused_naming_its_flag(capsys, args, fl
     assert r.returncode == 2, r
     assert r.stderr.startswith(f"llmchaos: error: argument {flag}: must be a finite number"), r.stderr
     assert r.stderr.count("\n") == 1, r.stderr  # one line, as every other error
+
+
+@pytest.mark.parametrize(("text", "pair"), [("1:1", (1, 1)), ("2:3", (2, 3))])
+def test_pools_reads_prefill_and_decode_counts(text, pair):
+    from llmchaos.cli import pools
+
+    assert pools(text) == pair
+
+
+@pytest.mark.parametrize("text", ["1", "0:1", "1:0", "1:", ":1", "a:b", "1:2:3", "-1:2", "1.5:2"])
+def test_pools_refuses_what_is_not_two_counts(text):
+    from llmchaos.cli import pools
+
+    with pytest.raises(argparse.ArgumentTypeError, match="must be P:D"):
+        pools(text)
