@@ -17,7 +17,9 @@ runs the window on the fault host of that name (faults/host/), the rest of the t
 injector's there; no host: the process that runs the schedule. (A docker target's `host` that is a
 URL, `unix:///...`, stays the daemon's address, as before.)
 Two windows of one kind on one target never overlap (worked out per pair of faults, not by listing
-windows), and windows are produced lazily, so a fault every 10 ms costs nothing until it runs.
+windows; for `replica` and `router` one target is one replica of one router, and a `holding` window,
+resolved at run time, may be any of its replicas), and windows are produced lazily, so a fault every
+10 ms costs nothing until it runs.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ def load(path: str, kinds: dict[str, type[Injector]]) -> Schedule:
         specs.append(_fault(r, node, i, kinds, names))
         names.add(specs[-1].name)
     schedule = Schedule(seed, specs)
-    _check_overlaps(schedule, path)
+    _check_overlaps(schedule, path, kinds)
     return schedule
 
 
@@ -292,7 +294,22 @@ def _host(r: _Reader, node: yaml.Node, where: str, kind: str, target: dict) -> t
     return host, rest
 
 
-def _check_overlaps(schedule: Schedule, path: str) -> None:
+def _overlap_groups(schedule: Schedule, kinds: dict[str, type[Injector]]) -> Iterator[list[FaultSpec]]:
+    """The groups of faults whose windows must never overlap: one kind on one target; for a kind
+    whose injector says what of its target a window takes (`claim(target)`: the thing, and the part
+    of it, None for a part known only at run time), one kind on one part of one thing, together with
+    that thing's windows whose part may be any."""
+    things: dict[tuple[str, str], dict[str | None, list[FaultSpec]]] = {}
+    for (kind, key), group in schedule.by_target().items():
+        claim = getattr(kinds[kind], "claim", None)
+        thing, part = claim(group[0].target) if claim else (key, "")
+        things.setdefault((kind, f"{group[0].host} {thing}"), {}).setdefault(part, []).extend(group)
+    for parts in things.values():
+        anywhere = parts.pop(None, [])
+        yield from ([*group, *anywhere] for group in parts.values()) if parts else [anywhere]
+
+
+def _check_overlaps(schedule: Schedule, path: str, kinds: dict[str, type[Injector]]) -> None:
     """Refuse two faults of one kind on one target whose windows ever overlap, naming the one whose
     window starts later: one-off windows by a sweep in start order, a repeating fault against each other."""
 
@@ -304,7 +321,7 @@ def _check_overlaps(schedule: Schedule, path: str) -> None:
             field=f"faults[{later.index}]",
         )
 
-    for group in schedule.by_target().values():
+    for group in _overlap_groups(schedule, kinds):
         trains = sorted(
             ((Train.of(f.at, f.duration, f.every), f.index, f) for f in group), key=lambda t: (t[0].at, t[1])
         )

@@ -2,8 +2,9 @@
 master. Deny by default, since it acts for whoever holds the secret: a kind works there only once an
 option names what it may hit (qdiscs: `--allow-interface`/`--allow-netns`; GPU clocks: `--allow-gpu`,
 or `--allow-sim URL` for a reference server's simulated device, which also lets `corrupt` hit that
-server; containers: `--allow-docker`; SSE: `--allow-proxy HOST:PORT`). The injectors then apply the
-same allowlist as in `faults run`."""
+server, and `replica`, `kv_link` and `router` the cluster a router there fronts; containers:
+`--allow-docker`; SSE: `--allow-proxy HOST:PORT`). The injectors then apply the same allowlist as
+in `faults run`."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from faults import allow
 from faults.allow import Allowlist
 from llmchaos.errors import UsageError
 
+SIM_KINDS = ("gpu_clock", "corrupt", "replica", "kv_link", "router")  # a reference server's admin API, by URL
+
 
 @dataclass(frozen=True)
 class Reach:
     allow: Allowlist
     qdisc: bool = False  # netem and tbf: some interface or namespace was allowed
-    sims: frozenset[str] = frozenset()  # reference servers' base URLs: their simulated device, their corrupt fault
+    sims: frozenset[str] = frozenset()  # reference servers' base URLs: their admin API's faults
     proxies: frozenset[str] = frozenset()  # SSE proxies (HOST:PORT) whose control API may be used
     docker: bool = False  # containers on this host's daemon (DOCKER_HOST or the local socket)
 
@@ -28,7 +31,7 @@ class Reach:
         """Why this host will not touch `target` with `kind`, or None (the injector checks the rest)."""
         if kind in ("netem", "tbf"):
             return None if self.qdisc else "this fault host allows no interface (--allow-interface, --allow-netns)"
-        if kind in ("gpu_clock", "corrupt") and "sim" in target:
+        if kind in SIM_KINDS and "sim" in target:
             sim = str(target["sim"]).rstrip("/")
             return None if sim in self.sims else f"simulated device {sim} is not in this host's allowlist (--allow-sim)"
         if kind == "gpu_clock":
