@@ -1,6 +1,8 @@
-"""`make demo`: the local stack, a per-language step load of `--seconds` (2 minutes) with a fault
-schedule (a first-token delay with 15 % of events dropped through the proxy, the simulated GPU clock
-locked at 660 MHz, and as root a tbf bandwidth limit on a veth pair to workers in a namespace the demo
+"""`make demo`: the local stack, its server a small disaggregated cluster (one prefill and two decode
+engines behind a router, decode recomputing a prefill whose KV does not come), a per-language step
+load of `--seconds` (2 minutes) with a fault schedule (a first-token delay with 15 % of events dropped
+through the proxy, the simulated GPU clocks locked at 660 MHz, a decode engine killed, the KV link
+partitioned, and as root a tbf bandwidth limit on a veth pair to workers in a namespace the demo
 creates), then the results directory with its HTML report, the dashboards built, the per-language
 summary per phase with what a token cost (the sim's modelled energy); everything it started is
 stopped at the end, the namespace removed."""
@@ -26,10 +28,14 @@ from llmchaos.procs import free_port
 TOKEN = "llmchaos-demo"
 PRICE_PER_GPU_HOUR = 3.0  # an example figure for $/Mtok, said as such where it is printed
 LLMCHAOS = [sys.executable, "-m", "llmchaos.cli"]
+CLUSTER = ("--disaggregate", "1:2", "--server-args", "--kv-failure recompute --kv-bytes-scale 0.01")
+KILLED = 2  # the second decode engine (0 prefills, 1 and 2 decode)
 WINDOWS = (  # name, kind, start and length as fractions of the run, params
-    ("first-token-delay", "sse", 0.25, 0.15, "{first_event_delay: 0.25, drop_ratio: 0.15}"),
-    ("gpu-at-660mhz", "gpu_clock", 0.45, 0.15, "{graphics_mhz: 660}"),
-    ("bandwidth-200kbit", "tbf", 0.65, 0.15, "{rate: 200kbit, burst: 4096, latency: 400ms}"),
+    ("first-token-delay", "sse", 0.16, 0.1, "{first_event_delay: 0.25, drop_ratio: 0.15}"),
+    ("gpu-at-660mhz", "gpu_clock", 0.32, 0.1, "{graphics_mhz: 660}"),
+    ("replica-kill", "replica", 0.48, 0.1, "{action: kill}"),
+    ("kv-partition", "kv_link", 0.64, 0.1, "{action: partition}"),
+    ("bandwidth-200kbit", "tbf", 0.8, 0.1, "{rate: 200kbit, burst: 4096, latency: 400ms}"),
 )
 
 
@@ -38,6 +44,8 @@ def schedule(path: Path, seconds: float, server: int, proxy: int, link: Link | N
     targets = {
         "sse": f'{{proxy: "127.0.0.1:{proxy}"}}',  # the control APIs answer loopback clients only
         "gpu_clock": f'{{sim: "http://127.0.0.1:{server}"}}',
+        "replica": f'{{sim: "http://127.0.0.1:{server}", replica: {KILLED}}}',
+        "kv_link": f'{{sim: "http://127.0.0.1:{server}"}}',
         "tbf": f"{{interface: {link.host_interface}}}" if link else "",
     }
     lines = ["seed: 7", "faults:"]
@@ -75,7 +83,7 @@ def stack_up(state: Path, seconds: float, link: Link | None) -> Iterator[str]:
     try:
         up = llmchaos(
             "stack", "up", *main, "--bind", bind, "--workers", "0" if link else "2", "--scrape-interval", "2",
-            "--admin-token", TOKEN, "--server-port", str(server), "--proxy-port", str(proxy),
+            "--admin-token", TOKEN, "--server-port", str(server), "--proxy-port", str(proxy), *CLUSTER,
             "--locust-args", " ".join(locust), env=env, capture_output=True,
         )  # fmt: skip
         print(up.stdout, end="")

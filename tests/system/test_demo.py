@@ -1,7 +1,8 @@
 """`make demo`, shortened to 30 s of load: it finishes green by itself, prints the per-phase table
 where each fault phase differs visibly from the baseline (a first-token delay in TTFT, the clock lock
-in TTFT more than in ITL — it slows a step's math, and decode is mostly memory-bound — the bandwidth
-limit on the veth pair in E2E), and leaves no process, fault or namespace."""
+in TTFT more than in ITL — it slows a step's math, and decode is mostly memory-bound — the killed
+decode engine serving nothing, the KV partition's recomputed prefills in TTFT, the bandwidth limit on
+the veth pair in E2E), and leaves no process, fault or namespace."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
         timeout=300,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    faults = ("first-token-delay", "gpu-at-660mhz", "bandwidth-200kbit")
+    faults = ("first-token-delay", "gpu-at-660mhz", "replica-kill", "kv-partition", "bandwidth-200kbit")
     assert "per phase:" in r.stdout
     for name in faults:
         assert f"  {name} " in r.stdout
@@ -64,6 +65,16 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     }
     assert "the generator's error bar at p99 (events that shared a read's stamp): TTFT " in r.stdout
     assert p50("e2e", "bandwidth-200kbit") > 1.5 * p50("e2e", "baseline")
+    # the killed decode engine served none of the requests that began while it was dead, and the
+    # partitioned KV link made decode recompute: the wait for the KV (0.25 s) and the prefill in TTFT
+    killed = [r for r in loaded.requests() if r.phase == "replica-kill" and r.outcome == "ok"]
+    assert killed
+    assert sum(r.replica == "2" for r in killed) <= 0.1 * len(killed), [r.replica for r in killed]
+    recomputed = [r for r in loaded.requests() if r.phase == "kv-partition" and r.outcome == "ok"]
+    assert recomputed
+    # (one that began in the window's last moment may have pulled its KV after the revert)
+    assert sum(r.kv == "recomputed" for r in recomputed) >= 0.8 * len(recomputed), [r.kv for r in recomputed]
+    assert p50("ttft", "kv-partition") > p50("ttft", "baseline") + 0.2
     # Nothing left: no process of the stack (its state dir, or the veth address, in its command line),
     # no fault in the journal, not its namespace (other tests make and remove theirs meanwhile).
     (bind,) = set(re.findall(r"http://(198\.18\.\d+\.1):", r.stdout))

@@ -1,0 +1,138 @@
+"""Issue 33's drills, each a real Locust run with a schedule against a real cluster of the reference
+server: a replica killed behind the router (its share of the in-flight requests cut, the rest failed
+over, every request ok after), and a partitioned KV link between a prefill and a decode engine, per
+decode's failure behaviour (fail-fast: an error well under a second; recompute: ok, its TTFT up by the
+wait and the prefill; hang: stranded until --kv-timeout), each classified so in run.json."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from tests.integration.loadtest_helpers import locust, only_run
+from tests.procs import serve
+
+TOKEN = "drill-secret"
+KV_TIMEOUT_S = 2.0
+STALL_S = 1.0
+
+
+def drill(tmp_path, monkeypatch, url: str, window: str, seconds: int, *more: str) -> tuple[dict, list[dict]]:
+    """Locust for `seconds` against `url` with one fault window (YAML lines after `- name:`)."""
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(f"seed: 1\nfaults:\n  - name: {window}\n")
+    monkeypatch.setenv("LLMCHAOS_ADMIN_TOKEN", TOKEN)
+    results = tmp_path / "results"
+    args = ("--host", url, "--results-dir", str(results), "-t", f"{seconds}s", "--langs", "en,de")
+    args += ("--schedule", str(schedule), "--fault-journal", str(tmp_path / "journal.json"), *more)
+    proc = locust(*args)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: requests failed, as the drill means
+    run, _, requests = only_run(results)
+    assert [w["error"] for w in run["faults"]] == [None]
+    return run, requests
+
+
+def ending(run: dict, phase: str) -> list[dict]:
+    return [e for e in run.get("endings", []) if e["phase"] == phase]
+
+
+@pytest.mark.timing
+def test_a_replica_kill_cuts_its_share_and_the_router_fails_over(tmp_path, monkeypatch):
+    # streams of 0.8 s (32 tokens paced at 40 a second), so that several are in flight at the kill
+    with serve("--replicas", "2", "--router", "round-robin", "--admin-token", TOKEN, "--pacer-rate", "40") as server:
+        window = f"""replica-kill
+    kind: replica
+    target: {{sim: "{server.url}", replica: 1}}
+    at: 3s
+    duration: 3s
+    params: {{action: kill}}"""
+        run, requests = drill(tmp_path, monkeypatch, server.url, window, 10, "-u", "8", "-r", "8", "--max-tokens", "32")
+    (w,) = run["faults"]
+    kill, back = w["actual_start"], w["actual_end"]
+    in_flight = [r for r in requests if r["sent"] < kill and (r["e2e"] is None or r["intended"] + r["e2e"] > kill)]
+    on_killed = [r for r in in_flight if r["replica"] == "1"]
+    failed = [r for r in requests if r["outcome"] != "ok"]
+    assert on_killed, in_flight
+    assert 0.2 < len(on_killed) / len(in_flight) < 0.8, (len(on_killed), len(in_flight))  # round robin: half
+    # exactly the killed replica's streams in flight were cut, no other request failed
+    assert sorted(r["request_id"] for r in failed) == sorted(r["request_id"] for r in on_killed)
+    assert {r["outcome"] for r in failed} <= {"truncated", "stalled"}, {r["outcome"] for r in failed}
+    during = [r for r in requests if r["phase"] == "replica-kill"]
+    assert during
+    assert {r["replica"] for r in during} == {"0"}
+    assert any(r["failed_over"] >= 1 for r in during)  # sent to the dead one before its health check said so
+    after = [r for r in requests if r["sent"] > back]
+    assert after
+    assert all(r["outcome"] == "ok" for r in after)
+    (row,) = [e for e in ending(run, "replica-kill") if e["lang"] == "en"] or [None]
+    assert row is not None
+    assert row["failed_over"] == sum(r["failed_over"] >= 1 for r in during if r["lang"] == "en")
+
+
+def kv_drill(tmp_path, monkeypatch, mode: str) -> tuple[dict, list[dict], list[dict], list[dict]]:
+    """A KV partition window from 3 s to 6 s of a 10 s run against one prefill and one decode engine:
+    the run, the requests begun before it, within it and after it."""
+    cluster = ("--disaggregate", "1:1", "--kv-failure", mode, "--kv-timeout", str(KV_TIMEOUT_S))
+    with serve(*cluster, "--kv-bytes-scale", "0.01", "--admin-token", TOKEN) as server:
+        window = f"""kv-partition
+    kind: kv_link
+    target: {{sim: "{server.url}"}}
+    at: 3s
+    duration: 3s
+    params: {{action: partition}}"""
+        more = ("-u", "4", "-r", "4", "--max-tokens", "8", "--stall-limit", str(STALL_S))
+        run, requests = drill(tmp_path, monkeypatch, server.url, window, 10, *more)
+    (w,) = run["faults"]
+    before = [r for r in requests if r["sent"] < w["actual_start"] - 0.1]
+    during = [r for r in requests if r["phase"] == "kv-partition"]
+    after = [r for r in requests if r["sent"] > w["actual_end"] + 0.1]
+    assert before
+    assert during
+    assert all(r["outcome"] == "ok" and r["kv"] == "pulled" for r in before + after), {
+        (r["outcome"], r["kv"]) for r in before + after
+    }
+    return run, before, during, after
+
+
+def kv_counts(run: dict) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in ending(run, "kv-partition"):
+        for way, cell in row["kv"].items():
+            counts[way] = counts.get(way, 0) + cell["requests"]
+    return counts
+
+
+@pytest.mark.timing
+def test_a_kv_partition_fails_fast(tmp_path, monkeypatch):
+    run, _, during, _ = kv_drill(tmp_path, monkeypatch, "fail-fast")
+    failed = [r for r in during if r["kv"] == "failed"]
+    assert len(failed) >= 0.8 * len(during)
+    assert {r["outcome"] for r in failed} == {"http_503"}
+    # the decode engine gave up after 0.25 s without a byte of KV: an error well under a second
+    assert max(r["done"] - r["intended"] for r in failed) < 0.6
+    assert kv_counts(run)["failed"] == len(failed)
+
+
+@pytest.mark.timing
+def test_a_kv_partition_recomputes(tmp_path, monkeypatch):
+    run, before, during, _ = kv_drill(tmp_path, monkeypatch, "recompute")
+    again = [r for r in during if r["kv"] == "recomputed"]
+    assert len(again) >= 0.8 * len(during)
+    assert all(r["outcome"] == "ok" for r in during)
+    # up by the wait for the KV (0.25 s without a byte) and the prefill decode now does itself
+    up = statistics.median(r["ttft"] for r in again) - statistics.median(r["ttft"] for r in before)
+    assert up > 0.25, up
+    assert kv_counts(run)["recomputed"] == len(again)
+
+
+@pytest.mark.timing
+def test_a_kv_partition_hangs_until_the_kv_timeout(tmp_path, monkeypatch):
+    run, _, during, _ = kv_drill(tmp_path, monkeypatch, "hang")
+    hung = [r for r in during if r["kv"] == "timed_out"]
+    assert hung
+    assert {r["outcome"] for r in hung} == {"stranded"}
+    for r in hung:  # nothing at all from the server until decode's --kv-timeout, then its 504
+        assert KV_TIMEOUT_S - 0.05 < r["silent_s"] < KV_TIMEOUT_S + 0.5, r
+    assert kv_counts(run)["timed_out"] == len(hung)
+    assert sum(row["stranded"] for row in ending(run, "kv-partition")) >= len(hung)
