@@ -12,6 +12,7 @@ from faults.host.messages import RENEW_S
 from faults.session import FaultOptions
 from llmchaos import languages, recovery, slo
 from llmchaos.errors import UsageError
+from llmchaos.headers import REPLICA_HEADER
 from llmchaos.units import duration
 from loadtests import canaries, guard, load_profile
 from loadtests.adapters import ADAPTERS, Adapter
@@ -76,6 +77,11 @@ def add_arguments(parser: ArgumentParser) -> None:
     )
     g.add_argument("--request-timeout", type=float, default=600.0, help="seconds to the terminator = timeout")
     g.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect = connect_error")
+    g.add_argument(
+        "--replica-header",
+        default=REPLICA_HEADER,
+        help="the response header naming the replica that answered (a router's own, e.g. x-envoy-upstream-host)",
+    )
     g.add_argument("--rate", type=float, default=0.0, help="open loop: requests/s over all workers")
     g.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson)")
@@ -227,7 +233,13 @@ class Settings:
             duration(options.warmup, "--warmup"),
             _words(options.prompt_sizes),
             faults,
-            Limits(options.connect_timeout, options.ttft_timeout, options.stall_limit, options.request_timeout),
+            Limits(
+                options.connect_timeout,
+                options.ttft_timeout,
+                options.stall_limit,
+                options.request_timeout,
+                options.replica_header.strip().lower(),
+            ),
             recovery.load(options.slo or None),
             guard.load(options.guard, slos, langs) if options.guard else None,
             canaries.load(options.canaries or canaries.reference_file(), langs, options.api)

@@ -98,6 +98,11 @@ class RequestRecord:
     prepare_s: float | None = None  # open loop: its call's build, ahead of its time (a replay's prompt)
     send_s: float | None = None  # from its send to its last byte written (connecting included)
     canary: str | None = None  # a canary (--canary-rate): its name; its answer was checked
+    replica: str | None = None  # the replica that answered, from the response header --replica-header names
+    failed_over: int = 0  # replicas the router tried and failed before it (x-llmchaos-failover)
+    kv: str | None = None  # disaggregated: how decode got the KV cache (x-llmchaos-kv: one of KV_WAYS)
+    silent_s: float = 0.0  # the longest wait with no byte from the server (after the send; to the end if given up)
+    end_s: float | None = None  # from the intended start to its end, whatever its outcome (None: cancelled)
     counted: bool = field(default=False, repr=False)  # count_tokens has run
     uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
@@ -352,4 +357,9 @@ class RequestRecord:
             tokens_per_event=per if any(k != 1 for k in per) and not self.uncounted else None,
             unstreamed_tokens=self.unstreamed,
             canary=self.canary,
+            replica=self.replica,
+            failed_over=self.failed_over,
+            kv=self.kv,
+            silent_s=self.silent_s,
+            end_s=self.end_s,
         )

@@ -71,6 +71,7 @@ class StreamClient:
             conn = self._connection()
         except OSError as e:
             rec.outcome, rec.error = "connect_error", f"{type(e).__name__}: {e}"
+            rec.end_s = time.perf_counter() - start
             return
         if isinstance(conn, NativeLink):
             conn.run(adapter, self._request(call), stream, rec, start, self.limits)

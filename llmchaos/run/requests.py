@@ -13,6 +13,7 @@ import orjson
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from llmchaos.errors import UsageError
+from llmchaos.headers import KV_WAYS
 
 
 @dataclass(slots=True)
@@ -79,6 +80,11 @@ class RequestLine:
     reasoning_tokens: int | None = None  # thinking tokens among output_tokens; absent: no thinking seen
     unstreamed_tokens: int = 0  # of output_tokens, thinking no event delivered (hidden): out of ITL and TPOT
     canary: str | None = None  # a canary (--canary-rate): its name in the canary file; its answer was checked
+    replica: str | None = None  # the replica that answered (the response header --replica-header names)
+    failed_over: int = 0  # replicas the router tried and failed before the one that answered
+    kv: str | None = None  # disaggregated: how decode got the KV cache (pulled, recomputed, failed, timed_out)
+    silent_s: float = 0.0  # the longest wait with no byte from the server, from the send to the end
+    end_s: float | None = None  # from the intended start to its end, whatever its outcome (None: cancelled)
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -88,6 +94,11 @@ class RequestLine:
         for name, t in (("ttft", self.ttft), ("ttfa", self.ttfa), ("e2e", self.e2e)):
             if t is not None and t < 0:
                 return name, "below zero (times run from when the request was due)"
+        for name, t in (("silent_s", self.silent_s), ("end_s", self.end_s), ("failed_over", self.failed_over)):
+            if t is not None and t < 0:
+                return name, "below zero"
+        if self.kv is not None and self.kv not in KV_WAYS:
+            return "kv", f"must be one of {', '.join(KV_WAYS)}"
         if self.e2e is not None and max(self.ttft or 0.0, self.ttfa or 0.0) > self.e2e:
             return "e2e", "before the first token"
         if self.output_tokens < 0 or self.own_tokens < 0:

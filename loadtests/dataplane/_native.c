@@ -79,6 +79,7 @@ typedef struct {
     size_t sent;
     double connect_s, connect_by, deadline_abs, stall_s, last_event, send_at, expired_at, drain_by, end_at;
     double clear_at; /* the last read that left the socket empty began then: what came later, came after */
+    double heard_at, quiet; /* the last read's stamp (the send's before one), the longest time from it to the next */
     int backlog;     /* the socket may have held bytes since clear_at (a full read, reading paused) */
     int expired;
     char needles[NEEDLES][32];
@@ -289,7 +290,7 @@ static void do_send(Plane *pl, conn_t *c, Py_ssize_t id) {
         }
         c->sent += (size_t)n;
     }
-    c->send_at = mono();
+    c->send_at = c->heard_at = mono();
     c->state = C_OPEN;
     watch(pl, c, EPOLLIN | EPOLLRDHUP, id);
 }
@@ -694,6 +695,8 @@ static int on_readable(Plane *pl, conn_t *c, Py_ssize_t id) {
     c->began = 1;
     c->reads++;
     if (stamp < c->last_event) stamp = c->last_event; /* never before the read ahead of it */
+    if (c->heard_at > 0 && stamp - c->heard_at > c->quiet) c->quiet = stamp - c->heard_at;
+    if (stamp > c->heard_at) c->heard_at = stamp;
     double since = c->backlog ? c->clear_at : fmax(c->clear_at, pl->ready_after);
     double late = stamp > since ? stamp - since : 0.0;
     if (n < BLOCK) c->clear_at = began, c->backlog = 0;
@@ -939,7 +942,7 @@ static PyObject *Plane_start(Plane *self, PyObject *args) {
     c->seq++;
     c->active = 1, c->finished = 0, c->keep = 0, c->stream = stream, c->retried = 0, c->content_armed = 0;
     c->connect_s = connect_s, c->deadline_abs = deadline, c->stall_s = stall;
-    c->last_event = 0, c->send_at = 0, c->expired = 0, c->expired_at = 0;
+    c->last_event = 0, c->send_at = 0, c->expired = 0, c->expired_at = 0, c->heard_at = 0, c->quiet = 0;
     c->end = E_NONE, c->err = 0, c->msg[0] = 0, c->notify_events = 0;
     uint64_t v;
     (void)!read(c->efd, &v, sizeof v);
@@ -1022,10 +1025,10 @@ static PyObject *Plane_take(Plane *self, PyObject *args) {
         c->headers_new = 0;
     }
     PyObject *expired = c->expired ? PyFloat_FromDouble(c->expired_at) : (Py_INCREF(Py_None), Py_None);
-    out = Py_BuildValue("(iNNy#y#iisdiidN)", c->status, headers, events, c->body.p ? c->body.p : "",
+    out = Py_BuildValue("(iNNy#y#iisdiidNdd)", c->status, headers, events, c->body.p ? c->body.p : "",
                         (Py_ssize_t)c->body.len, c->first.p ? c->first.p : "", (Py_ssize_t)c->first.len, c->end,
                         c->err, c->msg, c->end_at, c->comments, c->line.len || c->ndata || c->named || c->bomn,
-                        c->send_at, expired);
+                        c->send_at, expired, c->heard_at, c->quiet);
     headers = NULL;
     events = NULL;
     c->body.len = 0;
@@ -1135,7 +1138,7 @@ static PyMethodDef Plane_methods[] = {
      "start(id, request, stream, connect_s, deadline, stall_s, needles) -> seq"},
     {"take", (PyCFunction)Plane_take, METH_VARARGS,
      "take(id, seq) -> (status, headers, events, body, head, end, errno, message, end_at, comments, pending, "
-     "send_at, expired_at)"},
+     "send_at, expired_at, heard_at, quiet)"},
     {"arm", (PyCFunction)Plane_arm, METH_VARARGS, "arm(id, seq, deadline, stall_s, content)"},
     {"finish", (PyCFunction)Plane_finish, METH_VARARGS, "finish(id, seq, keep)"},
     {"close", (PyCFunction)Plane_close, METH_VARARGS, "close(id): its socket"},

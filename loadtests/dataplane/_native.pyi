@@ -11,7 +11,8 @@ E_SSE: int
 E_BODY: int
 
 # take(): status, headers, events (data, valid UTF-8, stamp, late, read number, its read went on past it), body,
-# head, end, errno, message, end_at, comments, pending, send_at, expired_at
+# head, end, errno, message, end_at, comments, pending, send_at, expired_at, heard_at (the last read's stamp, else the
+# send's; 0: not sent yet), quiet (the longest time from the send or a read to the next read)
 News = tuple[
     int,
     list[tuple[str, str]] | None,
@@ -26,6 +27,8 @@ News = tuple[
     bool,
     float,
     float | None,
+    float,
+    float,
 ]
 
 def wait(epfd: int, timeout_s: float, maxevents: int) -> tuple[list[tuple[int, int]], float]: ...

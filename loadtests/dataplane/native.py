@@ -102,7 +102,7 @@ class NativeExchange(Response):
     def end(self, outcome: str, error: str | None) -> None:
         """The record is whole; the connection is kept only after a whole, good response (the plane
         drains what follows a terminator for a second at most)."""
-        self.rec.outcome, self.rec.error = outcome, error
+        self.settle(outcome, error)
         self.done = True
         self.link.plane.finish(self.link.id, self.seq, outcome == "ok")
 
@@ -116,10 +116,28 @@ class NativeExchange(Response):
                 self.end("malformed", f"unreadable by the client: {type(e).__name__}: {e}")
 
     def judge(self, news: _native.News) -> None:
-        status, headers, events, body, first, end, err, message, end_at, comments, pending, send_at, expired = news
+        (
+            status,
+            headers,
+            events,
+            body,
+            first,
+            end,
+            err,
+            message,
+            end_at,
+            comments,
+            pending,
+            send_at,
+            expired,
+            heard_at,
+            quiet,
+        ) = news
         rec = self.rec
         if send_at:
             rec.send_s = send_at - self.created
+        if heard_at:  # the plane's count of the silences, from the send to its last read
+            rec.silent_s, self.heard_at = max(rec.silent_s, quiet), heard_at
         if headers is not None:
             for name, value in headers:
                 self.header(name, value)
@@ -182,7 +200,7 @@ class NativeExchange(Response):
             else:
                 self.error_status()
         elif end == _native.E_CONNECT_TIMEOUT:
-            self.connect_timeout()
+            self.connect_timeout(at)
         elif end == _native.E_UPGRADE:
             self.upgrade()
         elif end == _native.E_HTTP:
@@ -192,4 +210,4 @@ class NativeExchange(Response):
         elif end == _native.E_SSE:
             self.end("malformed", f"SSE: {message}")
         else:
-            self.lost(OSError(err, os.strerror(err)) if end == _native.E_ERROR else None)
+            self.lost(OSError(err, os.strerror(err)) if end == _native.E_ERROR else None, at)

@@ -97,8 +97,10 @@ class Exchange(Response):
         self.deadline = self.limit
 
     def written(self, now: float) -> None:
-        """The request's last byte went to the kernel (`now`, perf_counter)."""
+        """The request's last byte went to the kernel (`now`, perf_counter): the server's silence
+        counts from here."""
         self.rec.send_s = now - self.created
+        self.heard_at = now
 
     def received(self, data: bytes, now: float, late: float = 0.0) -> None:
         """The bytes of one read, whose last reached the host at `now` (perf_counter) and its first
@@ -109,6 +111,7 @@ class Exchange(Response):
         if now >= self.limit:  # nothing, or only bytes that are no event (comments, a trickle), in time
             self.give_up()
             return
+        self.heard(now)
         self.began = True
         try:
             self.parser.feed_data(data)
@@ -152,7 +155,7 @@ class Exchange(Response):
             self.complete = True
             self._dispatch(b"", now)
             return
-        self.lost(error)
+        self.lost(error, now)
 
     def expire(self, now: float) -> None:
         """The deadline passed (the plane's timer)."""
@@ -169,7 +172,7 @@ class Exchange(Response):
             elif self.conn is not None:  # an event in time moved the limit
                 self.conn.plane.due(self)
         elif self.connect_by is not None:
-            self.connect_timeout()
+            self.connect_timeout(now)
 
     def cancel(self) -> None:
         """The request's greenlet was killed (the test is stopping): drop the connection."""
@@ -217,8 +220,8 @@ class Exchange(Response):
     def end(self, outcome: str, error: str | None) -> None:
         """The record is whole: hand it back; keep the connection only after a whole, good
         response (draining what follows a terminator for DRAIN_S at most)."""
-        rec, conn = self.rec, self.conn
-        rec.outcome, rec.error = outcome, error
+        conn = self.conn
+        self.settle(outcome, error)
         self.done = True
         if conn is not None:
             if outcome == "ok" and not self.complete:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmchaos.headers import FAILOVER_HEADER, KV_HEADER, KV_WAYS, REPLICA_HEADER
 from loadtests.adapters import Adapter
 from loadtests.record import RequestRecord
 
 ERROR_TEXT = 500  # bytes of an error body kept as the record's error
 MAX_BODY = 64 << 20  # bytes: a whole (non-stream) answer past this is no API's, and is read no further
+MAX_REPLICA = 200  # characters of a replica's name kept (a header's value: a router's host:port, a pod's name)
+UNANSWERED = ("ttft_timeout", "timeout", "rate_limited", "connect_error", "truncated")  # and http_<code>
 LATE_S = 0.001  # a read's first bytes can have waited this long or more: the generator was late to it (an
 # idle one reads within 0.1 ms here); several events in a read taken on time came so from the network
 
@@ -24,12 +27,15 @@ Outcome = tuple[str, str | None]
 class Limits:
     """When a request is given up, in seconds from its start (latencies count from the same start):
     `ttft` for the first content event (the response headers included), `request` for the
-    terminator; `stall` between two events once content flows; `connect` to open a connection."""
+    terminator; `stall` between two events once content flows, and the silence that strands a
+    request before any (`Response.settle`); `connect` to open a connection. `replica_header`: the
+    response header (lower case) that names the replica that answered."""
 
     connect: float = 5.0
     ttft: float = 300.0
     stall: float = 30.0
     request: float = 600.0
+    replica_header: str = REPLICA_HEADER
 
     def silence(self, why: str) -> str:
         """The error of a request given up for `why`."""
@@ -59,8 +65,15 @@ def count_read(rec: RequestRecord, content: int, last_exact: bool, late: float) 
             rec.late_spans.append((len(rec.chunks) - content, uncertain, late))
 
 
+def _failovers(value: str | None) -> int:
+    """A failover header's count: 0 when absent or not a whole number >= 0."""
+    return int(value) if value is not None and value.strip().isdigit() else 0
+
+
 class Response:
-    """A request's response as it comes in: `end` (the plane's) is called once with its outcome."""
+    """A request's response as it comes in: `end` (the plane's) is called once with its outcome, and
+    fills the record through `settle`. The plane reports each read's arrival (`heard`, or its own
+    count of the silences: the native one), so that the longest silence is known."""
 
     def __init__(self, adapter: Adapter, stream: bool, rec: RequestRecord, start: float, limits: Limits) -> None:
         self.adapter, self.stream, self.rec, self.start, self.limits = adapter, stream, rec, start, limits
@@ -73,9 +86,36 @@ class Response:
         self._whole: list[bytes] = []  # a non-stream body's, until it ends
         self._whole_size = 0
         self.limit, self.why = self._limit() if stream else (start + limits.request, "timeout")
+        self.heard_at: float | None = None  # the last byte's arrival (from the send: the request's last byte written)
+        self.end_at: float | None = None  # when an end no byte brought came (a limit, a close, a connect timeout)
 
     def end(self, outcome: str, error: str | None) -> None:
         raise NotImplementedError
+
+    # -- silences and the record's ending ------------------------------------------------------
+    def heard(self, at: float) -> None:
+        """Bytes reached the host at `at` (perf_counter): the silence before them counts."""
+        self.quiet_until(at)
+        self.heard_at = at
+
+    def quiet_until(self, at: float) -> None:
+        """No byte came from the last one (or the send) until `at`."""
+        if self.heard_at is not None:
+            self.rec.silent_s = max(self.rec.silent_s, at - self.heard_at)
+
+    def settle(self, outcome: str, error: str | None) -> None:
+        """The record's outcome, error and end (both planes' `end` start here). A request that got no
+        byte for the stall limit before any content, and then no answer (an error status, a timeout, a
+        close), is `stranded`; its error keeps what it ended with."""
+        rec = self.rec
+        if not rec.chunks and rec.silent_s >= self.limits.stall and (outcome in UNANSWERED or outcome[:5] == "http_"):
+            outcome, error = "stranded", f"{outcome} after {rec.silent_s:.3g}s without a byte: {error}"
+        rec.outcome, rec.error = outcome, error
+        at = self.end_at if self.end_at is not None else self.heard_at
+        if outcome == "ok" and rec.e2e is not None:
+            rec.end_s = rec.e2e
+        elif outcome != "cancelled" and at is not None:
+            rec.end_s = max(0.0, at - self.start)
 
     # -- the head ------------------------------------------------------------------------------
     def header(self, name: str, value: str) -> None:
@@ -83,7 +123,12 @@ class Response:
         self.headers[key] = f"{self.headers[key]}, {value}" if key in self.headers else value
 
     def headers_complete(self, status: int) -> None:
-        self.rec.status = status
+        rec, headers = self.rec, self.headers
+        rec.status = status
+        rec.replica = headers.get(self.limits.replica_header, "").strip()[:MAX_REPLICA] or None
+        rec.failed_over = _failovers(headers.get(FAILOVER_HEADER))
+        kv = headers.get(KV_HEADER, "").strip()
+        rec.kv = kv if kv in KV_WAYS else None
         if status != 200:
             self.mode = "error"
         elif not self.stream:
@@ -184,8 +229,11 @@ class Response:
         outcome = "rate_limited" if status == 429 else f"http_{status}"
         self.end(outcome, self.head[:ERROR_TEXT].decode("utf-8", "replace"))
 
-    def lost(self, error: OSError | None) -> None:
-        """The connection closed (`error` None: by the peer) or failed before the response was whole."""
+    def lost(self, error: OSError | None, at: float) -> None:
+        """The connection closed (`error` None: by the peer) or failed at `at` before the response was
+        whole: no byte came until then."""
+        self.quiet_until(at)
+        self.end_at = at
         if self.rec.status is None:
             why = f"{type(error).__name__}: {error}" if error else "connection closed before the response"
             self.end("connect_error", why)
@@ -195,7 +243,10 @@ class Response:
             self.end("truncated", f"{type(error).__name__}: {error}" if error else "connection closed in the body")
 
     def silent(self) -> Outcome:
-        """The outcome of a request that showed no sign of life by its limit."""
+        """The outcome of a request that showed no sign of life by its limit (no byte since the last
+        until then counts as silence)."""
+        self.quiet_until(self.limit)
+        self.end_at = self.limit
         return self.why, self.limits.silence(self.why)
 
     def give_up(self) -> None:
@@ -212,5 +263,6 @@ class Response:
     def upgrade(self) -> None:
         self.end("malformed", "HTTP: an upgrade where a response was due")
 
-    def connect_timeout(self) -> None:
+    def connect_timeout(self, at: float) -> None:
+        self.end_at = at
         self.end("connect_error", "TimeoutError: timed out")
