@@ -24,6 +24,11 @@ def check_target(target: dict) -> None:
         word(target, "token_env", "an environment variable's name")
 
 
+def server_url(target: dict) -> str:
+    """The server's base URL as a target names it, whatever its trailing slash."""
+    return str(target["sim"]).rstrip("/")
+
+
 class AdminAPI:
     """One server's admin API; `what` names it in errors ("simulated device", "reference server")."""
 

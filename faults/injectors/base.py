@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Set
+from collections.abc import Collection, Set
 from typing import ClassVar, Protocol
 
 from faults.allow import Allowlist, is_name
@@ -73,6 +73,14 @@ def only_keys(where: str, given: dict, allowed: Set[str], required: Set[str] = f
     for k in required:
         if k not in given:
             raise FieldError(f"{where}.{k}", "missing")
+
+
+def choice(params: dict, key: str, choices: Collection[str]) -> str:
+    """params[key], one of `choices` (any other value, of any type, a FieldError naming them)."""
+    value = params[key]
+    if not isinstance(value, str) or value not in choices:
+        raise FieldError(f"params.{key}", f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def number(params: dict, key: str, unit: str = "", most: float = math.inf) -> float:

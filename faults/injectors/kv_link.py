@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from faults.allow import Allowlist
-from faults.injectors.admin import AdminAPI, check_target
-from faults.injectors.base import FieldError, InjectError, millis, number, only_keys
+from faults.injectors.admin import AdminAPI, check_target, server_url
+from faults.injectors.base import FieldError, InjectError, choice, millis, number, only_keys
 
 PATH = "/admin/kv_link"
 FIELDS = {"delay": "delay_ms", "loss": "loss_pct", "partition": None}  # the API's field of each action's param
@@ -48,9 +48,7 @@ class KvLink:
         only_keys("target", target, {"sim", "token_env"}, {"sim"})
         check_target(target)
         only_keys("params", params, {"action", "delay", "loss"}, {"action"})
-        action = params["action"]
-        if action not in FIELDS:
-            raise FieldError("params.action", f"must be one of {', '.join(FIELDS)}, got {action!r}")
+        action = choice(params, "action", FIELDS)
         for key in ("delay", "loss"):
             if key in params and key != action:
                 raise FieldError(f"params.{key}", f"goes with action: {key}, not {action}")
@@ -63,6 +61,12 @@ class KvLink:
     @classmethod
     def probe_host(cls) -> str | None:
         return None  # needs only a disaggregated server started with --admin-token, which `probe` checks
+
+    @classmethod
+    def claim(cls, target: dict) -> tuple[str, str | None]:
+        """What a window takes, for the schedule's overlap check: the link of one server, whatever
+        its URL's trailing slash."""
+        return server_url(target), ""
 
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.target = target
@@ -93,7 +97,8 @@ class KvLink:
 
     def read_back(self) -> dict:
         state = self.admin.call("GET", PATH)
-        if state.get("action", "") not in FIELDS.keys() | {None}:
+        action = state.get("action", "")
+        if not (action is None or (isinstance(action, str) and action in FIELDS)):
             raise InjectError(f"KV link at {self.admin.url} answered {PATH} without action: null|delay|loss|partition")
         return state
 

@@ -18,8 +18,8 @@ import time
 from typing import ClassVar
 
 from faults.allow import Allowlist
-from faults.injectors.admin import AdminAPI, check_target
-from faults.injectors.base import FieldError, InjectError, only_keys
+from faults.injectors.admin import AdminAPI, check_target, server_url
+from faults.injectors.base import FieldError, InjectError, choice, only_keys
 
 ACTIONS = {"kill": "killed", "pause": "paused", "restart": "starting"}  # the state each leaves it in
 MAX_REPLICAS = 1024
@@ -33,11 +33,6 @@ def index(target: dict) -> int:
     if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_REPLICAS:
         raise FieldError("target.replica", f"must be a replica's index, 0 to {MAX_REPLICAS - 1}, got {i!r}")
     return i
-
-
-def router_url(target: dict) -> str:
-    """The router's base URL as one target names it, whatever its trailing slash."""
-    return str(target["sim"]).rstrip("/")
 
 
 class Router:
@@ -91,8 +86,7 @@ class Replica:
         elif not isinstance(target["holding"], str) or not target["holding"].strip():
             raise FieldError("target.holding", "must be the text of a prompt whose prefix a replica holds")
         only_keys("params", params, {"action"}, {"action"})
-        if params["action"] not in ACTIONS:
-            raise FieldError("params.action", f"must be one of {', '.join(ACTIONS)}, got {params['action']!r}")
+        choice(params, "action", ACTIONS)
 
     @classmethod
     def probe_host(cls) -> str | None:
@@ -102,7 +96,7 @@ class Replica:
     def claim(cls, target: dict) -> tuple[str, str | None]:
         """What a window takes, for the schedule's overlap check: one replica of one router; a
         `holding` window may resolve to any of them."""
-        return router_url(target), str(target["replica"]) if "replica" in target else None
+        return server_url(target), str(target["replica"]) if "replica" in target else None
 
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.target = target

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from faults.allow import Allowlist
-from faults.injectors.admin import check_target
+from faults.injectors.admin import check_target, server_url
 from faults.injectors.base import FieldError, InjectError, only_keys
-from faults.injectors.replica import Router, index, router_url
+from faults.injectors.replica import Router, index
 
 
 class RouterDrop:
@@ -38,7 +38,7 @@ class RouterDrop:
     @classmethod
     def claim(cls, target: dict) -> tuple[str, str | None]:
         """What a window takes, for the schedule's overlap check: one replica's place in one pool."""
-        return router_url(target), str(target["replica"])
+        return server_url(target), str(target["replica"])
 
     def __init__(self, target: dict, allow: Allowlist = Allowlist()) -> None:
         self.target = target

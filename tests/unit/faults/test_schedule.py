@@ -224,6 +224,10 @@ TARGETS = {
     "netem": {"netns": "lt", "interface": "veth0"},
     "tbf": {"netns": "lt", "interface": "veth0"},
     "docker": {"container": "backend", "host": "unix:///run/docker.sock"},
+    "corrupt": {"sim": "http://127.0.0.1:8000"},
+    "replica": {"sim": "http://127.0.0.1:8000", "replica": 0},
+    "kv_link": {"sim": "http://127.0.0.1:8000"},
+    "router": {"sim": "http://127.0.0.1:8000", "replica": 1},
 }
 PARAMS = {
     "sse": {"drop_ratio": 0.1, "first_event_delay": 0.2},
@@ -231,11 +235,15 @@ PARAMS = {
     "netem": {"delay": "100ms", "jitter": "30ms", "loss": "0.5%"},
     "tbf": {"rate": "8mbit", "burst": 16384, "latency": "50ms"},
     "docker": {"action": "cpu", "cpus": 0.5},
+    "corrupt": {},
+    "replica": {"action": "kill"},
+    "kv_link": {"action": "loss", "loss": "20%"},
+    "router": {"action": "drop"},
 }
 KEYS = sorted(
     {k for t in TARGETS.values() for k in t}
     | {k for p in PARAMS.values() for k in p}
-    | {"signal", "action", "distribution", "dst", "src", "dport", "sport"}
+    | {"signal", "action", "distribution", "dst", "src", "dport", "sport", "holding", "delay"}
 )
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | TEXT | st.sampled_from(["1s", "10ms", "2m", "1h"])
@@ -324,6 +332,8 @@ def fault(kind: str) -> dict:
 @example("docker", "params.signal", [[1] * 3] * 3)
 @example("tbf", "params.burst", float("inf"))
 @example("docker", "params.action", [])  # found: an unhashable action was a TypeError
+@example("replica", "params.action", [])  # the same, in the cluster's kinds
+@example("kv_link", "params.action", {})
 @example("netem", "match.dst", "10.0.0.0/33")
 @example("tbf", "direction", {"egress": 1})
 def test_fuzz_any_value_in_any_field(fuzz_file, kind, where, value):
