@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given: a command that starts itself again
     try:
         return int(args.func(args) or 0)
     except UsageError as e:

@@ -8,9 +8,10 @@ import json
 import secrets
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from prometheus_client import generate_latest
+from pydantic import Field, model_validator
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -25,6 +26,7 @@ from reference_server.api.gemini import GeminiAPI
 from reference_server.api.openai import OpenAIAPI, Strict
 from reference_server.body_limit import BodyLimit
 from reference_server.config import ServerOptions
+from reference_server.disagg.role import KVOutcome, Role
 from reference_server.engine import Engine
 
 if TYPE_CHECKING:
@@ -41,6 +43,19 @@ class NoFields(Strict):
     """A body that may be sent but says nothing (`{}`)."""
 
 
+class LinkFault(Strict):
+    action: Literal["delay", "loss", "partition"]
+    delay_ms: Annotated[float, Field(gt=0, le=3_600_000)] | None = None
+    loss_pct: Annotated[float, Field(gt=0, le=100)] | None = None
+
+    @model_validator(mode="after")
+    def _its_amount(self) -> LinkFault:
+        for action, name in (("delay", "delay_ms"), ("loss", "loss_pct")):
+            if (getattr(self, name) is None) == (self.action == action):
+                raise ValueError(f"{name} goes with action {action}, and only with it")
+        return self
+
+
 def render_error(request: Request, exc: Exception) -> Response:
     """An APIError in the shape of the API the path belongs to; anything unforeseen as its INTERNAL.
 
@@ -55,6 +70,7 @@ def render_error(request: Request, exc: Exception) -> Response:
             "NOT_FOUND": ("invalid_request_error", "model_not_found"),
             "RESOURCE_EXHAUSTED": ("rate_limit_error", "rate_limit_exceeded"),
             "UNAVAILABLE": ("server_error", "service_unavailable"),
+            "DEADLINE_EXCEEDED": ("server_error", "timeout"),
             "INTERNAL": ("server_error", None),
             "PERMISSION_DENIED": ("permission_error", None),
         }
@@ -99,6 +115,18 @@ class Health:
         return JSONResponse(body, status_code=200 if body["latency_probe"]["ok"] else 503)
 
 
+def authorize(opts: ServerOptions, request: Request) -> None:
+    """An admin call's checks: the API on (--admin-token), from loopback (unless allowed), its token."""
+    if not opts.admin_token:
+        raise APIError("PERMISSION_DENIED", "admin API disabled: start with --admin-token")
+    host = request.client.host if request.client else ""
+    if not opts.admin_allow_remote and not is_loopback(host):
+        raise APIError("PERMISSION_DENIED", "admin API is loopback-only")
+    token = bearer(request) or ""
+    if not secrets.compare_digest(token.encode(), opts.admin_token.encode()):
+        raise APIError("UNAUTHENTICATED", "invalid admin token")
+
+
 class Admin:
     """The simulated device's clocks, set like `nvidia-smi -lgc/-rgc`, and the engine's fault `corrupt`
     (reference_server/corrupt.py): token, loopback only."""
@@ -107,14 +135,7 @@ class Admin:
         self.engine, self.opts = engine, opts
 
     def _check(self, request: Request) -> None:
-        if not self.opts.admin_token:
-            raise APIError("PERMISSION_DENIED", "admin API disabled: start with --admin-token")
-        host = request.client.host if request.client else ""
-        if not self.opts.admin_allow_remote and not is_loopback(host):
-            raise APIError("PERMISSION_DENIED", "admin API is loopback-only")
-        token = bearer(request) or ""
-        if not secrets.compare_digest(token.encode(), self.opts.admin_token.encode()):
-            raise APIError("UNAUTHENTICATED", "invalid admin token")
+        authorize(self.opts, request)
 
     def _device(self) -> SimDevice:
         """The executor's device, when it has a simulated one."""
@@ -162,8 +183,23 @@ class Admin:
             self.engine.set_corrupt(False)
         return JSONResponse({"corrupt": self.engine.corrupt})
 
+    async def kv_link(self, request: Request) -> Response:
+        """A prefill engine's KV link (reference_server/disagg/link.py): PUT sets its fault, DELETE
+        clears it; each answers as GET does."""
+        self._check(request)
+        link = request.app.state.disagg.server.link
+        if request.method == "PUT":
+            fault = await parse_body(request, LinkFault)
+            link.set(fault.action, fault.delay_ms or 0.0, fault.loss_pct or 0.0)
+        elif request.method == "DELETE":
+            link.set(None)
+        return JSONResponse(link.state())
 
-def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_s: float = 0.0) -> Starlette:
+
+def create_app(
+    engine: Engine, opts: ServerOptions | None = None, startup_delay_s: float = 0.0, role: Role | None = None
+) -> Starlette:
+    """The engine's server; `role`: its part in a disaggregated cluster (None: a whole engine)."""
     opts = opts or ServerOptions()
     oai, gem, health, admin = (
         OpenAIAPI(engine, opts.api_key),
@@ -187,9 +223,13 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine.start()
+        if role is not None:
+            await role.start()
         warming = asyncio.create_task(warm_up())
         yield
         warming.cancel()
+        if role is not None:
+            await role.stop()
         await engine.stop()
 
     routes = [
@@ -204,6 +244,12 @@ def create_app(engine: Engine, opts: ServerOptions | None = None, startup_delay_
         Route("/admin/device/clocks", admin.endpoint, methods=["GET", "PUT", "DELETE"]),
         Route("/admin/faults/corrupt", admin.corrupt, methods=["GET", "PUT", "DELETE"]),
     ]
+    middleware = [Middleware(BodyLimit, max_bytes=opts.max_body_bytes)]
+    if role is not None:
+        middleware.append(Middleware(KVOutcome))
+        if role.server is not None:
+            routes.append(Route("/admin/kv_link", admin.kv_link, methods=["GET", "PUT", "DELETE"]))
     handlers = {APIError: render_error, Exception: render_error}
-    limit = Middleware(BodyLimit, max_bytes=opts.max_body_bytes)
-    return Starlette(routes=routes, middleware=[limit], lifespan=lifespan, exception_handlers=handlers)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=handlers)
+    app.state.disagg = role
+    return app

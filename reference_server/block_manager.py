@@ -76,7 +76,8 @@ class BlockManager:
             self.ref_count[b] += 1
         seq.block_table = hits + [self._take() for _ in range(need - len(hits))]
         cached_tokens = len(hits) * self.block_size
-        seq.num_computed_tokens = seq.num_cached_tokens = cached_tokens
+        seq.num_cached_tokens = cached_tokens
+        seq.num_computed_tokens = max(cached_tokens, seq.num_external_tokens)  # received KV fills its blocks
         seq.block_hashes = hashes
         self.prefix_queries += seq.num_prompt_tokens
         self.prefix_hits += min(cached_tokens, seq.num_prompt_tokens)

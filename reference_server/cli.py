@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from llmchaos.cli import Subparsers, non_negative, positive
+from llmchaos.cli import Subparsers, non_negative, pools, positive
 from llmchaos.errors import UsageError
 from reference_server.profile import Limits, Profile
+
+if TYPE_CHECKING:
+    from reference_server.config import ServerOptions
 
 
 def _weights(text: str) -> dict[str, float]:
@@ -105,7 +109,53 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--startup-delay", type=non_negative, default=0.0, help="simulated model-load seconds")
     p.add_argument("--drain-timeout", type=non_negative, default=30.0)
     p.add_argument("--log-level", default="warning")
+    cluster(p)
     p.set_defaults(func=run)
+
+
+def cluster(p: argparse.ArgumentParser) -> None:
+    """The flags that make `serve` a router over engines it starts (reference_server/cluster)."""
+    from reference_server.cluster.policies import DEFAULT, POLICIES
+    from reference_server.disagg.role import FAILURES
+
+    c = p.add_argument_group("cluster", "a router over engine processes it starts, each on its own loopback port")
+    c.add_argument("--replicas", type=positive(int), default=1, help="engines behind the router")
+    c.add_argument(
+        "--disaggregate", type=pools, default=None, metavar="P:D", help="P prefill and D decode engines (KV over TCP)"
+    )
+    c.add_argument("--router", choices=POLICIES, default=None, help=f"the router's policy (default {DEFAULT})")
+    c.add_argument(
+        "--kv-failure",
+        choices=FAILURES,
+        default=None,
+        help="decode, when a KV transfer fails: 503 at once, prefill itself, or wait --kv-timeout (default recompute)",
+    )
+    c.add_argument("--kv-timeout", type=positive(float), default=None, help="seconds (hang; default 300)")
+    c.add_argument(
+        "--kv-bytes-scale",
+        type=positive(float),
+        default=None,
+        help="the share of the KV's bytes sent (its time still the full size's; default 1)",
+    )
+    c.add_argument("--role", choices=("prefill", "decode"), default=None, help=argparse.SUPPRESS)  # the router's
+    c.add_argument("--kv-port", type=positive(int), default=None, help=argparse.SUPPRESS)
+
+
+def _check_cluster(args: argparse.Namespace) -> None:
+    """Flags that contradict each other, or that nothing would read."""
+    if args.replicas > 1 and args.disaggregate:
+        raise UsageError("give --replicas or --disaggregate, not both", field="--disaggregate")
+    if args.router and args.replicas == 1 and not args.disaggregate:
+        raise UsageError("a router needs --replicas N (N >= 2) or --disaggregate P:D", field="--router")
+    for name in ("kv_failure", "kv_timeout", "kv_bytes_scale"):
+        if getattr(args, name) is not None and not (args.disaggregate or args.role):
+            raise UsageError("only a disaggregated cluster sends KV: add --disaggregate P:D", field=_flag(name))
+    if args.kv_bytes_scale is not None and args.kv_bytes_scale > 1:
+        raise UsageError(f"must be at most 1 (a share of the bytes), got {args.kv_bytes_scale:g}", "--kv-bytes-scale")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -158,14 +208,19 @@ TORCH = Profile(
 
 def run(args: argparse.Namespace) -> None:
     from llmchaos import languages
-    from reference_server.config import EngineConfig, ServerOptions
+    from reference_server.config import EngineConfig
+    from reference_server.disagg.kv_server import Wire
+    from reference_server.disagg.role import Options
     from reference_server.executors import ExecutorOptions, create
     from reference_server.server import serve
 
     _check_numbers(args)
+    _check_cluster(args)
     for tag in args.lang_weights:
         languages.get(tag)
     p = chosen(args)
+    if args.replicas > 1 or args.disaggregate:
+        return _route(args)
     executor = create(
         ExecutorOptions(
             args.engine,
@@ -190,7 +245,19 @@ def run(args: argparse.Namespace) -> None:
         bulk_weight=args.bulk_weight,
         bulk_min_slice_s=args.bulk_min_slice,
     )
-    opts = ServerOptions(
+    opts = _options(args)
+    disagg = None
+    if args.role:
+        wire = Wire(p.kv.bytes_per_token, p.kv.link_gbps, args.kv_bytes_scale or 1.0)
+        kv = Options(args.role, args.kv_failure or "recompute", args.kv_timeout or 300.0, args.host, args.kv_port or 0)
+        disagg = (kv, wire)
+    serve(cfg, executor, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level, disagg)
+
+
+def _options(args: argparse.Namespace) -> ServerOptions:
+    from reference_server.config import ServerOptions
+
+    return ServerOptions(
         api_key=args.api_key,
         admin_token=args.admin_token,
         admin_allow_remote=args.admin_allow_remote,
@@ -198,4 +265,13 @@ def run(args: argparse.Namespace) -> None:
         header_timeout_s=args.header_timeout,
         max_header_bytes=args.max_header_bytes,
     )
-    serve(cfg, executor, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level)
+
+
+def _route(args: argparse.Namespace) -> None:
+    """Be the router over the engines the flags ask for."""
+    from reference_server.cluster import plan
+    from reference_server.cluster.policies import DEFAULT
+    from reference_server.cluster.router import Cluster, serve
+
+    cluster = Cluster(plan.replicas(args), args.router or DEFAULT)
+    serve(cluster, args.host, args.port, _options(args), args.drain_timeout, args.log_level)

@@ -81,9 +81,11 @@ class Engine:
         lang: str,
         internal: bool = False,
         received: float | None = None,
+        external: int = 0,
     ) -> Sequence:
         """Queue a request `received` at that time.monotonic() (default: now). The sim's frontend time
-        counts from then, so the server's own parsing and tokenizing are inside it, not added to it."""
+        counts from then, so the server's own parsing and tokenizing are inside it, not added to it.
+        `external`: prompt tokens whose KV a prefill engine sent (not computed here)."""
         if not internal:
             if self.state != "ready":
                 raise Unavailable(f"server is {self.state}")
@@ -98,6 +100,7 @@ class Engine:
             internal=internal,
             rng=random.Random(params.seed) if params.seed is not None else None,
             corrupt=self.corrupt and not internal,
+            num_external_tokens=external,
         )
         seq.ready = seq.arrival + (self._admission_delay() if self._admission_delay else 0.0)
         if (delay := seq.ready - now) > 0:

@@ -107,13 +107,15 @@ class EngineMetrics:
         self.n.observe(1)
         self.prompt_tokens.inc(prompt)
         self.prompt_cached.inc(cached)
+        external = max(0, min(seq.num_external_tokens, prompt) - cached)
         self.prompt_by_source["local_cache_hit"].inc(cached)
-        self.prompt_by_source["local_compute"].inc(prompt - cached)
+        self.prompt_by_source["external_kv_transfer"].inc(external)
+        self.prompt_by_source["local_compute"].inc(prompt - cached - external)
         self.success[seq.finish_reason or "abort"].inc()
         if seq.first_scheduled is not None:
             self.queue.observe(seq.first_scheduled - seq.arrival)
             self.inference.observe(now - seq.first_scheduled)
-            self.kv_computed.observe(prompt - cached)
+            self.kv_computed.observe(prompt - cached - external)
         if seq.first_token_time is not None and seq.first_scheduled is not None:
             self.prefill.observe(seq.first_token_time - seq.first_scheduled)
             self.decode.observe(now - seq.first_token_time)

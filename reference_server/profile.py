@@ -116,6 +116,15 @@ class Reasoning:
 
 
 @dataclass(frozen=True)
+class KVCache:
+    """The KV cache as a disaggregated cluster sends it: bytes per prompt token (layers x KV heads x
+    head dim x K,V x bytes per value) over a prefill -> decode link of `link_gbps`."""
+
+    bytes_per_token: int = 131072  # Llama-3-8B in fp16: 32 x 8 x 128 x 2 x 2
+    link_gbps: float = 100.0  # one 100 Gb/s RDMA port between the prefill and the decode GPU
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str = "custom"
     about: str = ""  # what it stands in for, and where its limits come from
@@ -131,6 +140,7 @@ class Profile:
     pacer_max_gap: float = 0.2
     policy: str = "fcfs"
     reasoning: Reasoning = Reasoning()
+    kv: KVCache = KVCache()
     fitted: dict[str, Any] = field(default_factory=dict, compare=False)  # how the step model was fitted
 
 
@@ -207,6 +217,10 @@ POWER = {
     "clock_exponent": Spec("clock_exponent", "number", 1.0, 3.0),
     "source": Spec("source", "text"),
 }
+KV = {
+    "bytes_per_token": Spec("bytes_per_token", "count", 1, 1 << 30),
+    "link_gbps": Spec("link_gbps", "number", 1.0, 100_000),
+}
 PACER = {"rate": Spec("pacer_rate", "time", 1.0, 1e6), "max_gap": Spec("pacer_max_gap", "number", 1.0, 60)}
 TOP = {
     "name",
@@ -222,6 +236,7 @@ TOP = {
     "limits",
     "pacer",
     "reasoning",
+    "kv",
 }
 
 
@@ -244,6 +259,7 @@ def _read(path: str, seen: set[str]) -> Profile:
     step = replace(base.step, **section(r, _node(top, "step"), "step", STEP))
     limits = replace(base.limits, **section(r, _node(top, "limits"), "limits", LIMITS))
     reasoning = replace(base.reasoning, **section(r, _node(top, "reasoning"), "reasoning", REASONING))
+    kv = replace(base.kv, **section(r, _node(top, "kv"), "kv", KV))
     device = section(r, _node(top, "device"), "device", DEVICE)
     power = base.power
     if "power" in top:  # figures of its own: not the base's provenance, unless it gives its own
@@ -263,6 +279,7 @@ def _read(path: str, seen: set[str]) -> Profile:
         power=power,
         limits=limits,
         reasoning=reasoning,
+        kv=kv,
         policy=policy,
         fitted=fitted,
     )
@@ -419,4 +436,7 @@ reasoning:                 # thinking before the answer, for requests that do no
   sigma: {rs.sigma:g}
   max: {rs.max}
   openai_field: {rs.openai_field}   # the chat delta's field: reasoning_content | reasoning
+kv:                        # what --disaggregate P:D sends from prefill to decode per prompt token
+  bytes_per_token: {p.kv.bytes_per_token}
+  link_gbps: {p.kv.link_gbps:g}
 {fitted}"""

@@ -83,7 +83,7 @@ class Scheduler:
 
     def _preempt(self, seq: Sequence) -> None:
         self.blocks.free_seq(seq)
-        seq.num_computed_tokens = 0
+        seq.num_computed_tokens = seq.num_external_tokens = 0  # received KV freed too: recomputed
         seq.status = Status.WAITING
         seq.num_preemptions += 1
         self.num_preemptions += 1

@@ -83,6 +83,7 @@ class Sequence:
     output_token_ids: list[int] = field(default_factory=list)
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0  # prefix-cache hit at the last admission
+    num_external_tokens: int = 0  # prompt tokens whose KV a prefill engine sent (disaggregated decode)
     block_table: list[int] = field(default_factory=list)
     num_preemptions: int = 0
     first_scheduled: float | None = None

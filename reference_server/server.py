@@ -11,6 +11,8 @@ import uvicorn
 
 from reference_server.app import create_app
 from reference_server.config import EngineConfig, ServerOptions
+from reference_server.disagg.kv_server import Wire
+from reference_server.disagg.role import Options, Role
 from reference_server.engine import Engine
 from reference_server.executors import Executor
 from reference_server.http_guard import guarded
@@ -54,9 +56,12 @@ def serve(
     startup_delay_s: float = 0.0,
     drain_timeout_s: float = 30.0,
     log_level: str = "warning",
+    disagg: tuple[Options, Wire] | None = None,
 ) -> None:
+    """Serve one engine; `disagg`: its part in a disaggregated cluster (reference_server/disagg)."""
     engine = Engine(engine_cfg, executor)
-    app = create_app(engine, opts, startup_delay_s)
+    role = Role(*disagg, engine.metrics.registry) if disagg else None
+    app = create_app(engine, opts, startup_delay_s, role)
     config = uvicorn.Config(
         app,
         host=host,

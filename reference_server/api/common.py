@@ -17,6 +17,8 @@ from tokenizers import Encoding
 
 from llmchaos import languages, tokenizer
 from llmchaos.headers import LANG_HEADER
+from reference_server.disagg import kv_pull
+from reference_server.disagg.role import KV_FROM, KV_TRANSFER, KVFailed, Role
 from reference_server.engine import Engine, QueueFull, Unavailable
 from reference_server.sequence import SamplingParams, Sequence
 
@@ -34,6 +36,7 @@ class APIError(Exception):
         "RESOURCE_EXHAUSTED": 429,
         "INTERNAL": 500,
         "UNAVAILABLE": 503,
+        "DEADLINE_EXCEEDED": 504,
     }
 
     def __init__(
@@ -147,17 +150,19 @@ def served(model: str, name: str) -> tuple[bool, int | None]:
 
 async def admit(
     engine: Engine,
+    request: Request,
     prompt: str | list[int],
     params: SamplingParams,
     lang: str,
     prompt_field: str,
     max_tokens_field: str,
-    arrived: float,
     thinking: int | None = None,
 ) -> Sequence:
     """Tokenize, check the context length, and submit to the engine (429/503 when it refuses). The
-    request thinks `thinking` tokens first (None: as the profile draws), within its max tokens; it
-    arrived at `arrived` (time.monotonic())."""
+    request thinks `thinking` tokens first (None: as the profile draws), within its max tokens. In a
+    disaggregated cluster (reference_server/disagg/role.py) a prefill engine computes its prompt
+    alone, and a decode engine first pulls the prompt's KV."""
+    arrived = received(request)
     tokens = await encode(prompt) if isinstance(prompt, str) else prompt
     limit = engine.cfg.max_model_len
     if not len(tokens):
@@ -184,12 +189,40 @@ async def admit(
         )
     if max_tokens != params.max_tokens:
         params = replace(params, max_tokens=max_tokens)
+    external = 0
+    if (role := getattr(request.app.state, "disagg", None)) is not None:
+        params, external = await _disaggregated(role, request, len(ids), params, arrived)
     try:
-        return engine.submit(ids, params, lang, received=arrived)
+        return engine.submit(ids, params, lang, received=arrived, external=external)
     except QueueFull as e:
         raise APIError("RESOURCE_EXHAUSTED", str(e), retry_after=e.retry_after) from None
     except Unavailable as e:
         raise APIError("UNAVAILABLE", str(e), retry_after=1) from None
+
+
+async def _disaggregated(
+    role: Role, request: Request, tokens: int, params: SamplingParams, arrived: float
+) -> tuple[SamplingParams, int]:
+    """A prefill engine's request (one token: the prompt's KV is what it is for), or a decode
+    engine's with the prompt tokens whose KV it pulled."""
+    offer, source = request.headers.get(KV_TRANSFER), request.headers.get(KV_FROM)
+    header = KV_TRANSFER if role.opts.role == "decode" else KV_FROM
+    if request.headers.get(header) is not None:
+        raise APIError("INVALID_ARGUMENT", f"a {role.opts.role} engine takes no {header}", param=header)
+    if offer is not None:
+        role.offer(offer, tokens)
+        return replace(params, max_tokens=1, min_tokens=0, reasoning_tokens=0), 0
+    if source is None:
+        return params, 0
+    try:
+        kv_pull.source(source)
+        external, request.state.kv = await role.pull(source, tokens, arrived)
+    except ValueError as e:
+        raise APIError("INVALID_ARGUMENT", f"{KV_FROM}: {e}", param=KV_FROM) from None
+    except KVFailed as e:
+        request.state.kv = e.kv
+        raise APIError("UNAVAILABLE" if e.status == 503 else "DEADLINE_EXCEEDED", str(e)) from None
+    return params, external
 
 
 async def collect(engine: Engine, seq: Sequence, request: Request) -> tuple[str, str]:

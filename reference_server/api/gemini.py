@@ -24,7 +24,6 @@ from reference_server.api.common import (
     language,
     parse_body,
     reasoning_count,
-    received,
     served,
 )
 from reference_server.engine import Engine
@@ -193,8 +192,7 @@ class GeminiAPI:
         if (cfg := req.generation_config.thinking_config) and cfg.thinking_budget is not None:
             thinking = None if cfg.thinking_budget == -1 else cfg.thinking_budget
         field = "generationConfig.maxOutputTokens"
-        arrived = received(request)
-        return req, await admit(self.engine, req.prompt(), req.params(), lang, "contents", field, arrived, thinking)
+        return req, await admit(self.engine, request, req.prompt(), req.params(), lang, "contents", field, thinking)
 
     async def generate(self, request: Request) -> Response:
         req, seq = await self._admit(request)

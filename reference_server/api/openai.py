@@ -23,7 +23,6 @@ from reference_server.api.common import (
     language,
     parse_body,
     reasoning_count,
-    received,
     served,
     stops,
 )
@@ -160,25 +159,23 @@ class OpenAIAPI:
         )
 
     async def chat(self, request: Request) -> Response:
-        arrived = received(request)
         self._auth(request)
         req = await parse_body(request, ChatRequest)
         thinking = self._thinking(req)
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         field = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
         params = req.params(req.max_completion_tokens or req.max_tokens)
-        seq = await admit(self.engine, render_chat(req.messages), params, lang, "messages", field, arrived, thinking)
+        seq = await admit(self.engine, request, render_chat(req.messages), params, lang, "messages", field, thinking)
         return await self._respond(request, req, seq, chat=True)
 
     async def completions(self, request: Request) -> Response:
-        arrived = received(request)
         self._auth(request)
         req = await parse_body(request, CompletionRequest)
         thinking = self._thinking(req)
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         prompt = req.prompt[0] if isinstance(req.prompt, list) and isinstance(req.prompt[0], str) else req.prompt
         params = req.params(req.max_tokens)
-        seq = await admit(self.engine, prompt, params, lang, "prompt", "max_tokens", arrived, thinking)
+        seq = await admit(self.engine, request, prompt, params, lang, "prompt", "max_tokens", thinking)
         return await self._respond(request, req, seq, chat=False)
 
     async def _respond(self, request: Request, req: _Sampling, seq: Sequence, chat: bool) -> Response:
