@@ -157,7 +157,9 @@ OUTCOMES = (
     "truncated",
     "stalled",
     "malformed",
+    "ttft_timeout",
     "timeout",
+    "stranded",  # no byte for the stall limit before any content, then no answer (loadtests/dataplane/response.py)
     "connect_error",
     "cancelled",
     "wrong",  # 200 and whole, but a canary's answer that failed its check (loadtests/canaries.py)

@@ -15,8 +15,8 @@ says how many windows were.
 - `detect_s`: from the fault's start to the end of the first window over the SLO (None: none was);
 - `recover_s`: from the fault's revert to the start of the first `windows` consecutive windows
   within the SLO (None, with `recovered` false: not within the run, or the fault was never reverted);
-- `stranded`: requests started in the window's phase that got no answer in time (stalled, or timed
-  out before their first token or their end);
+- `stranded`: requests started in the window's phase that got no answer in time (stalled, timed
+  out before their first token or their end, or stranded: silent for the stall limit, then no answer);
 - `burn`: how fast the window spent the SLO's error budget, the share of its samples over the
   threshold over the share the percentile allows (1 % for a p99): above 1, the percentile was over.
 
@@ -45,7 +45,7 @@ from llmchaos.units import duration
 
 FIELDS = ("window", "windows", "min_samples")
 WINDOW_S, WINDOWS = 30.0, 3  # the seeds' rule
-STRANDED = ("stalled", "ttft_timeout", "timeout")
+STRANDED = ("stalled", "ttft_timeout", "timeout", "stranded")
 SliceKey = tuple[str, str, str, str, int]  # (target, lang, api, SLO key, unix second of the requests' start)
 Tally = tuple[int, int]  # (samples, samples over the threshold)
 

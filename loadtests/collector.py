@@ -11,6 +11,7 @@ import gevent
 
 from llmchaos import bounds, recovery, slo
 from llmchaos.histogram import HistogramSet, Key
+from loadtests.endings import Endings
 from loadtests.record import RequestRecord, count_batch
 
 YIELD_EVERY = 64  # records encoded or written between yields to the event loop while streams run
@@ -18,7 +19,7 @@ TICKS_PER_S = 10  # output tokens are tallied per tenth of a second (loadtests/e
 
 
 class Collector:
-    """Histograms, outcome counts, SLO counts and sampled records of this process's requests."""
+    """Histograms, outcome counts, SLO counts, endings and sampled records of this process's requests."""
 
     def __init__(self, slos: slo.Slos, sample_rate: float = 1.0, seed: int = 0) -> None:
         self.slos, self.sample_rate = slos, sample_rate
@@ -32,6 +33,7 @@ class Collector:
         self.slices: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, SLO key, second, n|over)
         self.tokens: Counter[tuple[Any, ...]] = Counter()  # (target, lang, api, phase, tick): output tokens produced
         self.produced: Counter[tuple[str, ...]] = Counter()  # (target, lang, api, phase): requests that produced any
+        self.endings = Endings()  # run.json's `endings`: replicas, failovers, KV ways, stranded, silences
         self.records: list[RequestRecord] = []
 
     def add(self, rec: RequestRecord) -> None:
@@ -60,6 +62,7 @@ class Collector:
         if rec.at_stop:
             self.slo_counts[(*base, "at_stop")] += 1
         else:
+            self.endings.add(rec)
             self.slo_counts[(*base, "issued")] += 1
             if rec.canary is not None:
                 self.slo_counts[(*base, "canary")] += 1
@@ -117,6 +120,7 @@ class Collector:
             "late": [[*k, n] for k, n in late.items()],
             "tokens": [[*k, n] for k, n in tokens.items()],
             "produced": [[*k, n] for k, n in produced.items()],
+            "endings": self.endings.drain(),
             "records": encode(recs, streaming),
         }
 

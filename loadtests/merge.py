@@ -12,6 +12,7 @@ import gevent
 from llmchaos.histogram import HistogramSet
 from llmchaos.run import RequestsWriter
 from loadtests.collector import YIELD_EVERY, Collector
+from loadtests.endings import Endings
 
 
 class Merged:
@@ -25,6 +26,7 @@ class Merged:
         self.late: Counter[tuple[str, ...]] = local.late if local else Counter()  # bounds.py's uncertain samples
         self.tokens: Counter[tuple[Any, ...]] = local.tokens if local else Counter()  # energy/ shares joules by it
         self.produced: Counter[tuple[str, ...]] = local.produced if local else Counter()
+        self.endings = local.endings if local else Endings()
         self.requests = requests or {}  # side -> its requests.jsonl
         self.generator: dict[str, dict[str, Any]] = {}  # process -> cpu and loop-lag samples, read counts
 
@@ -43,6 +45,7 @@ class Merged:
             counts: Counter[tuple[Any, ...]] = getattr(self, name)
             for *k, n in data.get(name, ()):
                 counts[tuple(k)] += n
+        self.endings.merge(data.get("endings") or {})
         self.write_records(data["records"])
 
     def write_records(self, by_side: dict[str, list[bytes]]) -> None:
@@ -71,5 +74,6 @@ class Merged:
         view.late.update({k: n for k, n in self.late.items() if k[0] == target})
         view.tokens.update({k: n for k, n in self.tokens.items() if k[0] == target})
         view.produced.update({k: n for k, n in self.produced.items() if k[0] == target})
+        view.endings = self.endings.of(target)
         view.generator = self.generator
         return view

@@ -155,6 +155,7 @@ class RunWriter:
                 merged.outcomes, {k[:4]: n for k, n in merged.slo_counts.items() if k[4] == "at_stop"}
             ),
             canaries=results.canary_rows(merged.slo_counts, merged.outcomes),
+            endings=merged.endings.rows(),
             slo=slo_rows,
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from llmchaos import __version__
+from llmchaos.headers import KV_WAYS
 from llmchaos.histogram import Histogram, Key
 from llmchaos.metrics import METRICS
 
@@ -113,6 +114,69 @@ class CanaryCount(Part):
     def _within(self) -> CanaryCount:
         if self.wrong > self.sent:
             raise ValueError(f"wrong {self.wrong} of {self.sent} sent")
+        return self
+
+
+def _kv_way(text: str) -> str:
+    if text not in KV_WAYS:
+        raise ValueError(f"a KV way must be one of {', '.join(KV_WAYS)}, got {text!r}")
+    return text
+
+
+KvWay = Annotated[str, AfterValidator(_kv_way)]
+
+
+class ReplicaEnding(Part):
+    """The requests one replica answered (the response header named it), and those not ok."""
+
+    requests: NonNegativeInt
+    failed: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _within(self) -> ReplicaEnding:
+        if self.failed > self.requests:
+            raise ValueError(f"failed {self.failed} of {self.requests} requests")
+        return self
+
+
+class KvEnding(Part):
+    """The requests whose decode engine got the prompt's KV cache one way (x-llmchaos-kv), and how
+    long they took from their intended start: TTFT (None: none had a token) and end at p50, the
+    end's max, and their longest silence."""
+
+    requests: NonNegativeInt
+    ttft_p50_s: NonNegativeFloat | None = None
+    end_p50_s: NonNegativeFloat | None = None
+    end_max_s: NonNegativeFloat | None = None
+    silent_max_s: NonNegativeFloat = 0.0
+
+
+class Ending(Part):
+    """How one (target, lang, api, phase)'s requests ended on a cluster (the client's view): how many
+    were stranded (no byte for the stall limit before any content, then no answer) or failed over,
+    the longest silence, per replica and per KV way. Only where a request said any of it."""
+
+    target: str
+    lang: str
+    api: str
+    phase: str
+    requests: NonNegativeInt
+    stranded: NonNegativeInt = 0
+    failed_over: NonNegativeInt = 0  # requests that the router failed over at least once
+    silent_max_s: NonNegativeFloat = 0.0
+    replicas: dict[str, ReplicaEnding] = {}
+    kv: dict[KvWay, KvEnding] = {}
+
+    @model_validator(mode="after")
+    def _within(self) -> Ending:
+        for name, n in (
+            ("stranded", self.stranded),
+            ("failed_over", self.failed_over),
+            ("replicas", sum(r.requests for r in self.replicas.values())),
+            ("kv", sum(k.requests for k in self.kv.values())),
+        ):
+            if n > self.requests:
+                raise ValueError(f"{name}: {n} of {self.requests} requests")
         return self
 
 
@@ -478,6 +542,7 @@ class Run(Part):
     fault_hosts: list[FaultHost] = []
     outcomes: list[OutcomeCount] = []
     canaries: list[CanaryCount] = []  # per (target, lang, api, phase), with --canary-rate
+    endings: list[Ending] = []  # per (target, lang, api, phase) where a request named its replica or KV way, ...
     slo: list[SloResult] = []
     requests: RequestsFile = RequestsFile()
     summaries: list[Summary] = []
@@ -493,6 +558,7 @@ class Run(Part):
         _unique(((o.target, o.lang, o.api, o.phase, o.outcome) for o in self.outcomes), "outcomes: a second count of")
         _unique(((r.target, r.lang, r.api) for r in self.slo), "slo: a second row of")
         _unique(((c.target, c.lang, c.api, c.phase) for c in self.cost), "cost: a second row of")
+        _unique(((e.target, e.lang, e.api, e.phase) for e in self.endings), "endings: a second row of")
         return self
 
     def issued_and_failed(self, lang: str, phase: str | None = None) -> tuple[int, int] | None:

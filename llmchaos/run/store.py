@@ -27,7 +27,16 @@ from pydantic import ValidationError
 from llmchaos.errors import UsageError
 from llmchaos.histogram import Histogram, HistogramSet, Key
 from llmchaos.run import requests
-from llmchaos.run.schema import SCHEMA_VERSION, CanaryCount, OutcomeCount, Run, Summary
+from llmchaos.run.schema import (
+    SCHEMA_VERSION,
+    CanaryCount,
+    Ending,
+    KvEnding,
+    OutcomeCount,
+    ReplicaEnding,
+    Run,
+    Summary,
+)
 
 RUN_JSON, HISTOGRAMS, INDEX = "run.json", "histograms", "index.json"
 NOT_OURS = (TypeError, ValueError, zlib.error, HdrCookieException, HdrLengthException, HdrHistogramSettingsException)
@@ -217,3 +226,57 @@ def canary_rows(counts: Mapping[tuple[str, ...], int], outcomes: Mapping[tuple[s
         for k, n in sorted(counts.items())
         if k[4] == "canary"
     ]
+
+
+MARKS = ("stranded", "failed_over", "replica", "kv")  # a key with any of these counted has a row in `endings`
+
+
+def ending_rows(
+    counts: Mapping[tuple[str, ...], int],
+    maxima: Mapping[tuple[str, ...], float],
+    medians: Mapping[tuple[str, ...], float],
+) -> list[Ending]:
+    """run.json's `endings`, in key order, from tallies keyed (target, lang, api, phase, what, name):
+    `counts` of requests, stranded, failed_over (name ""), replica and replica_failed (name: the
+    replica), kv (name: the way); `maxima` of silent (name "": every request's, else a way's) and end
+    (a way's); `medians` of a way's ttft and e2e (its end). A row only where a request was stranded,
+    failed over, or named its replica or KV way."""
+    named: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    for (*key, what, name), n in sorted(counts.items()):
+        if n and what in MARKS:
+            names = named.setdefault(tuple(key), {"replica": [], "kv": []})
+            if what in names:
+                names[what].append(name)
+    return [_ending(key, names, counts, maxima, medians) for key, names in named.items()]
+
+
+def _ending(
+    key: tuple[str, ...],
+    names: dict[str, list[str]],
+    counts: Mapping[tuple[str, ...], int],
+    maxima: Mapping[tuple[str, ...], float],
+    medians: Mapping[tuple[str, ...], float],
+) -> Ending:
+    def count(what: str, name: str = "") -> int:
+        return counts.get((*key, what, name), 0)
+
+    return Ending(
+        **dict(zip(("target", "lang", "api", "phase"), key, strict=True)),
+        requests=count("requests"),
+        stranded=count("stranded"),
+        failed_over=count("failed_over"),
+        silent_max_s=maxima.get((*key, "silent", ""), 0.0),
+        replicas={
+            r: ReplicaEnding(requests=count("replica", r), failed=count("replica_failed", r)) for r in names["replica"]
+        },
+        kv={
+            way: KvEnding(
+                requests=count("kv", way),
+                ttft_p50_s=medians.get((*key, "ttft", way)),
+                end_p50_s=medians.get((*key, "e2e", way)),
+                end_max_s=maxima.get((*key, "end", way)),
+                silent_max_s=maxima.get((*key, "silent", way), 0.0),
+            )
+            for way in names["kv"]
+        },
+    )

@@ -4,7 +4,7 @@ prints it for any results directory."""
 from __future__ import annotations
 
 from llmchaos.histogram import Histogram, HistogramSet
-from llmchaos.run.schema import Recovery, Run
+from llmchaos.run.schema import Ending, KvEnding, Recovery, Run
 
 HEADER = (
     f"{'lang':5} {'reqs':>6} {'stop':>5} {'ok%':>6} {'ttft p50':>9} {'ttft p99':>9} {'itl p50':>8} {'itl p99':>8} "
@@ -49,7 +49,7 @@ def table(run: Run, hist: HistogramSet, location: str | None = None) -> str:
             f"{_ms(ttft, 99):>9} {_ms(itl, 50):>8} {_ms(itl, 99):>8} {_ms(e2e, 99):>8} {per_req:7.1f} "
             f"{row.verdict:>7}" + (_thinking(hist, sel) if thought else "")
         )
-    lines += recovery_lines(run) + canary_lines(run) + cost_lines(run)
+    lines += recovery_lines(run) + ending_lines(run) + canary_lines(run) + cost_lines(run)
     reads = run.reads
     if reads.reads:
         lines.append(
@@ -108,6 +108,47 @@ def recovery_lines(run: Run) -> list[str]:
             + (f"; {stranded} stranded" if stranded else "")
         )
     return lines
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.3g} s"
+
+
+def _way(way: str, k: KvEnding) -> str:
+    return (
+        f"{way} {k.requests} (ttft p50 {_s(k.ttft_p50_s)}, end p50 {_s(k.end_p50_s)}, max {_s(k.end_max_s)}, "
+        f"silent up to {_s(k.silent_max_s)})"
+    )
+
+
+def _ending(e: Ending, many_targets: bool) -> str:
+    parts = [
+        f"{e.requests} requests, {e.stranded} stranded, {e.failed_over} failed over, silent up to {_s(e.silent_max_s)}"
+    ]
+    if e.replicas:
+        parts.append(
+            "replica "
+            + ", ".join(
+                f"{name} {r.requests}" + (f" ({r.failed} failed)" if r.failed else "") for name, r in e.replicas.items()
+            )
+        )
+    if e.kv:
+        parts.append("kv " + ", ".join(_way(way, k) for way, k in e.kv.items()))
+    return f"  {e.target + ' ' if many_targets else ''}{e.phase} {e.lang}: " + "; ".join(parts)
+
+
+def ending_lines(run: Run) -> list[str]:
+    """How requests ended on a cluster, per phase (in the run's order) and language: stranded, failed
+    over, the longest silence, per replica (and how many of its failed), per KV way and how long;
+    nothing for a run where no request said any of it."""
+    if not run.endings:
+        return []
+    order = {phase: i for i, phase in enumerate(["warmup", "baseline", *(f.name for f in run.faults)])}
+    rows = sorted(run.endings, key=lambda e: (order.get(e.phase, len(order)), e.phase, e.target, e.lang, e.api))
+    return [
+        "endings (stranded: no byte for the stall limit before any content, then no answer):",
+        *(_ending(e, len(run.targets) > 1) for e in rows),
+    ]
 
 
 def canary_lines(run: Run) -> list[str]:

@@ -104,3 +104,46 @@ def test_a_summary_or_an_outcome_twice_is_refused(copy):
 
 def test_an_intact_copy_still_reads(copy):
     assert run.load(copy).run.run_id == "r"
+
+
+ENDING = {
+    "target": "http://synthetic/", "lang": "en", "api": "openai-chat", "phase": "partition", "requests": 4,
+    "stranded": 1, "failed_over": 0, "silent_max_s": 300.0, "replicas": {"1": {"requests": 4, "failed": 3}},
+    "kv": {"timed_out": {"requests": 1, "ttft_p50_s": None, "end_p50_s": 300.0, "end_max_s": 300.0,
+                         "silent_max_s": 300.0}},
+}  # fmt: skip
+
+
+def with_ending(copy: Path, **change: object) -> None:
+    edit(copy / "run.json", lambda doc: doc.update(endings=[ENDING | change]))
+
+
+def test_an_endings_row_reads_back(copy):
+    with_ending(copy)
+    ending = run.load(copy).run.endings[0]
+    assert (ending.replicas["1"].failed, ending.kv["timed_out"].end_max_s) == (3, 300.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"stranded": 5}, "endings.0: Value error, stranded: 5 of 4 requests"),
+        ({"silent_max_s": -1.0}, "endings.0.silent_max_s: Input should be greater than or equal to 0"),
+        ({"replicas": {"1": {"requests": 2, "failed": 3}}},
+         "endings.0.replicas.1: Value error, failed 3 of 2 requests"),
+        ({"replicas": {"1": {"requests": 9, "failed": 0}}}, "endings.0: Value error, replicas: 9 of 4 requests"),
+        ({"kv": {"hung": {"requests": 1}}}, "endings.0.kv.hung.[key]: Value error, a KV way must be one of pulled, "
+         "recomputed, failed, timed_out, got 'hung'"),
+        ({"kv": {"failed": {"requests": 1, "end_max_s": "soon"}}}, "endings.0.kv.failed.end_max_s: Input should be "
+         "a valid number, unable to parse string as a number"),
+        ({"requests": None}, "endings.0.requests: Input should be a valid integer"),
+    ],
+)  # fmt: skip
+def test_a_bad_endings_row_is_one_line_naming_its_field(copy, change, said):
+    with_ending(copy, **change)
+    assert refused(copy) == f"{copy}/run.json: {said}"
+
+
+def test_an_endings_row_twice_is_refused(copy):
+    edit(copy / "run.json", lambda doc: doc.update(endings=[ENDING, ENDING]))
+    assert "endings: a second row of http://synthetic//en/openai-chat/partition twice" in refused(copy)

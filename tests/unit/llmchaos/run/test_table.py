@@ -7,7 +7,8 @@ import pytest
 
 from benchmarks._synthetic_run import write
 from llmchaos import run
-from llmchaos.run.table import cost_lines
+from llmchaos.histogram import HistogramSet
+from llmchaos.run.table import cost_lines, ending_lines, table
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +47,25 @@ def test_an_absent_source_is_one_line_with_why_and_a_sparse_one_never_a_crash(ma
     assert cost_lines(made.model_copy(update={"energy": absent})) == ["cost: absent (no series matching the selector)"]
     sparse = run.Energy(source="measured", origin="x")  # what a hand-written run.json may hold
     assert cost_lines(made.model_copy(update={"energy": sparse})) == ["cost (measured, energy of 0 GPU(s), from x):"]
+
+
+def test_a_run_without_endings_prints_none_and_one_with_them_a_line_per_phase_and_language(made):
+    assert ending_lines(made) == []
+    assert "endings" not in table(made, HistogramSet())
+    kv = run.KvEnding(requests=3, ttft_p50_s=None, end_p50_s=300.0, end_max_s=301.0, silent_max_s=300.0)
+    rows = [
+        run.Ending(target="t", lang="en", api="openai-chat", phase=phase, requests=10, stranded=stranded,
+                   failed_over=failed_over, silent_max_s=silent, replicas=replicas,
+                   kv={"timed_out": kv} if stranded else {})
+        for phase, stranded, failed_over, silent, replicas in (
+            ("partition", 3, 0, 300.0, {}),
+            ("baseline", 0, 1, 0.2, {"0": run.ReplicaEnding(requests=6, failed=0),
+                                     "1": run.ReplicaEnding(requests=4, failed=1)}),
+        )
+    ]  # fmt: skip
+    assert ending_lines(made.model_copy(update={"endings": rows})) == [
+        "endings (stranded: no byte for the stall limit before any content, then no answer):",
+        "  baseline en: 10 requests, 0 stranded, 1 failed over, silent up to 0.2 s; replica 0 6, 1 4 (1 failed)",
+        "  partition en: 10 requests, 3 stranded, 0 failed over, silent up to 300 s; kv timed_out 3 (ttft p50 -, "
+        "end p50 300 s, max 301 s, silent up to 300 s)",
+    ]
