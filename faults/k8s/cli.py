@@ -22,6 +22,9 @@ def register(sub: Subparsers) -> None:
     r.add_argument("schedule")
     r.add_argument("--namespace", default="default")
     r.add_argument("--selector", default="", help="the server's pods, KEY=VALUE[,KEY=VALUE] (netem, tbf, docker)")
+    r.add_argument("--replica-selector", default="", help="a router's replicas: one StatefulSet's pods (replica)")
+    r.add_argument("--prefill-selector", default="", help="a disaggregated cluster's prefill pods (kv_link)")
+    r.add_argument("--decode-selector", default="", help="its decode pods (kv_link)")
     r.add_argument("--gpu-node", default="", help="the node whose GPU gpu_clock windows lock")
     r.add_argument("--upstream", default="", help="the model's Service URL, behind the SSE proxy (sse)")
     r.add_argument("--image", default=IMAGE, help="the llmchaos image (compose/Dockerfile) in your registry")
@@ -54,16 +57,16 @@ def register(sub: Subparsers) -> None:
     w.set_defaults(func=run_wait)
 
 
-def _selector(text: str) -> dict[str, str]:
+def _selector(text: str, flag: str = "--selector") -> dict[str, str]:
     from faults.k8s.pods import LABEL_KEY, LABEL_VALUE
 
     out: dict[str, str] = {}
     for item in filter(None, text.split(",")):
         key, eq, value = item.partition("=")
         if not eq or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
-            raise UsageError(f"expected KEY=VALUE[,KEY=VALUE] of Kubernetes labels, got {item!r}", field="--selector")
+            raise UsageError(f"expected KEY=VALUE[,KEY=VALUE] of Kubernetes labels, got {item!r}", field=flag)
         if key in out:
-            raise UsageError(f"{key} given twice ({out[key]!r} and {value!r}): a pod has one value", field="--selector")
+            raise UsageError(f"{key} given twice ({out[key]!r} and {value!r}): a pod has one value", field=flag)
         out[key] = value
     return out
 
@@ -94,6 +97,9 @@ def run_render(args: argparse.Namespace) -> int:
         run=_name(args.run or Path(args.schedule).stem, "--run", names.DNS_1035),
         namespace=_name(args.namespace, "--namespace"),
         selector=_selector(args.selector),
+        replicas=_selector(args.replica_selector, "--replica-selector"),
+        prefill=_selector(args.prefill_selector, "--prefill-selector"),
+        decode=_selector(args.decode_selector, "--decode-selector"),
         gpu_node=args.gpu_node,
         upstream=args.upstream,
         image=args.image,

@@ -17,6 +17,9 @@ class Cluster:
     run: str  # the Workflow's name, and every other object's first part
     namespace: str = "default"
     selector: dict[str, str] = field(default_factory=dict)  # the server's pods
+    replicas: dict[str, str] = field(default_factory=dict)  # a router's replicas: one StatefulSet's pods
+    prefill: dict[str, str] = field(default_factory=dict)  # a disaggregated cluster's prefill pods
+    decode: dict[str, str] = field(default_factory=dict)  # and its decode pods
     gpu_node: str = ""
     upstream: str = ""  # the model's Service, behind the SSE proxy
     image: str = "llmchaos:0.1.0"  # compose/Dockerfile's
@@ -24,9 +27,14 @@ class Cluster:
 
     def server_pods(self, kind: str) -> dict:
         """A Chaos Mesh selector for the server's pods (FieldError when there is no --selector)."""
-        if not self.selector:
-            raise FieldError("target", f"{kind} acts on the server's pods: give --selector (e.g. app=llm)")
-        return {"namespaces": [self.namespace], "labelSelectors": dict(self.selector)}
+        return self.pods(self.selector, f"{kind} acts on the server's pods", "--selector", "app=llm")
+
+    def pods(self, labels: dict[str, str], why: str, option: str, example: str) -> dict:
+        """A Chaos Mesh selector for the pods that carry `labels` (FieldError naming `option` when
+        there are none: the option was not given)."""
+        if not labels:
+            raise FieldError("target", f"{why}: give {option} (e.g. {example})")
+        return {"namespaces": [self.namespace], "labelSelectors": dict(labels)}
 
     def meta(self, name: str, window: str | None = None) -> dict:
         return names.meta(name, self.namespace, self.run, window)

@@ -60,7 +60,6 @@ def piece(step: Step, cluster: Cluster) -> Piece:
         "selector": cluster.server_pods(w.kind),
         "device": w.target["interface"],
         **peers(w.params),
-        "duration": go_duration(w.end - w.start),
         **action,
     }
     return Piece(

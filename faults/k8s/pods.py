@@ -54,8 +54,6 @@ def piece(step: Step, cluster: Cluster) -> Piece:
     else:
         chaos["selector"] = cluster.server_pods("a container target")
         chaos["containerNames"] = [w.target["container"]]
-    if action == "pod-failure":
-        chaos["duration"] = go_duration(w.end - w.start)
     if action == "pod-kill":
         timeout = number(w.params, "timeout", "s") if "timeout" in w.params else STOP_TIMEOUT_S
         chaos["gracePeriod"] = round(timeout)

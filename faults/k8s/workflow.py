@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 from faults.injectors.base import FieldError
-from faults.k8s import corrupt, gpu, names, network, pods, sse
+from faults.k8s import corrupt, gpu, kv_link, names, network, pods, replica, router, sse
 from faults.k8s.cluster import API, Cluster, Piece, Step, go_duration
 from faults.schedule import FaultSpec, Schedule
 from llmchaos.errors import UsageError
@@ -26,6 +26,9 @@ KINDS: dict[str, ModuleType] = {
     "gpu_clock": gpu,
     "sse": sse,
     "corrupt": corrupt,  # refused with a line naming target.sim, as gpu_clock's sim target
+    "replica": replica,
+    "kv_link": kv_link,
+    "router": router,  # refused with a line naming why
 }
 WINDOWS = f"{names.GROUP}/windows"  # the Workflow's annotation: each window step's window, for the phases
 MAX_WINDOWS = 200  # a Workflow is one object (etcd keeps them under 1.5 MB) and starts every branch at once

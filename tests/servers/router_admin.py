@@ -22,7 +22,7 @@ REPLICA = re.compile(r"/admin/(replicas|router/pool)/(\d+)")
 class RouterAdmin:
     def __init__(self, replicas: int = 2, prefill: int = 0) -> None:
         self.pids = itertools.count(1000)
-        self.replicas = [
+        self.replicas: list[dict] = [
             {
                 "index": i,
                 "role": ("prefill" if i < prefill else "decode") if prefill else "mixed",
@@ -93,9 +93,8 @@ class RouterAdmin:
             action = (body or {}).get("action")
             if action not in ("kill", "pause", "restart"):
                 return 400, {"error": {"message": f"unknown action {action!r}"}}
-            r |= {"kill": {"state": "killed", "pid": None}, "pause": {"state": "paused"}}.get(
-                action, {"state": "starting", "pid": next(self.pids)}
-            )
+            after: dict[str, dict] = {"kill": {"state": "killed", "pid": None}, "pause": {"state": "paused"}}
+            r |= after.get(action, {"state": "starting", "pid": next(self.pids)})
             r["in_pool"] = False
         elif method == "DELETE" and r["state"] == "paused":
             r |= {"state": "up", "in_pool": True}

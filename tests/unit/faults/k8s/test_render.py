@@ -149,6 +149,8 @@ def test_an_sse_window_with_corrupt_ratio_renders_its_params_as_given(tmp_path):
         lambda o: o["spec"]["templates"][-1]["networkChaos"].update(action="jitter"),  # not an action
         lambda o: o["spec"]["templates"][-1]["networkChaos"]["delay"].update(latency="100 ms"),
         lambda o: o["spec"]["templates"][-1]["networkChaos"]["delay"].update(jiter="30ms"),  # a misspelt field
+        lambda o: o["spec"]["templates"][-1]["networkChaos"].update(duration="60s"),  # the webhook's: deadline
+        lambda o: o["spec"]["templates"][-1].update(templateType="PodChaos", podChaos={"action": "container-kill"}),
         lambda o: o["spec"].pop("entry"),
         lambda o: o["metadata"]["labels"].update({"llmchaos.dev/window": "Not a label!"}),
         lambda o: o["metadata"].update(name="Drill_Jitter"),
@@ -340,7 +342,6 @@ def test_docker_actions_become_pod_chaos():
         "action": "pod-failure",
         "mode": "all",
         "selector": {"namespaces": ["staging"], "labelSelectors": {"app": "llm"}},
-        "duration": "60s",
     }
     kill = chaos({"container": "server"}, {"action": "kill"})
     assert (kill["action"], kill["containerNames"], kill["selector"]["labelSelectors"]) == (
