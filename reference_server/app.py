@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from prometheus_client import generate_latest
-from pydantic import Field, model_validator
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import Field, model_validator
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request

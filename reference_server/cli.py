@@ -151,7 +151,9 @@ def _check_cluster(args: argparse.Namespace) -> None:
         if getattr(args, name) is not None and not (args.disaggregate or args.role):
             raise UsageError("only a disaggregated cluster sends KV: add --disaggregate P:D", field=_flag(name))
     if args.kv_bytes_scale is not None and args.kv_bytes_scale > 1:
-        raise UsageError(f"must be at most 1 (a share of the bytes), got {args.kv_bytes_scale:g}", field="--kv-bytes-scale")
+        raise UsageError(
+            f"must be at most 1 (a share of the bytes), got {args.kv_bytes_scale:g}", field="--kv-bytes-scale"
+        )
 
 
 def _flag(name: str) -> str:

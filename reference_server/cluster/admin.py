@@ -61,7 +61,9 @@ class RouterAdmin:
 
     async def replicas(self, request: Request) -> Response:
         authorize(self.opts, request)
-        return JSONResponse({"router": self.cluster.policy_name, "replicas": [r.entry() for r in self.cluster.replicas]})
+        return JSONResponse(
+            {"router": self.cluster.policy_name, "replicas": [r.entry() for r in self.cluster.replicas]}
+        )
 
     async def replica(self, request: Request) -> Response:
         """PUT kills, pauses or restarts it; DELETE undoes that (it is `starting` until it is healthy)."""

@@ -4,7 +4,7 @@ replica; each replica up or not), then every replica's own, each series labelled
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -30,7 +30,7 @@ class RouterMetrics:
         self.requests = {(r.index, k): requests.labels(str(r.index), k) for r in replicas for k in RESULTS}
         up = Gauge("llmchaos_router_replica_up", "1 when the replica is routable.", ["replica"], registry=self.registry)
         for r in replicas:
-            up.labels(str(r.index)).set_function(lambda r=r: float(r.routable))
+            up.labels(str(r.index)).set_function(_routable(r))
 
     def count(self, r: Replica, result: str) -> None:
         self.requests[r.index, result].inc()
@@ -41,6 +41,10 @@ class RouterMetrics:
         merged = CollectorRegistry(auto_describe=False)
         merged.register(_Merged(labelled(zip(live, texts, strict=True))))
         return generate_latest(self.registry) + generate_latest(merged)
+
+
+def _routable(r: Replica) -> Callable[[], float]:
+    return lambda: float(r.routable)
 
 
 async def _scrape(client: httpx.AsyncClient, r: Replica) -> str:

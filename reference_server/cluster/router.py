@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from collections.abc import AsyncIterator
 
@@ -115,7 +116,7 @@ class Cluster:
             self.metrics.count(r, "routed")
             policy.sent(r, prompt)
             named = head | {REPLICA: str(r.index)} | ({FAILOVER: str(tried)} if tried else {})
-            return relay.passed_back(answer, r, named, lambda r=r: self.metrics.count(r, "failed"))
+            return relay.passed_back(answer, r, named, functools.partial(self.metrics.count, r, "failed"))
         raise APIError("UNAVAILABLE", f"no replica answered ({tried} tried)", retry_after=1)
 
     def _unreachable(self, r: Replica, last: bool) -> None:

@@ -66,7 +66,7 @@ class Supervisor:
 
     def start(self, r: Replica) -> None:
         argv = [sys.executable, "-m", "llmchaos.cli", "serve", *r.argv, "--host", "127.0.0.1", "--port", str(r.port)]
-        r.proc = subprocess.Popen(argv, preexec_fn=_die_with_parent)  # noqa: PLW1509 - only a prctl
+        r.proc = subprocess.Popen(argv, preexec_fn=_die_with_parent)
         r.state, r.healthy = "starting", False
 
     def start_all(self) -> None:

@@ -14,7 +14,9 @@ class KVMetrics:
     def __init__(self, registry: CollectorRegistry, role: str) -> None:
         self.role = role
         self.bytes = Counter(
-            "llmchaos_kv_transfer_bytes", "KV-cache bytes sent (prefill) or received (decode).", ["role"],
+            "llmchaos_kv_transfer_bytes",
+            "KV-cache bytes sent (prefill) or received (decode).",
+            ["role"],
             registry=registry,
         ).labels(role)
         self.seconds = Histogram(
@@ -26,7 +28,9 @@ class KVMetrics:
         ).labels(role)
         self.results: dict[str, Counter] = {}
         if role == "decode":
-            family = Counter("llmchaos_kv_transfers", "Decode's KV pulls by how they ended.", ["result"], registry=registry)
+            family = Counter(
+                "llmchaos_kv_transfers", "Decode's KV pulls by how they ended.", ["result"], registry=registry
+            )
             self.results = {r: family.labels(r) for r in RESULTS}
 
     def sent(self, n: int) -> None:
