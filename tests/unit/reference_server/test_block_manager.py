@@ -80,3 +80,12 @@ def test_append_slots_grows_by_block_and_fails_when_empty():
     assert len(s.block_table) == 2
     s.output_token_ids.extend([1, 1, 1, 1])
     assert not bm.append_slots(s)
+
+
+def test_received_kv_counts_as_computed_but_not_as_a_cache_hit():
+    bm = BlockManager(num_blocks=16, block_size=4, watermark=0.0)
+    s = seq(range(10))
+    s.num_external_tokens = 9  # a prefill engine sent all but the last prompt token's KV
+    assert bm.allocate(s)
+    assert (s.num_computed_tokens, s.num_cached_tokens, s.num_uncomputed_tokens) == (9, 0, 1)
+    assert bm.prefix_hits == 0

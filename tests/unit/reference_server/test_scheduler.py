@@ -81,3 +81,19 @@ def test_finish_frees_blocks_from_running_and_waiting():
     s.finish(b, "abort")
     assert s.blocks.usage == 0.0
     assert not s.has_work()
+
+
+def test_a_preempted_sequence_recomputes_the_kv_it_was_sent():
+    from reference_server.config import EngineConfig
+    from reference_server.scheduler import Scheduler
+    from reference_server.sequence import SamplingParams, Sequence
+
+    sched = Scheduler(EngineConfig(num_blocks=8, block_size=4, watermark=0.0))
+    s = Sequence(list(range(10)), SamplingParams(max_tokens=4))
+    s.num_external_tokens = 9
+    sched.add(s)
+    assert sched.schedule().items == [(s, 1)]  # only the last prompt token is computed here
+    sched.running.remove(s)  # as schedule() pops its victim
+    sched._preempt(s)
+    assert (s.num_external_tokens, s.num_computed_tokens) == (0, 0)
+    assert sched.schedule().items == [(s, 10)]  # back at the front, to compute in full
