@@ -29,7 +29,14 @@ DRILLS = {
     "drill-sse-drop": ["--upstream", "http://llm:8000"],
 }
 CLUSTER = Cluster(
-    run="example", namespace="staging", selector={"app": "llm"}, gpu_node="gpu-node-1", upstream="http://llm:8000"
+    run="example",
+    namespace="staging",
+    selector={"app": "llm"},
+    replicas={"app": "engine"},  # an example's replica and kv_link windows
+    prefill={"role": "prefill"},
+    decode={"role": "decode"},
+    gpu_node="gpu-node-1",
+    upstream="http://llm:8000",
 )
 
 
