@@ -81,7 +81,7 @@ class Endings:
     def rows(self) -> list[results.Ending]:
         """run.json's `endings`: a row per key where a request named its replica or KV way, failed
         over or was stranded."""
-        medians = {
+        medians: dict[Tally, float] = {
             (*key[:4], key.metric, way): h.quantile(50) for way, hist in self.kv.items() for key, h in hist if h.count
         }
         return results.ending_rows(self.counts, self.maxima, medians)

@@ -79,7 +79,7 @@ typedef struct {
     size_t sent;
     double connect_s, connect_by, deadline_abs, stall_s, last_event, send_at, expired_at, drain_by, end_at;
     double clear_at; /* the last read that left the socket empty began then: what came later, came after */
-    double heard_at, quiet; /* the last read's stamp (the send's before one), the longest time from it to the next */
+    double heard_at, quiet; /* the last read's stamp (the last send's before one), the longest time to the next */
     int backlog;     /* the socket may have held bytes since clear_at (a full read, reading paused) */
     int expired;
     char needles[NEEDLES][32];
@@ -277,7 +277,9 @@ static void do_connect(Plane *pl, conn_t *c, Py_ssize_t id) {
 }
 
 static void do_send(Plane *pl, conn_t *c, Py_ssize_t id) {
+    double began = 0; /* the last send's call: the server cannot have had the whole request before */
     while (c->sent < c->request.len) {
+        began = mono();
         ssize_t n = send(c->fd, c->request.p + c->sent, c->request.len - c->sent, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -290,7 +292,8 @@ static void do_send(Plane *pl, conn_t *c, Py_ssize_t id) {
         }
         c->sent += (size_t)n;
     }
-    c->send_at = c->heard_at = mono();
+    c->send_at = mono();
+    c->heard_at = began > 0 ? began : c->send_at;
     c->state = C_OPEN;
     watch(pl, c, EPOLLIN | EPOLLRDHUP, id);
 }

@@ -166,6 +166,7 @@ class Connection:
 
     def _send(self) -> None:
         assert self.sock is not None
+        began = perf_counter()
         try:
             sent = self.sock.send(self._pending) if self._pending else 0
         except BlockingIOError:
@@ -178,7 +179,7 @@ class Connection:
             self._wait(EPOLLOUT, self._send)
             return
         if self._carrying is not None:
-            self._carrying.written(perf_counter())
+            self._carrying.written(perf_counter(), began)
             self._carrying = None
         self._wait(EPOLLIN, self._on_readable)
 

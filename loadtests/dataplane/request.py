@@ -96,11 +96,11 @@ class Exchange(Response):
         self.connect_by = None
         self.deadline = self.limit
 
-    def written(self, now: float) -> None:
-        """The request's last byte went to the kernel (`now`, perf_counter): the server's silence
-        counts from here."""
+    def written(self, now: float, began: float) -> None:
+        """The request's last byte went to the kernel (`now`, perf_counter) in a send called at
+        `began`: the server's silence counts from there (it cannot have had the request before)."""
         self.rec.send_s = now - self.created
-        self.heard_at = now
+        self.heard_at = began
 
     def received(self, data: bytes, now: float, late: float = 0.0) -> None:
         """The bytes of one read, whose last reached the host at `now` (perf_counter) and its first

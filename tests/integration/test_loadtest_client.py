@@ -137,6 +137,64 @@ def test_bytes_trickling_with_no_newline_are_no_event_for_the_stall_limit(url):
     assert 1.0 <= took < 20.0
 
 
+# -- issue 33: how a request ended on a cluster: its silences, stranded, the router's headers ---------------
+# Each silence is bounded below by the server's sleep and above by the time the client took over it (or,
+# given up, by the limit it was given up at): no figure of the machine's speed.
+SILENT = Limits(connect=2.0, ttft=10.0, stall=0.5, request=20.0)
+
+
+@pytest.mark.timing
+def test_a_long_wait_for_the_head_then_an_answer_is_ok_its_silence_the_wait(url):
+    rec, took = measure(url, SILENT, mode="late_headers", seconds=1.0)
+    assert rec.outcome == "ok", rec.error
+    assert 1.0 <= rec.silent_s <= took
+    assert rec.end_s == rec.e2e
+
+
+@pytest.mark.timing
+def test_an_error_status_after_the_stall_limit_without_a_byte_is_stranded(url):
+    rec, took = measure(url, SILENT, mode="status", status=504, seconds=1.0)
+    assert (rec.outcome, rec.status) == ("stranded", 504)
+    assert "http_504" in str(rec.error)
+    assert "scripted status 504" in str(rec.error)  # what the server said
+    assert 1.0 <= rec.silent_s <= took
+    assert rec.end_s is not None
+    assert 1.0 <= rec.end_s <= took
+
+
+@pytest.mark.timing
+def test_an_error_status_at_once_is_its_own_outcome(url):
+    rec, took = measure(url, SILENT, mode="status", status=503)
+    assert rec.outcome == "http_503", rec.error
+    assert rec.silent_s <= took
+
+
+@pytest.mark.timing
+def test_the_ttft_timeout_after_silence_is_stranded_silent_to_the_limit(url):
+    rec, took = measure(url, Limits(connect=2.0, ttft=1.0, stall=0.5, request=20.0), mode="late_headers", seconds=5)
+    assert rec.outcome == "stranded", rec.error
+    assert "ttft_timeout" in str(rec.error)
+    assert rec.send_s is not None
+    assert 1.0 - rec.send_s - 0.1 <= rec.silent_s <= 1.0  # from its last byte sent to the limit
+    assert rec.end_s == pytest.approx(1.0)
+    assert took < 5.0
+
+
+@pytest.mark.timing
+def test_a_content_stream_gone_quiet_stays_stalled_silent_for_the_stall_limit(url):
+    rec, _ = measure(url, SILENT, mode="stall", after=2, seconds=10)
+    assert rec.outcome == "stalled", rec.error
+    assert rec.silent_s == pytest.approx(SILENT.stall, abs=1e-3)  # from its last event's bytes to the limit
+
+
+def test_the_router_s_headers_name_the_replica_its_failovers_and_the_kv_way(url):
+    headers = {"x-llmchaos-replica": "2", "x-llmchaos-failover": "1", "x-llmchaos-kv": "recomputed"}
+    rec, _ = measure(url, headers=headers)
+    assert (rec.outcome, rec.replica, rec.failed_over, rec.kv) == ("ok", "2", 1, "recomputed")
+    rec, _ = measure(url, Limits(replica_header="x-envoy-upstream-host"), headers={"x-envoy-upstream-host": "pod-a"})
+    assert (rec.replica, rec.failed_over, rec.kv) == ("pod-a", 0, None)
+
+
 # -- defect 15: valid SSE the client misread --------------------------------------------------------
 @pytest.mark.parametrize("mode", ["ping", "cr", "bom"])
 def test_valid_sse_in_every_form_is_read(url, mode):

@@ -8,8 +8,9 @@ i at processing start + TTFT + gaps[:i] and records each content write's offset 
 `GET /metrics` shows a GPU's energy counter (dcgm-exporter's name, mJ) that rises by exactly
 `--joules-per-token` for each word a content event carries, and by nothing else: the truth of J/token.
 `GET /truth` lists finished requests (match yours by sending `x-request-id`), `DELETE /truth`
-clears the list. `x_script` in the body overrides timing (`ttft_ms`, `itl_ms`: [lo, hi]) and
-picks a misbehaviour (`mode`, see MODES; K is `after`, default 3). `POST /control
+clears the list. `x_script` in the body overrides timing (`ttft_ms`, `itl_ms`: [lo, hi]), adds
+response `headers` ({name: value}, a cluster's router's) and picks a misbehaviour (`mode`, see
+MODES; K is `after`, default 3). `POST /control
 {"stall_for_s": X}` holds every request received in the next X s (any path but /control and
 /truth) until the window ends; its truth `ttft_s` counts from receipt, so includes `stalled_s`.
 """
@@ -59,7 +60,8 @@ MODES = {
     "cut": 'K content events, half an event (`data: {"id":`), then the transport is aborted',
     "garbage": "200 text/event-stream of random non-SSE bytes (invalid UTF-8, no newline), ended",
     "wrong_content_type": "200 text/html with an HTML page",
-    "status": "`status` CODE with an OpenAI error JSON; Retry-After: 1 for 429 and 503",
+    "status": "`status` CODE with an OpenAI error JSON (after `seconds`, default 0, of silence); Retry-After: 1 for "
+    "429 and 503",
     "never_ending": "content events every ITL until the client leaves; no finish_reason, no [DONE]",
     "stall": "K content events, `seconds` (30) of silence, then the rest as scheduled",
     "bad_json": 'an extra event `{"choices": [}` right before content event K+1',
@@ -269,7 +271,7 @@ class Stream:
     async def play(self) -> None:
         mode, s, n = self.rec.mode, self.script, self.n
         if mode == "late_headers":
-            await asyncio.sleep(float(s.get("seconds", 30)))
+            await _sleep_until(time.monotonic() + float(s.get("seconds", 30)))
         await self.send(
             {
                 "type": "http.response.start",
@@ -278,6 +280,7 @@ class Stream:
                     (b"content-type", b"text/event-stream; charset=utf-8"),
                     (b"cache-control", b"no-cache"),
                     (b"x-request-id", self.rec.request_id.encode()),
+                    *_headers(s),
                 ],
             }
         )
@@ -342,14 +345,19 @@ class Stream:
         await asyncio.sleep(0.01)  # connection_lost marks the cycle disconnected, so uvicorn stays quiet
 
 
-def _error(code: int, message: str) -> JSONResponse:
+def _headers(script: dict) -> list[tuple[bytes, bytes]]:
+    """The response headers `x_script.headers` adds."""
+    return [(str(k).encode(), str(v).encode()) for k, v in (script.get("headers") or {}).items()]
+
+
+def _error(code: int, message: str, extra: dict | None = None) -> JSONResponse:
     kind = {429: "rate_limit_error", 503: "service_unavailable"}.get(
         code, "server_error" if code >= 500 else "invalid_request_error"
     )
     return JSONResponse(
         {"error": {"message": message, "type": kind, "param": None, "code": code}},
         code,
-        headers={"Retry-After": "1"} if code in (429, 503) else None,
+        headers=({"Retry-After": "1"} if code in (429, 503) else {}) | (extra or {}),
     )
 
 
@@ -378,7 +386,8 @@ async def chat(request: Request) -> ASGIApp:
         return Stream(rec, rng, sc, body, script, n)
     rec.tokens = 0
     if mode == "status":
-        response: ASGIApp = _error(rec.status, f"scripted status {rec.status}")
+        await _sleep_until(time.monotonic() + float(script.get("seconds", 0)))
+        response: ASGIApp = _error(rec.status, f"scripted status {rec.status}", script.get("headers"))
     elif mode == "wrong_content_type":
         response = HTMLResponse("<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1></body></html>")
     else:  # not streamed: the whole answer once its last token is due

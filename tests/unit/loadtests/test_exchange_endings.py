@@ -37,7 +37,7 @@ def exchange(limits: Limits = LIMITS) -> Exchange:
     ex = Exchange(
         ADAPTERS["openai-chat"], b"", True, RequestRecord("en", "openai-chat", "t"), 100.0, limits, lambda: None
     )
-    ex.written(100.0)
+    ex.written(100.0, 100.0)
     return ex
 
 
@@ -68,7 +68,8 @@ def test_an_error_status_after_the_stall_limit_without_a_byte_is_stranded_and_ke
     ex.received(head(504, sse=False) + b"timeout", 104.0)
     rec = ex.rec
     assert (rec.outcome, rec.status) == ("stranded", 504)
-    assert rec.error is not None and "http_504" in rec.error and "timeout" in rec.error
+    assert "http_504" in str(rec.error)
+    assert "timeout" in str(rec.error)
     assert rec.silent_s == pytest.approx(4.0)
     assert rec.end_s == pytest.approx(4.0)
 
@@ -85,7 +86,7 @@ def test_the_ttft_timeout_after_silence_is_stranded_and_its_silence_runs_to_the_
     ex.expire(110.5)  # the plane's timer fires late; the request was given up at its limit
     rec = ex.rec
     assert rec.outcome == "stranded"
-    assert rec.error is not None and "ttft_timeout" in rec.error
+    assert "ttft_timeout" in str(rec.error)
     assert rec.silent_s == pytest.approx(10.0)
     assert rec.end_s == pytest.approx(10.0)
 
@@ -113,7 +114,7 @@ def test_a_connection_closed_after_the_silence_without_an_answer_is_stranded():
     ex = exchange()
     ex.ended(None, 103.0)
     assert ex.rec.outcome == "stranded"
-    assert ex.rec.error is not None and "connect_error" in ex.rec.error
+    assert "connect_error" in str(ex.rec.error)
     assert ex.rec.silent_s == pytest.approx(3.0)
 
 
