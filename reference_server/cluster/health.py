@@ -9,18 +9,20 @@ import httpx
 
 from reference_server.cluster.supervisor import Replica, Supervisor
 
-INTERVAL_S = 0.5
+INTERVAL_S = 1.0  # as often as a readiness probe at its tightest; a kill is found by the next request sooner
 TIMEOUT_S = 2.0  # an engine's /healthz runs a one-token request through it: a busy one takes a while
 
 
 async def check(client: httpx.AsyncClient, sup: Supervisor, r: Replica) -> None:
-    if sup.exited(r):
+    if sup.exited(r):  # as a refused connection would tell
+        r.healthy = False
         return
     try:
         ok = (await client.get(r.url + "/healthz", timeout=TIMEOUT_S)).status_code == 200
     except httpx.HTTPError:
         ok = False
     if sup.exited(r):  # killed while it was checked
+        r.healthy = False
         return
     r.healthy = ok
     if ok and r.state in ("starting", "down"):

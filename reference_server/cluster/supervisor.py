@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from llmchaos.procs import free_port
 
 PR_SET_PDEATHSIG = 1
-STATES = ("starting", "up", "down", "killed", "paused")
 
 
 def _die_with_parent() -> None:
@@ -31,7 +30,7 @@ class Replica:
     port: int = field(default_factory=free_port)
     kv_port: int | None = None  # a prefill engine's KV server
     proc: subprocess.Popen | None = None
-    state: str = "starting"  # STATES: the supervisor's knowledge and the health check's
+    state: str = "starting"  # starting | up | down | killed | paused: what the supervisor did, and the health check saw
     healthy: bool = False  # its last health check passed (or no request has failed to reach it since)
     in_pool: bool = True  # the `router` fault takes it out while it runs on
     in_flight: int = 0  # requests the router has on it now
@@ -42,7 +41,9 @@ class Replica:
 
     @property
     def routable(self) -> bool:
-        return self.healthy and self.in_pool and self.state == "up"
+        """What the router knows: its health (a killed one is routed to until a check or a request
+        finds it dead), not the supervisor's state."""
+        return self.healthy and self.in_pool
 
     def entry(self) -> dict:
         """What the admin API says of it."""
@@ -67,7 +68,7 @@ class Supervisor:
     def start(self, r: Replica) -> None:
         argv = [sys.executable, "-m", "llmchaos.cli", "serve", *r.argv, "--host", "127.0.0.1", "--port", str(r.port)]
         r.proc = subprocess.Popen(argv, preexec_fn=_die_with_parent)
-        r.state, r.healthy = "starting", False
+        r.state = "starting"
 
     def start_all(self) -> None:
         for r in self.replicas:
@@ -100,7 +101,7 @@ class Supervisor:
         if r.proc is None or r.proc.poll() is None:
             return r.proc is None
         if r.state not in ("killed", "down"):
-            r.state, r.healthy = "down", False
+            r.state = "down"
             self._lost(r)
         return True
 
@@ -124,5 +125,4 @@ class Supervisor:
             r.proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 r.proc.wait(5)
-        r.healthy = False
         self._lost(r)

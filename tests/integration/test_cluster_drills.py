@@ -52,6 +52,7 @@ def test_a_replica_kill_cuts_its_share_and_the_router_fails_over(tmp_path, monke
     kill, back = w["actual_start"], w["actual_end"]
     in_flight = [r for r in requests if r["sent"] < kill and (r["e2e"] is None or r["intended"] + r["e2e"] > kill)]
     on_killed = [r for r in in_flight if r["replica"] == "1"]
+    requests = [r for r in requests if r["outcome"] != "cancelled"]  # by the test's end
     failed = [r for r in requests if r["outcome"] != "ok"]
     assert on_killed, in_flight
     assert 0.2 < len(on_killed) / len(in_flight) < 0.8, (len(on_killed), len(in_flight))  # round robin: half
@@ -84,6 +85,7 @@ def kv_drill(tmp_path, monkeypatch, mode: str) -> tuple[dict, list[dict], list[d
         more = ("-u", "4", "-r", "4", "--max-tokens", "8", "--stall-limit", str(STALL_S))
         run, requests = drill(tmp_path, monkeypatch, server.url, window, 10, *more)
     (w,) = run["faults"]
+    requests = [r for r in requests if r["outcome"] != "cancelled"]  # by the test's end
     before = [r for r in requests if r["sent"] < w["actual_start"] - 0.1]
     during = [r for r in requests if r["phase"] == "kv-partition"]
     after = [r for r in requests if r["sent"] > w["actual_end"] + 0.1]
@@ -110,7 +112,7 @@ def test_a_kv_partition_fails_fast(tmp_path, monkeypatch):
     assert len(failed) >= 0.8 * len(during)
     assert {r["outcome"] for r in failed} == {"http_503"}
     # the decode engine gave up after 0.25 s without a byte of KV: an error well under a second
-    assert max(r["done"] - r["intended"] for r in failed) < 0.6
+    assert max(r["end_s"] for r in failed) < 0.6
     assert kv_counts(run)["failed"] == len(failed)
 
 
@@ -120,9 +122,11 @@ def test_a_kv_partition_recomputes(tmp_path, monkeypatch):
     again = [r for r in during if r["kv"] == "recomputed"]
     assert len(again) >= 0.8 * len(during)
     assert all(r["outcome"] == "ok" for r in during)
-    # up by the wait for the KV (0.25 s without a byte) and the prefill decode now does itself
+    # each waited out decode's 0.25 s without a KV byte, then decode prefilled it itself: up by about
+    # that and its prefill, less what the pull no longer costs (decode's frontend ran meanwhile)
+    assert min(r["ttft"] for r in again) > 0.25
     up = statistics.median(r["ttft"] for r in again) - statistics.median(r["ttft"] for r in before)
-    assert up > 0.25, up
+    assert 0.15 < up < 0.6, up
     assert kv_counts(run)["recomputed"] == len(again)
 
 
