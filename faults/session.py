@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from faults.allow import Allowlist
 from faults.host.ledger import UNCONFIRMED, Ledger
 from faults.host.master import FaultHosts, Transport
-from faults.injectors import KINDS
+from faults.injectors import KINDS, admin
 from faults.injectors.base import FieldError
 from faults.journal import DEFAULT, LEFT, Journal
 from faults.recover import recover
@@ -226,6 +226,7 @@ def open_timeline(
         return None
     session = FaultSession(options.schedule, options.journal, options.horizon, options.allow)
     session.on_phases = on_phases
+    admin.quiet()
     if session.remote:
         if transport is None:
             raise session.single_process()

@@ -55,6 +55,7 @@ def run_host(args: argparse.Namespace) -> int:
     from faults.host.agent import Agent, hello_summary
     from faults.host.applier import Applier
     from faults.host.meter import Meter
+    from faults.injectors import admin
     from faults.journal import DEFAULT, LEFT, Journal
 
     if not is_name(args.name):
@@ -69,7 +70,7 @@ def run_host(args: argparse.Namespace) -> int:
     journal = Journal(args.journal or DEFAULT)
     journal.check_writable()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # every admin API call: not news
+    admin.quiet()
     applier = Applier(allowed, journal, args.max_lease)
     for line in applier.sweep():
         print(f"llmchaos faults host: {line}", file=sys.stderr)

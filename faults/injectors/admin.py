@@ -6,6 +6,7 @@ admin token (`token_env`, default LLMCHAOS_ADMIN_TOKEN)."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import httpx
@@ -27,6 +28,11 @@ def check_target(target: dict) -> None:
 def server_url(target: dict) -> str:
     """The server's base URL as a target names it, whatever its trailing slash."""
     return str(target["sim"]).rstrip("/")
+
+
+def quiet() -> None:
+    """httpx logs every request at INFO: every admin API call (a revert polls) is not news in a log."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 class AdminAPI:
