@@ -37,7 +37,6 @@ def ending(run: dict, phase: str) -> list[dict]:
     return [e for e in run.get("endings", []) if e["phase"] == phase]
 
 
-@pytest.mark.timing
 def test_a_replica_kill_cuts_its_share_and_the_router_fails_over(tmp_path, monkeypatch):
     # streams of 0.8 s (32 tokens paced at 40 a second), so that several are in flight at the kill
     with serve("--replicas", "2", "--router", "round-robin", "--admin-token", TOKEN, "--pacer-rate", "40") as server:
