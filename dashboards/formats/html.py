@@ -32,7 +32,7 @@ h2{margin:28px 0 8px;font-size:19px;border-bottom:1px solid #ddd;padding-bottom:
 h3{margin:18px 0 6px;font-size:16px}
 table{border-collapse:collapse;background:#fff;margin:6px 0}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
-th{background:#f0f0f0}td:nth-child(-n+2),th:nth-child(-n+2){text-align:left}
+th{background:#f0f0f0}td:nth-child(-n+2),th:nth-child(-n+2),td.label,th.label{text-align:left}
 tr.worse td{background:#fdecea}tr.better td{background:#e8f5e9}tr.inconclusive td{color:#777}
 .charts{display:flex;flex-wrap:wrap;gap:10px}
 .chart{background:#fff;border:1px solid #e3e3e3}
@@ -67,13 +67,21 @@ def page(title: str, verdict_class: str, headline: str, sub: Iterable[str], sect
     )
 
 
-def table(head: Sequence[str], rows: Iterable[Sequence[str]], classes: Iterable[str] | None = None) -> str:
+def table(
+    head: Sequence[str], rows: Iterable[Sequence[str]], classes: Iterable[str] | None = None, left: int = 2
+) -> str:
+    """A table, each row of `classes` if given; its first `left` columns (names, not figures) aligned
+    left (the first two by the stylesheet, any more by their class)."""
     cls = list(classes) if classes is not None else None
+
+    def cell(tag: str, i: int, c: str) -> str:
+        return f'<{tag} class="label">{escape(c)}</{tag}>' if 2 <= i < left else f"<{tag}>{escape(c)}</{tag}>"
+
     body = "".join(
-        (f'<tr class="{cls[i]}">' if cls else "<tr>") + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>"
+        (f'<tr class="{cls[i]}">' if cls else "<tr>") + "".join(cell("td", j, c) for j, c in enumerate(r)) + "</tr>"
         for i, r in enumerate(rows)
     )
-    return "<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + f"</tr>{body}</table>"
+    return "<table><tr>" + "".join(cell("th", j, h) for j, h in enumerate(head)) + f"</tr>{body}</table>"
 
 
 def _cells_table(rows: list[Finding]) -> str:

@@ -1,5 +1,6 @@
 """A run's report as Markdown (`llmchaos report RUN --md`), for a CI comment or a ticket: the same
-verdict, phases, recovery and notes as the HTML page (`run_parts`), every text from the run escaped."""
+verdict, phases, cost, endings, recovery and notes as the HTML page (`run_parts`), every text from
+the run escaped."""
 
 from __future__ import annotations
 
@@ -27,8 +28,19 @@ def render(results: RunResults) -> str:
         out += ["", "#### Cost per output token", "", *(f"{escape(line)}  " for line in energy)]
     if costs is not None:
         out += ["", *_table(*costs)]
+    out += _endings(results)
     recovery = run_parts.recovery_rows(results)
     if recovery is not None:
         head, rows, note = recovery
         out += ["", "#### Detection and recovery", "", *_table(head, rows), "", f"_{escape(note)}_"]
     return "\n".join(out)
+
+
+def _endings(results: RunResults) -> list[str]:
+    tables = run_parts.ending_tables(results.run)
+    if not tables:
+        return []
+    out = ["", "#### Endings on the cluster"]
+    for t in tables:
+        out += ["", *([f"**{escape(t.caption)}**", ""] if t.caption else []), *_table(t.head, t.rows)]
+    return [*out, "", f"_{escape(run_parts.ENDINGS_NOTE)}_"]

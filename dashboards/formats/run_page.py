@@ -2,7 +2,7 @@
 per phase in the order they ran (each fault phase beside its multiple of the baseline), what a token
 cost (J/token, J/request, $/Mtok per language and phase, and where the energy came from), the metrics
 over time with the fault windows shaded, CDFs, outcomes, SLOs, the load generator's health, the
-guard's trips, and each fault window's detection and recovery."""
+guard's trips, how requests ended on a cluster, and each fault window's detection and recovery."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def run_report(loaded: Loaded) -> str:
     if rows:
         sections += ["<h2>Outcomes</h2>", svg.stacked("requests by outcome, per language", rows)]
     sections += ["<h2>SLOs</h2>", _slo_table(results), "<h2>Load generator</h2>", _generator_table(results)]
-    sections += _guard(results) + _recovery(results)
+    sections += _guard(results) + _endings(run) + _recovery(results)
     sections += [f'<p class="note">{escape(n)}</p>' for n in loaded.sample.notes]
     return page(f"llmchaos run {run.run_id}", "ok" if met else "worse", headline, sub, sections)
 
@@ -117,6 +117,18 @@ def _cost(run: Run) -> list[str]:
         return []
     lines = [f'<p class="meta">{escape(line)}</p>' for line in energy]
     return ["<h2>Cost per output token</h2>", *lines, *([table(*costs)] if costs is not None else [])]
+
+
+def _endings(run: Run) -> list[str]:
+    tables = run_parts.ending_tables(run)
+    if not tables:
+        return []
+    out = ["<h2>Endings on the cluster</h2>"]
+    for t in tables:
+        if t.caption:
+            out.append(f"<h3>{escape(t.caption)}</h3>")
+        out.append(table(t.head, t.rows, left=t.names))
+    return [*out, f'<p class="meta">{escape(run_parts.ENDINGS_NOTE)}</p>']
 
 
 def _recovery(results: RunResults) -> list[str]:

@@ -1,21 +1,32 @@
 """A run's report in parts that every format shows alike (`run_page` as HTML, `run_markdown` as
 Markdown, `run_summary` as text): the verdict, the phases in the order they ran with each fault phase's
-multiple of the baseline, what a token cost and where its energy came from, each fault window's
-detection and recovery, and notes on what a figure means."""
+multiple of the baseline, what a token cost and where its energy came from, how requests ended on a
+cluster, each fault window's detection and recovery, and notes on what a figure means."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from dashboards.comparison import cost, plotted
 from dashboards.comparison.sample import COSTS, PCTS
 from dashboards.comparison.verdicts import METRICS
 from dashboards.formats import text
-from llmchaos.run import Run, RunResults
+from llmchaos.headers import KV_WAYS
+from llmchaos.run import Ending, Run, RunResults
 from llmchaos.run.table import bound_lines, canary_lines, recovery_cells
 
 Rows = tuple[list[str], list[list[str]]]  # a table's head and rows
 BATCHED_SHARE = 0.05  # a phase whose reads brought several events this often: its ITL is the network's batching
+
+
+class Table(NamedTuple):
+    """A table under its caption ("": none), its first `names` columns names, not figures."""
+
+    caption: str
+    head: list[str]
+    rows: list[list[str]]
+    names: int = 2
 
 
 def verdict(run: Run) -> tuple[str, bool]:
@@ -130,6 +141,60 @@ def cost_rows(run: Run) -> Rows | None:
         for (lang, phase), s in spent
     ]
     return ["lang", "phase", "output tokens", "requests", "J/token", "J/request", "$/Mtok", "source"], rows
+
+
+KV_WORDS = {  # a KV way (x-llmchaos-kv, run.json's) as a reader says it
+    "pulled": "pulled from prefill",
+    "recomputed": "recomputed on decode",
+    "failed": "failed fast",
+    "timed_out": "hung until the KV timeout",
+}
+ENDINGS_NOTE = (
+    "stranded: no byte for the stall limit before any content, then no answer; failed over: the router sent it "
+    "to another replica at least once; failed: not ok; times from the request's intended start; silence: the "
+    "longest wait with no byte from the server"
+)
+
+
+def ending_tables(run: Run) -> list[Table]:
+    """How requests ended on a cluster, per phase (in the order they ran) and language: requests,
+    stranded, failed over and the longest silence; per replica its requests and those failed; per KV
+    way its requests and how long they took (the first table without a caption); none for a run where
+    no request said any of it."""
+    if not run.endings:
+        return []
+    at = plotted.phase_order(run)
+    rows = sorted(run.endings, key=lambda e: (at(e.phase), e.phase, e.target, e.lang, e.api))
+    many = len(run.targets) > 1
+
+    def where(e: Ending) -> list[str]:
+        return [e.phase, f"{e.lang} ({e.target})" if many else e.lang]
+
+    head = ["phase", "lang", "requests", "stranded", "failed over", "longest silence"]
+    each = [[*where(e), str(e.requests), str(e.stranded), str(e.failed_over), _seconds(e.silent_max_s)] for e in rows]
+    tables = [Table("", head, each)]
+    replicas = [[*where(e), name, str(r.requests), str(r.failed)] for e in rows for name, r in e.replicas.items()]
+    if replicas:
+        tables.append(Table("Per replica", ["phase", "lang", "replica", "requests", "failed"], replicas, 3))
+    kv = [
+        [
+            *where(e),
+            KV_WORDS[way],
+            str(k.requests),
+            *map(_seconds, (k.ttft_p50_s, k.end_p50_s, k.end_max_s, k.silent_max_s)),
+        ]
+        for e in rows
+        for way in KV_WAYS
+        if (k := e.kv.get(way)) is not None
+    ]
+    if kv:
+        head = ["phase", "lang", "KV cache", "requests", "TTFT p50", "end p50", "end max", "longest silence"]
+        tables.append(Table("How the decode engine got the prompt's KV cache", head, kv, 3))
+    return tables
+
+
+def _seconds(v: float | None) -> str:
+    return text.value(v, "s")
 
 
 def recovery_rows(results: RunResults) -> tuple[list[str], list[list[str]], str] | None:
