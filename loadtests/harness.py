@@ -60,9 +60,10 @@ def quiet_gc() -> None:
 
 
 class Sender(Protocol):
-    """A user as the harness sees it: one client per side."""
+    """A user as the harness sees it: one client per side, and its stable number (`user_number`)."""
 
     clients: dict[str, StreamClient]
+    number: int
 
 
 class Harness:
@@ -77,6 +78,7 @@ class Harness:
         quiet_gc()
         self.watch = SelfWatch()
         self.warmup_until = 0.0
+        self._users: dict[str, int] = {}  # the last number given to a user of each class (user_number)
         # the test is stopping: a request cancelled now is cancelled at stop, and the counting of a
         # request's tokens is given up (`RequestRecord.count_tokens`)
         self.stopping = Event()
@@ -128,6 +130,7 @@ class Harness:
             self.configure()
         self.warmup_until = time.time() + self.settings.warmup_s
         self.stopping.clear()
+        self._users = {}
         self.watch.start()
         if self.is_worker:
             return
@@ -224,11 +227,22 @@ class Harness:
             return False
         return self.master.settled() if self.master is not None else runner.state == STATE_STOPPED
 
+    def user_number(self, kind: str) -> int:
+        """A new user of class `kind`'s number, the same in whichever process it runs: its order
+        among this process's users of the class since test start, interleaved with the other
+        workers' (worker w of --expect-workers W numbers w, w + W, w + 2W, ...: unique while no
+        more than W join), as Locust deals a class's users out to its workers in turn."""
+        w, workers = (0, 1)
+        if self.worker is not None:
+            w, workers = self.worker.runner.worker_index, parsed_options(self.env).expect_workers
+        k = self._users[kind] = self._users.get(kind, -1) + 1
+        return k * workers + w
+
     # -- one request ---------------------------------------------------------------------------
     def request(self, user: Sender, lang: str = "") -> None:
         """The source's next request (for a user of `lang`), sent to its side, or to both at once:
         each side from a greenlet of its own, started one right after the other."""
-        due = self.source.next(lang)
+        due = self.source.next(lang, user.number)
         recs: dict[str, RequestRecord] = {}
         rid = uuid.uuid4().hex
         try:
@@ -280,6 +294,7 @@ class Harness:
             replay=dataclasses.replace(due.replay) if due.replay is not None else None,
             side=side,
             prepare_s=due.prepare_s,
+            prefix=due.prefix,
         )
 
     def _send(self, user: Sender, due: Due, side: str, rid: str, recs: dict[str, RequestRecord]) -> None:

@@ -49,6 +49,18 @@ def add_arguments(parser: ArgumentParser) -> None:
         default=0,
         help="use generated prompts of this many tokens instead of the corpus prompts",
     )
+    g.add_argument(
+        "--prefix-tokens",
+        type=int,
+        default=0,
+        help="open every request of a user with its prefix: this many tokens of its language (a shared prompt prefix)",
+    )
+    g.add_argument(
+        "--prefixes",
+        type=int,
+        default=0,
+        help="with --prefix-tokens: this many prefixes per language, shared among its users (default: one each)",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
     g.add_argument(
         "--canary-rate",
@@ -142,6 +154,8 @@ def add_arguments(parser: ArgumentParser) -> None:
 RANGES: dict[str, tuple[float, float, bool]] = {
     "max_tokens": (1, math.inf, True),
     "long_context_tokens": (0, math.inf, True),
+    "prefix_tokens": (0, math.inf, True),
+    "prefixes": (0, math.inf, True),
     "think_time": (0, math.inf, True),
     "ttft_timeout": (0, math.inf, False),
     "stall_limit": (0, math.inf, False),
@@ -209,6 +223,8 @@ class Settings:
             options.energy_selector or any(getattr(options, n) is not None for n in PRICES)
         ) and not options.energy_from:
             raise UsageError("read only with --energy-from (where the GPUs' energy is read)", field=_given(options))
+        if options.prefixes and not options.prefix_tokens:
+            raise UsageError("read only with --prefix-tokens (the prefixes' length)", field="--prefixes")
         if options.canaries and not options.canary_rate:
             raise UsageError("read only with --canary-rate (the share of requests)", field="--canaries")
         prof = _profile(options)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 
 from llmchaos import languages, tokenizer
@@ -52,15 +54,57 @@ class LongContextSource:
         return long_context(self.lang, self.num_tokens, self.rng)
 
 
+class Prefixes:
+    """The run's shared prompt prefixes (`--prefix-tokens N`, `--prefixes K`): user n of a
+    language opens each of its requests with that language's prefix n (n mod K with K), each
+    prefix built once."""
+
+    def __init__(self, num_tokens: int, count: int, seed: int) -> None:
+        self.num_tokens, self.count, self.seed = num_tokens, count, seed
+        self._texts: dict[tuple[str, int], str] = {}
+
+    def index(self, user: int) -> int:
+        return user % self.count if self.count else user
+
+    def text(self, lang: str, index: int) -> str:
+        if (text := self._texts.get((lang, index))) is None:
+            text = self._texts[lang, index] = shared_prefix(lang, self.num_tokens, self.seed, index)
+        return text
+
+    def open(self, lang: str, user: int, prompt: str) -> tuple[int, str]:
+        """User `user`'s prefix index and `prompt` opened with its prefix."""
+        i = self.index(user)
+        return i, self.text(lang, i) + "\n\n" + prompt
+
+
 def long_context(lang: str, num_tokens: int, rng: random.Random) -> str:
     """A prompt of about `num_tokens` tokens: the language's paragraphs in a seeded order, then an ask."""
     paragraphs = languages.get(lang).paragraphs()
     ask = LONG_CONTEXT_ASK.get(lang, LONG_CONTEXT_ASK["en"])
-    parts, total = [], tokenizer.count(ask)
+    draws = (paragraphs[rng.randrange(len(paragraphs))] for _ in itertools.count())
+    return _text(draws, num_tokens - tokenizer.count(ask) - 1) + "\n\n" + ask
+
+
+def shared_prefix(lang: str, num_tokens: int, seed: int, index: int) -> str:
+    """Prefix `index` of the run's (`--prefix-tokens`): `num_tokens` tokens of the language's
+    paragraphs, the same text for the same seed in every process. It opens with paragraph
+    `index + offset` (the offset the seed's), so that prefixes differ from their first block
+    while the language has paragraphs enough; the rest are seeded draws of its own."""
+    paragraphs = languages.get(lang).paragraphs()
+    first = (random.Random(f"{seed}:{lang}:prefixes").randrange(len(paragraphs)) + index) % len(paragraphs)
+    rng = random.Random(f"{seed}:{lang}:prefix:{index}")
+    draws = itertools.chain(
+        [paragraphs[first]], (paragraphs[rng.randrange(len(paragraphs))] for _ in itertools.count())
+    )
+    return _text(draws, num_tokens)
+
+
+def _text(paragraphs: Iterator[str], num_tokens: int) -> str:
+    """Paragraphs taken in turn and joined, cut to `num_tokens` tokens."""
+    parts, total = [], 0
     while total < num_tokens:
-        p = paragraphs[rng.randrange(len(paragraphs))]
+        p = next(paragraphs)
         parts.append(p)
         total += tokenizer.count(p) + 1
-    text = "\n\n".join(parts)
-    ids = tokenizer.encode(text)[: max(0, num_tokens - tokenizer.count(ask) - 1)]
-    return tokenizer.decode(ids) + "\n\n" + ask
+    ids = tokenizer.encode("\n\n".join(parts))[: max(0, num_tokens)]
+    return tokenizer.decode(ids)

@@ -103,6 +103,7 @@ class RequestRecord:
     kv: str | None = None  # disaggregated: how decode got the KV cache (x-llmchaos-kv: one of KV_WAYS)
     silent_s: float = 0.0  # the longest wait with no byte from the server (after the send; to the end if given up)
     end_s: float | None = None  # from the intended start to its end, whatever its outcome (None: cancelled)
+    prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opened with
     counted: bool = field(default=False, repr=False)  # count_tokens has run
     uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
@@ -362,4 +363,5 @@ class RequestRecord:
             kv=self.kv,
             silent_s=self.silent_s,
             end_s=self.end_s,
+            prefix=self.prefix,
         )

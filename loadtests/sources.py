@@ -19,7 +19,7 @@ from loadtests.canaries import Canaries, Canary
 from loadtests.collector import Collector
 from loadtests.exporters import Exporter, FaultState
 from loadtests.options import Settings
-from loadtests.prompts import LongContextSource, PromptSource
+from loadtests.prompts import LongContextSource, Prefixes, PromptSource
 from loadtests.record import SIDE
 from loadtests.results import RunWriter
 
@@ -41,6 +41,7 @@ class Due:
     replay: ReplayFields | None = None
     prepare_s: float | None = None  # seconds its call took to build, ahead of its time (None: not timed)
     canary: Canary | None = None  # a canary: its answer is checked (loadtests/canaries.py)
+    prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opens with
 
 
 class Source:
@@ -65,8 +66,9 @@ class Source:
     def start(self, plan: dict[str, Any], on_share_done: Callable[[], None]) -> None:
         """Start this process's share of the plan."""
 
-    def next(self, lang: str) -> Due:
-        """The next request a user of `lang` sends (waits until it is due)."""
+    def next(self, lang: str, user: int) -> Due:
+        """The next request user `user` (its stable number: `Harness.user_number`) of `lang` sends
+        (waits until it is due)."""
         raise NotImplementedError
 
     def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:
@@ -97,12 +99,14 @@ class Loop(Source):
         self.arrivals = Arrivals()
         self._prompts: dict[str, PromptSource | LongContextSource] = {}
         self._canaries: Canaries | None = None
+        self._prefixes: Prefixes | None = None
 
     def configure(self, settings: Settings, host: str, is_worker: bool) -> None:
         super().configure(settings, host, is_worker)
         self._prompts = {}
         o = settings.options
         self._canaries = Canaries(settings.canaries, o.canary_rate, o.seed) if settings.canaries else None
+        self._prefixes = Prefixes(o.prefix_tokens, o.prefixes, o.seed) if o.prefix_tokens > 0 else None
 
     def plan(self, t0: float, worker: int, workers: int) -> dict[str, Any] | None:
         if not self.settings.open_loop:
@@ -112,20 +116,24 @@ class Loop(Source):
     def start(self, plan: dict[str, Any], on_share_done: Callable[[], None]) -> None:
         self.arrivals.start(ArrivalPlan.from_message(plan))
 
-    def next(self, lang: str) -> Due:
-        """A prompt of `lang`'s, due now or at the language's next arrival."""
+    def next(self, lang: str, user: int) -> Due:
+        """A prompt of `lang`'s, due now or at the language's next arrival, opened with the user's
+        prefix with --prefix-tokens (a canary's never: its answer is the bare prompt's)."""
         s, o = self.settings, self.settings.options
         intended = self.arrivals.next(lang) if self.settings.open_loop else None
         canary = self._canaries.draw(lang) if self._canaries is not None else None
+        prefix = None
         if canary is None:
             prompt, max_tokens, seed = self._prompt_source(lang).next(), o.max_tokens, None
+            if self._prefixes is not None:
+                prefix, prompt = self._prefixes.open(lang, user, prompt)
         else:
             prompt, max_tokens, seed = canary.prompt, canary.max_tokens, canary.seed
         call = s.adapter.call(
             Ask(o.model, lang, prompt, max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts,
                 greedy_seed=seed)
         )  # fmt: skip
-        return Due(lang, s.adapter.name, call, intended, canary=canary)
+        return Due(lang, s.adapter.name, call, intended, canary=canary, prefix=prefix)
 
     def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:
         """A canary whose answer came whole (`ok`) and fails its check is `wrong`."""

@@ -21,6 +21,7 @@ class SidesUser(User):
     def on_start(self) -> None:
         h = harness(self.environment)
         self.clients = {side: StreamClient(url, h.settings.limits) for side, url in h.source.sides.items()}
+        self.number = h.user_number(type(self).__name__)
 
     def on_stop(self) -> None:
         for client in self.clients.values():

@@ -85,6 +85,7 @@ class RequestLine:
     kv: str | None = None  # disaggregated: how decode got the KV cache (pulled, recomputed, failed, timed_out)
     silent_s: float = 0.0  # the longest wait with no byte from the server, from the send to the end
     end_s: float | None = None  # from the intended start to its end, whatever its outcome (None: cancelled)
+    prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opened with
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -94,7 +95,12 @@ class RequestLine:
         for name, t in (("ttft", self.ttft), ("ttfa", self.ttfa), ("e2e", self.e2e)):
             if t is not None and t < 0:
                 return name, "below zero (times run from when the request was due)"
-        for name, t in (("silent_s", self.silent_s), ("end_s", self.end_s), ("failed_over", self.failed_over)):
+        for name, t in (
+            ("silent_s", self.silent_s),
+            ("end_s", self.end_s),
+            ("failed_over", self.failed_over),
+            ("prefix", self.prefix),
+        ):
             if t is not None and t < 0:
                 return name, "below zero"
         if self.kv is not None and self.kv not in KV_WAYS:

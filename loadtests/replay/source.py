@@ -60,7 +60,7 @@ class ReplaySource(Source):
             raise RuntimeError(f"llmchaos replay: {e}") from None
         self.sides = dict(self.replay.targets)
 
-    def next(self, lang: str) -> Due:
+    def next(self, lang: str, user: int) -> Due:
         return self.schedule.next()
 
     def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:

@@ -143,7 +143,7 @@ def loop_with(rate: float) -> Loop:
 
 def test_the_loop_sends_canaries_with_their_own_length_and_judges_their_answers():
     loop = loop_with(1.0)
-    due = loop.next("en")
+    due = loop.next("en", 0)
     canary = due.canary
     assert canary is not None
     assert due.call is not None
@@ -169,7 +169,7 @@ def test_the_loop_sends_canaries_with_their_own_length_and_judges_their_answers(
 
 def test_an_ordinary_request_is_not_judged():
     loop = loop_with(0.0)
-    due = loop.next("en")
+    due = loop.next("en", 0)
     rec = RequestRecord("en", "openai-chat", "t", chunks=["anything"])
     loop.ended(due, {"a": rec})
     assert due.canary is None

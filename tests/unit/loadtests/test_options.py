@@ -37,6 +37,8 @@ def test_the_defaults_are_valid():
         ("--max-tokens", "-3"),
         ("--max-tokens", "0"),
         ("--long-context-tokens", "-1"),
+        ("--prefix-tokens", "-1"),
+        ("--prefix-tokens", "100", "--prefixes", "-2"),
         ("--think-time", "inf"),
         ("--push-interval", "0"),
         ("--prometheus-port", "70000"),
@@ -95,3 +97,9 @@ def test_the_energy_source_and_prices_are_read():
     assert s.energy.origin == 'http://p:9090 {gpu="0"}'
     assert (s.prices.per_gpu_hour, s.prices.per_kwh) == (2.5, None)
     assert settings().energy is None
+
+
+def test_prefixes_are_refused_without_their_length():
+    with pytest.raises(UsageError) as e:
+        settings("--prefixes", "2")
+    assert str(e.value) == "--prefixes: read only with --prefix-tokens (the prefixes' length)"
