@@ -89,9 +89,9 @@ def notes(results: run.RunResults) -> tuple[str, ...]:
 
 
 ASKED = (  # the options that shape what is asked of the target: two runs that differ here measure other loads
-    "api", "model", "max_tokens", "prompt_sizes", "long_context_tokens", "no_stream", "langs", "rate", "arrival",
-    "burstiness", "num_users", "shape", "levels", "stage_duration", "load_profile", "think_time", "run_time",
-    "warmup", "log", "speed", "force_output_length",
+    "api", "model", "max_tokens", "prompt_sizes", "long_context_tokens", "prefix_tokens", "prefixes", "no_stream",
+    "langs", "rate", "arrival", "burstiness", "num_users", "shape", "levels", "stage_duration", "load_profile",
+    "think_time", "run_time", "warmup", "log", "speed", "force_output_length",
 )  # fmt: skip
 
 

@@ -28,6 +28,8 @@ NOT_IN_REPLAY = {
     "levels": "",
     "think_time": 0.0,
     "long_context_tokens": 0,
+    "prefix_tokens": 0,
+    "prefixes": 0,
     "prompt_sizes": "",
     "canary_rate": 0.0,
     "canaries": "",
