@@ -56,6 +56,7 @@ class Replica:
             "healthy": self.healthy,
             "pid": pid,
             "url": self.url,
+            "kv_port": self.kv_port,
             "in_flight": self.in_flight,
         }
 
