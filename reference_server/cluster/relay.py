@@ -16,9 +16,13 @@ HOP = {"host", "connection", "keep-alive", "transfer-encoding", "content-length"
 TIMEOUT = httpx.Timeout(None, connect=2.0)  # a stream may wait long for its first token (hang: the KV timeout)
 
 
+OURS = "x-llmchaos-kv"  # the router's own to its engines: a client's are dropped, never passed on
+
+
 def forwarded(request: Request, more: dict[str, str] | None = None) -> dict[str, str]:
-    """The request's headers for an engine: all but hop-by-hop ones, plus `more`."""
-    return {k: v for k, v in request.headers.items() if k not in HOP} | (more or {})
+    """The request's headers for an engine: all but hop-by-hop ones and the router's own, plus `more`."""
+    kept = {k: v for k, v in request.headers.items() if k not in HOP and not k.startswith(OURS)}
+    return kept | (more or {})
 
 
 async def send(

@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import Awaitable
 
+from llmchaos.net import is_loopback
 from reference_server.disagg.metrics import KVMetrics
 
 
@@ -21,6 +22,8 @@ def source(header: str) -> tuple[str, int, str]:
     host, _, port = where.rpartition(":")
     if not host or not port.isdigit() or not transfer_id or not 0 < int(port) < 65536:
         raise ValueError(f"expected HOST:PORT/ID, got {header!r}")
+    if not is_loopback(host):  # an engine of this cluster: a request never sends decode elsewhere
+        raise ValueError(f"the KV's host must be a loopback address, got {host!r}")
     return host, int(port), transfer_id
 
 

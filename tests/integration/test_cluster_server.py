@@ -232,3 +232,33 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_both_apis_go_through_a_disaggregated_cluster_and_a_clients_kv_headers_are_dropped():
+    with serve("--disaggregate", "1:1", "--kv-bytes-scale", "0.01", "--admin-token", TOKEN) as s:
+        gemini = {
+            "contents": [{"role": "user", "parts": [{"text": "hello from gemini " * 10}]}],
+            "generationConfig": {"maxOutputTokens": 4},
+        }
+        path = f"/v1beta/models/{MODEL}:streamGenerateContent?alt=sse"
+        r = httpx.post(s.url + path, json=gemini, timeout=60)
+        assert (r.status_code, r.headers["x-llmchaos-kv"]) == (200, "pulled"), r.text
+        assert r.text.startswith("data: ")
+        r = httpx.post(s.url + f"/v1beta/models/{MODEL}:generateContent", json=gemini, timeout=60)
+        assert (r.status_code, r.headers["x-llmchaos-kv"]) == (200, "pulled"), r.text
+        assert r.json()["candidates"][0]["content"]["parts"][0]["text"]
+        whole = ask(s, chat("not streamed " * 10, stream=False))
+        assert whole.json()["choices"][0]["message"]["content"]
+        assert whole.headers["x-llmchaos-kv"] == "pulled"
+        assert httpx.get(s.url + "/v1/models", timeout=30).json()["data"][0]["id"] == MODEL
+        # a client cannot aim decode at a host of its choosing: the router's own header wins
+        aimed = httpx.post(
+            s.url + "/v1/chat/completions",
+            json=chat("aimed " * 10),
+            headers={"x-llmchaos-kv-from": "10.0.0.1:9/x", "x-llmchaos-kv-transfer": "mine"},
+            timeout=60,
+        )
+        assert (aimed.status_code, aimed.headers["x-llmchaos-kv"]) == (200, "pulled"), aimed.text
+        bad = httpx.post(s.url + "/v1/chat/completions", json={"model": MODEL}, timeout=60)
+        assert bad.status_code == 400  # the prompt's own refusal, from prefill, passed back
+        assert bad.headers["x-llmchaos-prefill-replica"] == "0"

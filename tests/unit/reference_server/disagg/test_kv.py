@@ -39,6 +39,13 @@ def test_a_bad_source_is_refused(header):
         kv_pull.source(header)
 
 
+@pytest.mark.parametrize("host", ["10.0.0.1", "example.com", "0.0.0.0"])
+def test_a_source_off_the_loopback_is_refused(host):
+    with pytest.raises(ValueError, match="loopback"):
+        kv_pull.source(f"{host}:9000/x")
+    assert kv_pull.source("127.0.0.1:9000/x") == ("127.0.0.1", 9000, "x")
+
+
 def run(coro):
     return asyncio.run(coro)
 
