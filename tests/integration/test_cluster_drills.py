@@ -1,15 +1,22 @@
 """Issue 33's drills, each a real Locust run with a schedule against a real cluster of the reference
 server: a replica killed behind the router (its share of the in-flight requests cut, the rest failed
-over, every request ok after), and a partitioned KV link between a prefill and a decode engine, per
+over, every request ok after), the replica holding a user's prompt prefix killed behind the prefix
+router (that user's next turn prefilled cold on the other replica: its TTFT up by the prefix's
+prefill, warm again after), and a partitioned KV link between a prefill and a decode engine, per
 decode's failure behaviour (fail-fast: an error well under a second; recompute: ok, its TTFT up by the
 wait and the prefill; hang: stranded until --kv-timeout), each classified so in run.json."""
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
 
+import httpx
 import pytest
 
+from loadtests.prompts import shared_prefix
+from reference_server import profile
 from tests.integration.loadtest_helpers import locust, only_run
 from tests.procs import serve
 
@@ -68,6 +75,67 @@ def test_a_replica_kill_cuts_its_share_and_the_router_fails_over(tmp_path, monke
     (row,) = [e for e in ending(run, "replica-kill") if e["lang"] == "en"] or [None]
     assert row is not None
     assert row["failed_over"] == sum(r["failed_over"] >= 1 for r in during if r["lang"] == "en")
+
+
+PREFIX_TOKENS = 2000
+
+
+def overlapping(r: dict, others: list[dict]) -> int:
+    """How many of `others` (r among them) waited for their first token while `r` did."""
+    return sum(o["intended"] < r["intended"] + r["ttft"] and r["intended"] < o["intended"] + o["ttft"] for o in others)
+
+
+@pytest.mark.timing
+def test_a_killed_prefix_holder_shows_its_users_the_cold_cache_as_a_ttft_step(tmp_path, monkeypatch):
+    # every user's prompts open with its own prefix of 2000 tokens; the window kills the replica
+    # holding en user 0's (seed 0, Locust's default). Think times apart the users' turns, so that
+    # the cold prefills after the kill seldom share the surviving engine's steps
+    held = shared_prefix("en", PREFIX_TOKENS, 0, 0)
+    with serve("--replicas", "2", "--router", "prefix", "--admin-token", TOKEN) as server:
+        window = f"""prefix-kill
+    kind: replica
+    target: {{sim: "{server.url}", holding: {json.dumps(held)}}}
+    at: 3s
+    duration: 4s
+    params: {{action: kill}}"""
+        more = ("-u", "4", "-r", "4", "--max-tokens", "4", "--prompt-sizes", "short", "--think-time", "0.5")
+        run, requests = drill(
+            tmp_path, monkeypatch, server.url, window, 11, *more, "--prefix-tokens", str(PREFIX_TOKENS)
+        )
+        metrics = httpx.get(server.url + "/metrics", timeout=10).text
+    kill = run["faults"][0]["actual_start"]
+    users: dict[tuple[str, int], list[dict]] = {}
+    for r in sorted(requests, key=lambda r: r["intended"]):
+        if r["outcome"] == "ok":
+            users.setdefault((r["lang"], r["prefix"]), []).append(r)
+    assert len(users) == 4
+    warm = {u: [r for r in rs[1:] if r["intended"] + r["end_s"] < kill] for u, rs in users.items()}  # rs[0]: cold
+    after = {u: [r for r in rs if r["intended"] + r["end_s"] > kill] for u, rs in users.items()}
+    (killed,) = {r["replica"] for r in warm["en", 0]}
+    (survivor,) = {"0", "1"} - {killed}
+    moved = [u for u, rs in warm.items() if {r["replica"] for r in rs} == {killed}]
+    cold = [after[u][0] for u in moved]  # each moved user's first turn after the kill
+    prefill = profile.load(profile.DEFAULT).step.prefill_token * PREFIX_TOKENS  # what its cache had saved
+    print(f"prefill of {PREFIX_TOKENS} tokens: {prefill * 1000:.1f} ms")
+    for u in users:
+        base = statistics.median(r["ttft"] for r in warm[u])
+        assert {r["replica"] for r in after[u]} == {survivor}
+        later = statistics.median(r["ttft"] for r in after[u][u in moved :]) - base
+        assert abs(later) < prefill / 3, (u, later)  # no step for a survivor's; warm again on the survivor
+        if u in moved:
+            first = after[u][0]
+            up, k = first["ttft"] - base, overlapping(first, cold)
+            print(f"{u}: first turn after the kill up {up * 1000:.1f} ms ({k} cold prefill(s) at once)")
+            # its own prefill at least; at most those of every moved user's prefill it waited with
+            # (an engine step computes them together) and what it waited on the dead replica
+            assert 0.6 * prefill < up < 1.4 * k * prefill + 0.03, (u, up, k)
+    assert moved
+    assert ("en", 0) in moved
+    # corroborated by the survivor: each of its warm turns found its prefix in the cache
+    hits = float(re.search(rf'vllm:prefix_cache_hits_total{{[^}}]*replica="{survivor}"[^}}]*}} (\S+)', metrics)[1])
+    served = sum(r["replica"] == survivor for rs in users.values() for r in rs)
+    print(f"survivor's prefix cache hits per turn {hits / served:.0f}")
+    assert 0.8 * PREFIX_TOKENS < hits / served < PREFIX_TOKENS
 
 
 def kv_drill(tmp_path, monkeypatch, mode: str) -> tuple[dict, list[dict], list[dict], list[dict]]:
