@@ -1,7 +1,12 @@
-"""Every API adapter against the reference server, load shapes, distributed open loop, --check-slo."""
+"""Every API adapter against the reference server, load shapes, distributed open loop, --check-slo,
+shared prompt prefixes per user on any worker."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
+import httpx
 import pytest
 
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
@@ -82,6 +87,26 @@ def test_step_shape_drives_users_and_ends_the_test(tmp_path, reference):
 
     assert max(in_flight(t / 10) for t in range(5, 25)) == 2  # stage 1: 2 users
     assert max(in_flight(t / 10) for t in range(40, 55)) == 6  # stage 2: 6 users
+
+
+def prefix_hits(url: str) -> float:
+    return float(re.search(r"vllm:prefix_cache_hits_total{[^}]*} (\S+)", httpx.get(url + "/metrics").text)[1])
+
+
+@pytest.mark.parametrize("mode", ["one process", "two workers"])
+def test_each_user_opens_every_prompt_with_its_own_prefix_on_any_worker(tmp_path, reference, mode):
+    before = prefix_hits(reference.url)
+    args = ("--host", reference.url, "--results-dir", str(tmp_path), "-u", "4", "-r", "4", "-t", "3s")
+    args += ("--langs", "en", "--api", "gemini", "--max-tokens", "8", "--prefix-tokens", "300")
+    proc = locust(*args) if mode == "one process" else distributed(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, _, requests = only_run(tmp_path)
+    ok = [r for r in requests if r["outcome"] == "ok"]
+    per_prefix = Counter(r["prefix"] for r in ok)
+    assert set(per_prefix) == {0, 1, 2, 3}  # one each: the workers' users numbered apart
+    assert min(per_prefix.values()) > 1
+    # from each user's second request on, the server found its prefix in its cache
+    assert prefix_hits(reference.url) - before >= (len(ok) - 4) * 0.9 * 300
 
 
 @pytest.mark.timing
