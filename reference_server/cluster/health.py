@@ -4,6 +4,7 @@ while its last one passed, and out (until one passes) the moment a request canno
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import httpx
 
@@ -26,17 +27,19 @@ async def check(client: httpx.AsyncClient, sup: Supervisor, r: Replica) -> None:
         return
     r.healthy = ok
     if ok and r.state in ("starting", "down"):
-        r.state = "up"
+        r.state, r.ever_up = "up", True
 
 
-async def forever(client: httpx.AsyncClient, sup: Supervisor) -> None:
+async def forever(client: httpx.AsyncClient, sup: Supervisor, failed: Callable[[], None]) -> None:
     """Each replica checked on its own clock (a hung one's check holds up no other's); a paused one
-    once it is found out, then not again until it is resumed."""
+    once it is found out, then not again until it is resumed. `failed` is called, and the checks
+    end, when an engine exits before it was ever up (the cluster cannot start)."""
 
     async def watch(r: Replica) -> None:
-        while True:
+        while sup.failed is None:
             if r.state != "paused" or r.healthy:
                 await check(client, sup, r)
             await asyncio.sleep(INTERVAL_S)
+        failed()
 
     await asyncio.gather(*(watch(r) for r in sup.replicas))

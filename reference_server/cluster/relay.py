@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from reference_server.cluster.supervisor import Replica
 
@@ -39,21 +40,27 @@ async def send(
         return None
 
 
-def passed_back(
-    response: httpx.Response, r: Replica, more: dict[str, str], cut: Callable[[], None]
-) -> StreamingResponse:
-    """The engine's response to the client as its bytes come; `cut` is called when its stream breaks."""
+class Relayed(StreamingResponse):
+    """The engine's response to the client as its bytes come; `cut` is called when its stream
+    breaks. However it ends (the client gone before a byte was sent too), the engine's response is
+    closed and the replica's count of requests in flight goes down."""
 
-    async def body() -> AsyncIterator[bytes]:
+    def __init__(self, response: httpx.Response, r: Replica, more: dict[str, str], cut: Callable[[], None]) -> None:
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in response.aiter_raw():
+                    yield chunk
+            except httpx.TransportError:
+                cut()
+                raise  # the client's connection is closed mid-body, as the engine's was
+
+        headers = {k: v for k, v in response.headers.items() if k not in HOP} | more
+        super().__init__(body(), status_code=response.status_code, headers=headers)
+        self.upstream, self.replica = response, r
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            async for chunk in response.aiter_raw():
-                yield chunk
-        except httpx.TransportError:
-            cut()
-            raise  # the client's connection is closed mid-body, as the engine's was
+            await super().__call__(scope, receive, send)
         finally:
-            r.in_flight -= 1
-            await response.aclose()
-
-    headers = {k: v for k, v in response.headers.items() if k not in HOP} | more
-    return StreamingResponse(body(), status_code=response.status_code, headers=headers)
+            self.replica.in_flight -= 1
+            await self.upstream.aclose()

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import uvicorn
@@ -45,6 +45,7 @@ class Cluster:
         self.metrics = RouterMetrics(replicas)
         self.client = httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=512))
         self.started = False  # every replica has been up: the router is ready from then on
+        self.stop: Callable[[], None] = lambda: None  # ends the router's server (a failed start)
 
     def _lost(self, r: Replica) -> None:
         if isinstance(self.policy, Prefix):
@@ -116,7 +117,7 @@ class Cluster:
             self.metrics.count(r, "routed")
             policy.sent(r, prompt)
             named = head | {REPLICA: str(r.index)} | ({FAILOVER: str(tried)} if tried else {})
-            return relay.passed_back(answer, r, named, functools.partial(self.metrics.count, r, "failed"))
+            return relay.Relayed(answer, r, named, functools.partial(self.metrics.count, r, "failed"))
         raise APIError("UNAVAILABLE", f"no replica answered ({tried} tried)", retry_after=1)
 
     def _unreachable(self, r: Replica, last: bool) -> None:
@@ -141,7 +142,7 @@ def create_app(cluster: Cluster, opts: ServerOptions, drain_timeout_s: float) ->
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         cluster.sup.start_all()
-        checks = asyncio.create_task(health.forever(cluster.client, cluster.sup))
+        checks = asyncio.create_task(health.forever(cluster.client, cluster.sup, cluster.stop))
         try:
             yield
         finally:
@@ -172,4 +173,8 @@ def serve(cluster: Cluster, host: str, port: int, opts: ServerOptions, drain_s: 
     config = uvicorn.Config(
         app, host=host, port=port, http=http, log_level=log_level, access_log=False, timeout_graceful_shutdown=5
     )
-    uvicorn.Server(config).run()
+    server = uvicorn.Server(config)
+    cluster.stop = lambda: setattr(server, "should_exit", True)
+    server.run()
+    if cluster.sup.failed:
+        raise SystemExit(f"llmchaos serve: {cluster.sup.failed}")

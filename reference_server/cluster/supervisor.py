@@ -34,6 +34,7 @@ class Replica:
     healthy: bool = False  # its last health check passed (or no request has failed to reach it since)
     in_pool: bool = True  # the `router` fault takes it out while it runs on
     in_flight: int = 0  # requests the router has on it now
+    ever_up: bool = False  # its health check has passed once: an exit after is a replica down, not a failed start
 
     @property
     def url(self) -> str:
@@ -65,6 +66,7 @@ class Supervisor:
     def __init__(self, replicas: list[Replica], lost: Callable[[Replica], None]) -> None:
         self.replicas = replicas
         self._lost = lost  # called when a replica's process (and its prefix cache) is gone
+        self.failed: str | None = None  # why the cluster could not start: an engine exited before it was up
 
     def start(self, r: Replica) -> None:
         argv = [sys.executable, "-m", "llmchaos.cli", "serve", *r.argv, "--host", "127.0.0.1", "--port", str(r.port)]
@@ -102,6 +104,8 @@ class Supervisor:
         if r.proc is None or r.proc.poll() is None:
             return r.proc is None
         if r.state not in ("killed", "down"):
+            if not r.ever_up:
+                self.failed = f"engine {r.index} ({r.role}) exited with status {r.proc.returncode} before it was up"
             r.state = "down"
             self._lost(r)
         return True

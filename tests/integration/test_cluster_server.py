@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from tests.procs import ROOT, Server, serve
+from tests.procs import ROOT, Server, free_port, serve
 
 TOKEN = "cluster-secret"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -262,3 +262,28 @@ def test_both_apis_go_through_a_disaggregated_cluster_and_a_clients_kv_headers_a
         bad = httpx.post(s.url + "/v1/chat/completions", json={"model": MODEL}, timeout=60)
         assert bad.status_code == 400  # the prompt's own refusal, from prefill, passed back
         assert bad.headers["x-llmchaos-prefill-replica"] == "0"
+
+
+def test_an_engine_that_cannot_start_ends_the_router_saying_which():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmchaos.cli",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--replicas",
+            "2",
+            "--engine",
+            "torch",
+        ]
+        + ["--model", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "--model: not tiny, small or a model directory" in proc.stderr  # the engine's own line
+    assert proc.stderr.strip().splitlines()[-1].endswith("exited with status 2 before it was up")
