@@ -265,20 +265,9 @@ def test_both_apis_go_through_a_disaggregated_cluster_and_a_clients_kv_headers_a
 
 
 def test_an_engine_that_cannot_start_ends_the_router_saying_which():
+    flags = ("--port", str(free_port()), "--replicas", "2", "--engine", "torch", "--model", "/nonexistent")
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "llmchaos.cli",
-            "serve",
-            "--port",
-            str(free_port()),
-            "--replicas",
-            "2",
-            "--engine",
-            "torch",
-        ]
-        + ["--model", "/nonexistent"],
+        [sys.executable, "-m", "llmchaos.cli", "serve", *flags],
         capture_output=True,
         text=True,
         cwd=ROOT,
