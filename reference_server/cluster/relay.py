@@ -40,6 +40,19 @@ async def send(
         return None
 
 
+async def whole(response: httpx.Response, r: Replica) -> httpx.Response | None:
+    """The engine's response read to its end (None: its body broke off), the replica's request
+    counted out either way."""
+    try:
+        await response.aread()
+    except httpx.TransportError:
+        return None
+    finally:
+        r.in_flight -= 1
+        await response.aclose()
+    return response
+
+
 class Relayed(StreamingResponse):
     """The engine's response to the client as its bytes come; `cut` is called when its stream
     breaks. However it ends (the client gone before a byte was sent too), the engine's response is

@@ -70,15 +70,8 @@ class Cluster:
         order = self.policy.order([r for r in self.replicas if r.role == "prefill" and r.routable], prompt)
         for k, p in enumerate(order):
             answer = await relay.send(self.client, p, request, body, relay.forwarded(request, {KV_TRANSFER: transfer}))
-            try:
-                if answer is not None:
-                    await answer.aread()
-            except httpx.TransportError:
-                answer = None
-            finally:
-                if answer is not None:
-                    p.in_flight -= 1
-                    await answer.aclose()
+            if answer is not None:
+                answer = await relay.whole(answer, p)
             if answer is None:
                 tried += 1
                 self._unreachable(p, last=k == len(order) - 1)
