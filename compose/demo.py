@@ -72,7 +72,7 @@ def stack_up(state: Path, seconds: float, link: Link | None) -> Iterator[str]:
     locust = [
         *("--autostart", "--expect-workers", "2", "-t", f"{seconds:.0f}s", "--warmup", f"{0.05 * seconds:.1f}s"),
         *("--shape", "step", "--levels", "8,10,12", "--stage-duration", f"{stage:.1f}s", "--think-time", "1"),
-        *("--max-tokens", "32", "--long-context-tokens", "600"),  # uncached prefills: a clock lock slows TTFT, not ITL
+        *("--max-tokens", "32", "--long-context-tokens", "1500"),  # uncached prefills: a clock lock slows TTFT, not ITL
         *("--schedule", str(plan), "--fault-journal", str(state / "journal.json")),
         *(("--allow-interface", link.host_interface) if link else ()),
         # what a token costs: the sim's modelled energy from its page, at an example price of an H100-hour

@@ -116,7 +116,7 @@ def register(sub: Subparsers) -> None:
 def cluster(p: argparse.ArgumentParser) -> None:
     """The flags that make `serve` a router over engines it starts (reference_server/cluster)."""
     from reference_server.cluster.policies import DEFAULT, POLICIES
-    from reference_server.disagg.role import FAILURES
+    from reference_server.disagg import FAILURES
 
     c = p.add_argument_group("cluster", "a router over engine processes it starts, each on its own loopback port")
     c.add_argument("--replicas", type=positive(int), default=1, help="engines behind the router")

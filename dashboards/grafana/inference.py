@@ -68,6 +68,33 @@ def latency() -> list[g.Panel]:
     ]
 
 
+def cluster() -> list[g.Panel]:
+    """The reference server as a cluster (`serve --replicas N`, `--disaggregate P:D`): its router's
+    requests and replicas, the KV transfers (empty for one engine, or a real vLLM)."""
+    return [
+        p.timeseries(
+            "Router requests/s by replica",
+            [(p.rate("llmchaos_router_requests_total", "", "replica, result"), "{{replica}} {{result}}")],
+            "reqps",
+            "routed: its head came back; retried: no head, sent on to another; failed: nowhere left, or cut.",
+        ),
+        p.timeseries("Replicas up", [("sum by (replica) (llmchaos_router_replica_up)", "{{replica}}")], "short"),
+        p.timeseries(
+            "KV transfers/s by how they ended",
+            [(p.rate("llmchaos_kv_transfers_total", "", "result"), "{{result}}")],
+            "reqps",
+            "Decode's pulls of the prompt's KV cache: pulled, recomputed, failed (fail-fast), timed_out (hang).",
+        ),
+        p.timeseries(
+            "KV bytes/s",
+            [(p.rate("llmchaos_kv_transfer_bytes_total", "", "role"), "{{role}}")],
+            "Bps",
+            "Sent by prefill, received by decode (--kv-bytes-scale of the full size).",
+        ),
+        p.percentiles("KV transfer time", "llmchaos_kv_transfer_seconds", "", "role"),
+    ]
+
+
 def gpu() -> list[g.Panel]:
     """dcgm-exporter's gauges per GPU (absent from a server without a GPU: the panels stay empty)."""
     gauges = (
@@ -88,5 +115,12 @@ def build() -> g.Dashboard:
         "vLLM's scheduler, KV cache and latency metrics, and dcgm-exporter's GPU gauges.",
         variables(),
         [p.fault_annotation("")],
-        p.layout([("Scheduler and KV cache", scheduler()), ("Server latency", latency()), ("GPU", gpu())]),
+        p.layout(
+            [
+                ("Scheduler and KV cache", scheduler()),
+                ("Server latency", latency()),
+                ("Cluster: router and KV transfers", cluster()),
+                ("GPU", gpu()),
+            ]
+        ),
     )

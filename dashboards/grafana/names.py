@@ -14,6 +14,8 @@ DEFINITIONS = (
     "llmchaos/metrics.py",
     "reference_server/metrics.py",
     "reference_server/gpu_telemetry.py",
+    "reference_server/cluster/metrics.py",
+    "reference_server/disagg/metrics.py",
 )
 CHECKED = re.compile(r"(?<![A-Za-z0-9_:])(llmchaos_[A-Za-z0-9_]+|vllm:[A-Za-z0-9_:]+|DCGM_[A-Za-z0-9_]+)")
 SUFFIXES = ("", "_total", "_bucket", "_count", "_sum", "_created")  # what Prometheus shows of a family

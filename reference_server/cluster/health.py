@@ -1,9 +1,11 @@
-"""The router's health checks: every replica's /healthz each INTERVAL_S; a replica is routable
-while its last one passed, and out (until one passes) the moment a request cannot reach it."""
+"""The router's health checks, as a load balancer's active ones: every replica's /healthz each
+INTERVAL_S; a replica is in once one passes, out after DOWN_AFTER fail in a row (a process gone
+counts as a refused check), and out at once when a request cannot reach it (passive)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import httpx
@@ -12,22 +14,22 @@ from reference_server.cluster.supervisor import Replica, Supervisor
 
 INTERVAL_S = 1.0  # as often as a readiness probe at its tightest; a kill is found by the next request sooner
 TIMEOUT_S = 2.0  # an engine's /healthz runs a one-token request through it: a busy one takes a while
+DOWN_AFTER = 2  # failed checks in a row (Envoy's unhealthy_threshold; Kubernetes' failureThreshold is 3)
 
 
 async def check(client: httpx.AsyncClient, sup: Supervisor, r: Replica) -> None:
-    if sup.exited(r):  # as a refused connection would tell
+    ok = False
+    if not sup.exited(r):
+        with contextlib.suppress(httpx.HTTPError):  # refused, reset, timed out: a failed check
+            ok = (await client.get(r.url + "/healthz", timeout=TIMEOUT_S)).status_code == 200
+        ok = ok and not sup.exited(r)  # not killed while it was checked
+    r.failed_checks = 0 if ok else r.failed_checks + 1
+    if ok:
+        r.healthy = True
+        if r.state in ("starting", "down"):
+            r.state, r.ever_up = "up", True
+    elif r.failed_checks >= DOWN_AFTER:
         r.healthy = False
-        return
-    try:
-        ok = (await client.get(r.url + "/healthz", timeout=TIMEOUT_S)).status_code == 200
-    except httpx.HTTPError:
-        ok = False
-    if sup.exited(r):  # killed while it was checked
-        r.healthy = False
-        return
-    r.healthy = ok
-    if ok and r.state in ("starting", "down"):
-        r.state, r.ever_up = "up", True
 
 
 async def forever(client: httpx.AsyncClient, sup: Supervisor, failed: Callable[[], None]) -> None:

@@ -31,7 +31,8 @@ class Replica:
     kv_port: int | None = None  # a prefill engine's KV server
     proc: subprocess.Popen | None = None
     state: str = "starting"  # starting | up | down | killed | paused: what the supervisor did, and the health check saw
-    healthy: bool = False  # its last health check passed (or no request has failed to reach it since)
+    healthy: bool = False  # routable as its health checks and requests found it (health.py)
+    failed_checks: int = 0  # health checks failed in a row
     in_pool: bool = True  # the `router` fault takes it out while it runs on
     in_flight: int = 0  # requests the router has on it now
     ever_up: bool = False  # its health check has passed once: an exit after is a replica down, not a failed start

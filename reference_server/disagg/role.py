@@ -24,7 +24,6 @@ from reference_server.disagg.metrics import KVMetrics
 KV_TRANSFER = "x-llmchaos-kv-transfer"  # router -> prefill: prefill, and keep the KV under this id
 KV_FROM = "x-llmchaos-kv-from"  # router -> decode: pull the KV from HOST:PORT/ID first
 KV_HEADER = "x-llmchaos-kv"  # decode -> client: pulled | recomputed | failed | timed_out
-FAILURES = ("fail-fast", "recompute", "hang")
 STALL_S = 0.25  # decode gives a transfer up after this long without a byte (fail-fast, recompute)
 
 

@@ -50,10 +50,11 @@ def test_a_replica_kill_cuts_its_share_and_the_router_fails_over(tmp_path, monke
         window = f"""replica-kill
     kind: replica
     target: {{sim: "{server.url}", replica: 1}}
-    at: 3s
+    at: 2s
     duration: 3s
     params: {{action: kill}}"""
-        run, requests = drill(tmp_path, monkeypatch, server.url, window, 10, "-u", "8", "-r", "8", "--max-tokens", "32")
+        # 14 s: the revert waits for the engine started again (seconds on a busy machine), then ok again
+        run, requests = drill(tmp_path, monkeypatch, server.url, window, 14, "-u", "8", "-r", "8", "--max-tokens", "32")
     (w,) = run["faults"]
     kill, back = w["actual_start"], w["actual_end"]
     in_flight = [r for r in requests if r["sent"] < kill and (r["e2e"] is None or r["intended"] + r["e2e"] > kill)]
@@ -68,13 +69,15 @@ def test_a_replica_kill_cuts_its_share_and_the_router_fails_over(tmp_path, monke
     during = [r for r in requests if r["phase"] == "replica-kill"]
     assert during
     assert {r["replica"] for r in during} == {"0"}
-    assert any(r["failed_over"] >= 1 for r in during)  # sent to the dead one before its health check said so
+    # the requests the router sent to the dead one (the first, and any sent with it) before its health
+    # checks said so went on to the other
+    over = [r for r in requests if r["failed_over"] >= 1]
+    assert over
+    assert all((r["failed_over"], r["replica"], r["phase"]) == (1, "0", "replica-kill") for r in over), over
     after = [r for r in requests if r["sent"] > back]
     assert after
     assert all(r["outcome"] == "ok" for r in after)
-    (row,) = [e for e in ending(run, "replica-kill") if e["lang"] == "en"] or [None]
-    assert row is not None
-    assert row["failed_over"] == sum(r["failed_over"] >= 1 for r in during if r["lang"] == "en")
+    assert sum(row["failed_over"] for row in ending(run, "replica-kill")) == len(over)
 
 
 PREFIX_TOKENS = 2000

@@ -30,6 +30,7 @@ from tests.services import Prometheus, prometheus, pushgateway
 TOKEN = "admin-secret"
 RATE_INTERVAL = "5s"  # Grafana's $__rate_interval for a 1 s scrape: at least four scrapes
 GPU_ONLY = re.compile(r"DCGM_")
+CLUSTER_ONLY = re.compile(r"llmchaos_(router_|kv_transfer)")  # `serve --replicas N` or `--disaggregate P:D`
 LABEL_VALUES = re.compile(r"label_values\((.*), (\w+)\)")
 
 
@@ -189,8 +190,36 @@ def test_every_dashboard_query_returns_data_from_a_real_run(tmp_path):
         assert any(v == "NaN" for series in result for _, v in series["values"])
     gpu_only = [f for f in failures if GPU_ONLY.search(f) and ("no series" in f or "no values" in f)]
     print(f"{len(gpu_only)} queries with no data for want of a GPU:", *gpu_only, sep="\n")
-    failures = [f for f in failures if f not in gpu_only]
+    cluster_only = [f for f in failures if CLUSTER_ONLY.search(f) and "no series" in f]  # the next test's
+    failures = [f for f in failures if f not in gpu_only + cluster_only]
     assert not failures, f"{len(failures)} queries failed:\n" + "\n".join(failures)
     # Four gauges parse and have no data here: the sim models its GPU's clock and power (so the GPU
     # variable lists it), not its utilization, temperature or memory.
     assert len(gpu_only) == 4
+
+
+def test_the_cluster_panels_return_data_from_a_real_cluster():
+    """The server dashboard's router and KV-transfer panels, on what a real Prometheus scraped from a
+    disaggregated cluster that answered requests, a KV partition in the middle (recomputed ones)."""
+    start = time.time()
+    cluster = ("--disaggregate", "1:1", "--kv-bytes-scale", "0.01", "--admin-token", TOKEN)
+    with serve(*cluster) as server, prometheus([server.url.split("//")[1]]) as prom:
+        auth = {"authorization": f"Bearer {TOKEN}"}
+        body = {"model": "llmchaos-sim-8b", "messages": [{"role": "user", "content": "words " * 50}], "max_tokens": 2}
+        ways = set()
+        for n in range(40):  # 8 s or more of requests: rate windows of several scrapes each
+            if n in (15, 22):
+                method = "PUT" if n == 15 else "DELETE"
+                httpx.request(method, server.url + "/admin/kv_link", json={"action": "partition"}, headers=auth)
+            r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=30)
+            assert r.status_code == 200, r.text
+            ways.add(r.headers["x-llmchaos-kv"])
+            time.sleep(0.15)
+        assert ways == {"pulled", "recomputed"}
+        time.sleep(2)  # the last requests scraped
+        span = (start, time.time())
+        (dash,) = [json.loads(t) for name, t in build.rendered().items() if name == "llmchaos-server.json"]
+        cluster_queries = {q.expr for q in queries(dash) if CLUSTER_ONLY.search(q.expr)}
+        assert len(cluster_queries) >= 5
+        failures = [f for f in check(prom, dash, {}, span) if CLUSTER_ONLY.search(f)]
+    assert not failures, "\n".join(failures)
