@@ -11,24 +11,34 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import ModuleType
+from typing import Protocol
 
 from faults.injectors.base import FieldError
-from faults.k8s import corrupt, gpu, kv_link, names, network, pods, replica, router, sse
+from faults.k8s import gpu, kv_link, names, network, pods, replica, sse
 from faults.k8s.cluster import API, Cluster, Piece, Step, go_duration
+from faults.k8s.refused import CORRUPT, ROUTER
 from faults.schedule import FaultSpec, Schedule
 from llmchaos.errors import UsageError
 
-KINDS: dict[str, ModuleType] = {
+
+class Kind(Protocol):
+    """How a kind becomes a Workflow's step: a module of these two, or a refusal (refused.py)."""
+
+    def check(self, spec: FaultSpec, cluster: Cluster) -> None: ...
+
+    def piece(self, step: Step, cluster: Cluster) -> Piece: ...
+
+
+KINDS: dict[str, Kind] = {
     "netem": network,
     "tbf": network,
     "docker": pods,
     "gpu_clock": gpu,
     "sse": sse,
-    "corrupt": corrupt,  # refused with a line naming target.sim, as gpu_clock's sim target
+    "corrupt": CORRUPT,  # refused with a line naming target.sim, as gpu_clock's sim target
     "replica": replica,
     "kv_link": kv_link,
-    "router": router,  # refused with a line naming why
+    "router": ROUTER,
 }
 WINDOWS = f"{names.GROUP}/windows"  # the Workflow's annotation: each window step's window, for the phases
 MAX_WINDOWS = 200  # a Workflow is one object (etcd keeps them under 1.5 MB) and starts every branch at once
