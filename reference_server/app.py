@@ -208,7 +208,7 @@ def create_app(
         Admin(engine, opts),
     )
 
-    telemetry = gpu_telemetry.of(engine.executor)  # dcgm-exporter's exposition, after the engine's
+    telemetry = gpu_telemetry.of(engine.executor, opts.replica)  # dcgm-exporter's exposition, after the engine's
 
     async def metrics(request: Request) -> Response:
         body = generate_latest(engine.metrics.registry) + telemetry.exposition()

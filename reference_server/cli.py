@@ -139,6 +139,7 @@ def cluster(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument("--role", choices=("prefill", "decode"), default=None, help=argparse.SUPPRESS)  # the router's
     c.add_argument("--kv-port", type=positive(int), default=None, help=argparse.SUPPRESS)
+    c.add_argument("--replica-index", type=int, default=None, help=argparse.SUPPRESS)
 
 
 def _check_cluster(args: argparse.Namespace) -> None:
@@ -266,6 +267,7 @@ def _options(args: argparse.Namespace) -> ServerOptions:
         max_body_bytes=args.max_body_bytes,
         header_timeout_s=args.header_timeout,
         max_header_bytes=args.max_header_bytes,
+        replica=args.replica_index,
     )
 
 

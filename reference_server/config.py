@@ -60,3 +60,4 @@ class ServerOptions:
     max_body_bytes: int = 4 * 1024 * 1024  # a 128K-token prompt, even as \uXXXX escapes, fits several times
     header_timeout_s: float = 10.0  # a request head must be complete this soon after it begins (slowloris)
     max_header_bytes: int = 64 * 1024
+    replica: int | None = None  # its index in a cluster (reference_server/cluster): the sim's GPU is its own

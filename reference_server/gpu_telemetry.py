@@ -144,9 +144,12 @@ class SimTelemetry(Telemetry):
     from the profile's power model, labelled as one GPU of this host plus `llmchaos_power_model`, which
     says that they are modelled, and by which profile."""
 
-    def __init__(self, device: SimDevice, meter: PowerMeter, profile: str, gpu_name: str) -> None:
+    def __init__(
+        self, device: SimDevice, meter: PowerMeter, profile: str, gpu_name: str, replica: int | None = None
+    ) -> None:
         self.device, self.meter = device, meter
-        values = ["0", f"GPU-sim-{profile}", "sim", "nvidia0", gpu_name, socket.gethostname()]
+        uuid = f"GPU-sim-{profile}" + (f"-{replica}" if replica is not None else "")  # a cluster's: one GPU each
+        values = ["0", uuid, "sim", "nvidia0", gpu_name, socket.gethostname()]
         self.labels = dict(zip(LABELS, values, strict=True)) | {MODELLED: profile}
 
     def collect(self) -> Iterator[Metric]:
@@ -156,12 +159,13 @@ class SimTelemetry(Telemetry):
             yield _family(name, HELP[name], self.labels, value)
 
 
-def of(executor: object) -> Telemetry:
-    """The telemetry of `executor`'s device: the sim's modelled one, or the GPU it runs on, or none."""
+def of(executor: object, replica: int | None = None) -> Telemetry:
+    """The telemetry of `executor`'s device: the sim's modelled one (replica `replica` of a cluster's),
+    or the GPU it runs on, or none."""
     from reference_server.executors.sim import SimExecutor
 
-    if isinstance(executor, SimExecutor) and executor.device.meter is not None:
-        return SimTelemetry(executor.device, executor.device.meter, executor.power_model, executor.gpu_name)
+    if isinstance(executor, SimExecutor) and (meter := executor.device.meter) is not None:
+        return SimTelemetry(executor.device, meter, executor.power_model, executor.gpu_name, replica)
     return GpuTelemetry.of(executor)
 
 

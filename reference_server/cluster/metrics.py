@@ -8,13 +8,12 @@ from collections.abc import Callable, Iterable
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 
 from reference_server.cluster.supervisor import Replica
 
 RESULTS = ("routed", "retried", "failed")
 SCRAPE_TIMEOUT_S = 2.0
+SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum", "_info", "_gcount", "_gsum")  # a family's samples
 
 
 class RouterMetrics:
@@ -38,9 +37,7 @@ class RouterMetrics:
     async def exposition(self, client: httpx.AsyncClient, replicas: list[Replica]) -> bytes:
         live = [r for r in replicas if r.state in ("up", "starting")]
         texts = await asyncio.gather(*(_scrape(client, r) for r in live))
-        merged = CollectorRegistry(auto_describe=False)
-        merged.register(_Merged(labelled(zip(live, texts, strict=True))))
-        return generate_latest(self.registry) + generate_latest(merged)
+        return generate_latest(self.registry) + merged(zip(live, texts, strict=True)).encode()
 
 
 def _routable(r: Replica) -> Callable[[], float]:
@@ -55,19 +52,37 @@ async def _scrape(client: httpx.AsyncClient, r: Replica) -> str:
     return response.text if response.status_code == 200 else ""
 
 
-def labelled(scraped: Iterable[tuple[Replica, str]]) -> list[Metric]:
-    """Each family once, holding every replica's samples with its `replica` label."""
-    families: dict[str, Metric] = {}
+def merged(scraped: Iterable[tuple[Replica, str]]) -> str:
+    """Every replica's exposition as one: each family's HELP and TYPE once, then every replica's
+    samples, each with its `replica` label and its name as the engine wrote it. By hand: the client
+    library's parser and writer rename a counter NAME_total, and dcgm-exporter's counters have no
+    such suffix."""
+    families: dict[str, tuple[list[str], list[str]]] = {}  # name -> (HELP and TYPE lines, samples)
     for r, text in scraped:
-        for fam in text_string_to_metric_families(text):
-            into = families.setdefault(fam.name, Metric(fam.name, fam.documentation, fam.type, fam.unit))
-            into.samples += [s._replace(labels={**s.labels, "replica": str(r.index)}) for s in fam.samples]
-    return list(families.values())
+        current = ""
+        for line in text.splitlines():
+            if line.startswith(("# HELP ", "# TYPE ")):
+                current = line.split(" ", 3)[2]
+                head = families.setdefault(current, ([], []))[0]
+                if not any(h.startswith(line[:7]) for h in head):
+                    head.append(line)
+            elif line and not line.startswith("#"):
+                name = _name(line)
+                if name != current and name not in {current + s for s in SUFFIXES}:
+                    current = name  # a sample of no HELP or TYPE: a family of its own (untyped)
+                families.setdefault(current, ([], []))[1].append(with_replica(line, r.index))
+    return "".join(f"{line}\n" for head, samples in families.values() for line in (*head, *samples))
 
 
-class _Merged:
-    def __init__(self, families: list[Metric]) -> None:
-        self.families = families
+def _name(line: str) -> str:
+    return line.split("{", 1)[0].split(" ", 1)[0]
 
-    def collect(self) -> list[Metric]:
-        return self.families
+
+def with_replica(line: str, index: int) -> str:
+    """A sample line with `replica="index"` first among its labels."""
+    end = len(_name(line))
+    label = f'replica="{index}"'
+    if line[end : end + 1] != "{":
+        return f"{line[:end]}{{{label}}}{line[end:]}"
+    rest = line[end + 1 :]
+    return f"{line[:end]}{{{label}{'' if rest.startswith('}') else ','}{rest}"

@@ -9,7 +9,7 @@ import argparse
 from llmchaos.procs import free_port
 from reference_server.cluster.supervisor import Replica
 
-ROUTER_ONLY = ("--host", "--port", "--replicas", "--disaggregate", "--router")  # each takes a value
+ROUTER_ONLY = ("--host", "--port", "--replicas", "--disaggregate", "--router", "--replica-index")  # each takes a value
 
 
 def engine_argv(argv: list[str]) -> list[str]:
@@ -30,12 +30,12 @@ def engine_argv(argv: list[str]) -> list[str]:
 def replicas(args: argparse.Namespace) -> list[Replica]:
     base = engine_argv(args.argv)
     if not args.disaggregate:
-        return [Replica(i, "mixed", base) for i in range(args.replicas)]
+        return [Replica(i, "mixed", [*base, "--replica-index", str(i)]) for i in range(args.replicas)]
     p, d = args.disaggregate
     out = []
     for i in range(p + d):
         role = "prefill" if i < p else "decode"
         kv_port = free_port() if role == "prefill" else None
-        more = ["--role", role] + (["--kv-port", str(kv_port)] if kv_port else [])
+        more = ["--replica-index", str(i), "--role", role] + (["--kv-port", str(kv_port)] if kv_port else [])
         out.append(Replica(i, role, [*base, *more], kv_port=kv_port))
     return out

@@ -12,6 +12,7 @@ import time
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.procs import ROOT, Server, free_port, serve
 
@@ -71,6 +72,13 @@ def test_round_robin_names_each_replica_and_counts_it(pair):
         assert series(pair, "llmchaos_router_replica_up", replica=str(i)) == 1
         # each replica's own series, labelled with it: its requests, as its engine counted them
         assert series(pair, "vllm:request_success_total", replica=str(i)) >= 2
+    # the whole page parses, and each engine's simulated GPU is its own (dcgm-exporter's names, as written)
+    families = {f.name: f for f in text_string_to_metric_families(pair.scrape())}
+    energy = families["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].samples
+    assert sorted((s.labels["replica"], s.labels["UUID"]) for s in energy) == [
+        ("0", "GPU-sim-vllm-llama3-8b-h100-0"),
+        ("1", "GPU-sim-vllm-llama3-8b-h100-1"),
+    ]
 
 
 def test_a_killed_replica_is_failed_over_cut_mid_stream_and_started_again(pair):

@@ -17,7 +17,8 @@ def test_disaggregated_engines_are_prefill_then_decode_and_only_prefill_serves_k
     rs = replicas(args)
     assert [r.role for r in rs] == ["prefill", "decode", "decode"]
     assert rs[0].kv_port is not None
-    assert rs[0].argv == ["--kv-failure", "hang", "--role", "prefill", "--kv-port", str(rs[0].kv_port)]
+    port = str(rs[0].kv_port)
+    assert rs[0].argv == ["--kv-failure", "hang", "--replica-index", "0", "--role", "prefill", "--kv-port", port]
     assert [r.kv_port for r in rs[1:]] == [None, None]
-    assert rs[2].argv == ["--kv-failure", "hang", "--role", "decode"]
+    assert rs[2].argv == ["--kv-failure", "hang", "--replica-index", "2", "--role", "decode"]
     assert len({r.port for r in rs}) == 3
