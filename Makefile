@@ -93,7 +93,7 @@ demo: install debian-deps
 	$(BIN)/python -m compose.demo
 
 # Every benchmark runs even when one misses its target; the target fails if any did.
-BENCHMARKS := server_throughput server_memory standin_accuracy client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity long_context_replay cli_start standin_clients fast_stream
+BENCHMARKS := server_throughput server_memory standin_accuracy client_throughput proxy_overhead hostile_soak torch_batching replay_fidelity compare_large generator_capacity long_context_replay cli_start standin_clients fast_stream router_overhead
 bench: install
 	@failed=; for b in $(BENCHMARKS); do $(BIN)/python -m benchmarks.$$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "bench: missed:$$failed" >&2; exit 1; fi
