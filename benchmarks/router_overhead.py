@@ -13,6 +13,7 @@ Run from the repo root: python -m benchmarks.router_overhead
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import time
 
@@ -37,7 +38,7 @@ async def stream(client: httpx.AsyncClient, url: str) -> tuple[float, list[float
         async for line in r.aiter_lines():
             if line.startswith("data: {") and '"content":"' in line and '"content":""' not in line:
                 stamps.append(time.perf_counter())
-    return stamps[0] - start, [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    return stamps[0] - start, [b - a for a, b in itertools.pairwise(stamps)]
 
 
 async def measure(legs: dict[str, str]) -> dict[str, tuple[list[float], list[float]]]:
