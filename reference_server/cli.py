@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import socket
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -146,6 +147,10 @@ def _check_cluster(args: argparse.Namespace) -> None:
     """Flags that contradict each other, or that nothing would read."""
     if args.replicas > 1 and args.disaggregate:
         raise UsageError("give --replicas or --disaggregate, not both", field="--disaggregate")
+    engines = sum(args.disaggregate) if args.disaggregate else args.replicas
+    if engines > MAX_ENGINES:  # each is a process with its own KV pool: past this, a typo, not a cluster
+        field = "--disaggregate" if args.disaggregate else "--replicas"
+        raise UsageError(f"at most {MAX_ENGINES} engines, got {engines}", field=field)
     if args.router and args.replicas == 1 and not args.disaggregate:
         raise UsageError("a router needs --replicas N (N >= 2) or --disaggregate P:D", field="--router")
     for name in ("kv_failure", "kv_timeout", "kv_bytes_scale"):
@@ -155,6 +160,9 @@ def _check_cluster(args: argparse.Namespace) -> None:
         raise UsageError(
             f"must be at most 1 (a share of the bytes), got {args.kv_bytes_scale:g}", field="--kv-bytes-scale"
         )
+
+
+MAX_ENGINES = 64
 
 
 def _flag(name: str) -> str:
@@ -277,5 +285,9 @@ def _route(args: argparse.Namespace) -> None:
     from reference_server.cluster.policies import DEFAULT
     from reference_server.cluster.router import Cluster, serve
 
+    try:  # before any engine starts: a router that cannot listen leaves none behind
+        socket.create_server((args.host, args.port)).close()
+    except OSError as e:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}", field="--port") from None
     cluster = Cluster(plan.replicas(args), args.router or DEFAULT)
     serve(cluster, args.host, args.port, _options(args), args.drain_timeout, args.log_level)

@@ -6,6 +6,7 @@ decode engine over TCP, byte-counted on both sides, and each --kv-failure does w
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -207,6 +208,8 @@ def test_the_kv_link_reads_back_each_fault_and_refuses_a_bad_one():
         (("--router", "prefix"), "--router"),
         (("--kv-failure", "hang"), "--kv-failure"),
         (("--disaggregate", "1:1", "--kv-bytes-scale", "2"), "--kv-bytes-scale"),
+        (("--replicas", "1000"), "--replicas"),
+        (("--disaggregate", "40:40"), "--disaggregate"),
     ],
 )
 def test_contradictory_cluster_flags_are_one_line_and_exit_2(flags, field):
@@ -284,3 +287,29 @@ def test_an_engine_that_cannot_start_ends_the_router_saying_which():
     assert proc.returncode == 1, proc.stderr
     assert "--model: not tiny, small or a model directory" in proc.stderr  # the engine's own line
     assert proc.stderr.strip().splitlines()[-1].endswith("exited with status 2 before it was up")
+
+
+def test_a_router_whose_port_is_taken_starts_no_engine():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        proc = subprocess.run(
+            [sys.executable, "-m", "llmchaos.cli", "serve", "--port", port, "--replicas", "2"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()  # no engine started, so none said anything
+    assert line.startswith(f"llmchaos: error: --port: cannot listen on 127.0.0.1:{port}"), line
+
+
+def test_a_router_killed_by_sigkill_takes_its_engines_with_it():
+    with serve("--replicas", "2", "--admin-token", TOKEN) as s:
+        pids = [r["pid"] for r in admin(s, "GET", "/admin/replicas")["replicas"]]
+        s.proc.kill()
+        s.proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in pids):
+            assert time.monotonic() < deadline, "an engine outlived its router's SIGKILL"
+            time.sleep(0.05)
