@@ -65,5 +65,7 @@ async def pull(header: str, tokens: int, stall_s: float, deadline: float, metric
         metrics.transferred(time.monotonic() - start)
     except OSError as e:
         raise KVFailure(f"{type(e).__name__}: {e.strerror or e}") from None
+    except ValueError:  # the reader's limit: a head line of 64 KiB is no KV server's
+        raise KVFailure("the KV server's head is no line of the wire") from None
     finally:
         writer.close()

@@ -63,8 +63,8 @@ class KVServer:
         try:
             line = await asyncio.wait_for(reader.readline(), 10.0)
             await self._send(line.decode("ascii", "replace").strip(), writer)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError):
-            pass  # decode gave up or went away: its side says what happened
+        except (OSError, TimeoutError, ValueError):  # ValueError: a line past the reader's limit, no request
+            pass  # decode gave up or went away, or was none: its side says what happened
         finally:
             writer.close()
 

@@ -95,3 +95,37 @@ def test_a_pull_from_nowhere_is_refused():
         return str(e.value)
 
     assert "connecting to 127.0.0.1:1" in run(nowhere())
+
+
+def test_a_peer_that_speaks_garbage_is_a_failure_not_a_crash():
+    async def garbage_server() -> str:
+        async def spew(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"x" * 200_000)  # no newline: past the reader's line limit
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(spew, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        metrics, deadline = KVMetrics(CollectorRegistry(), "decode"), asyncio.get_running_loop().time() + 5
+        try:
+            with pytest.raises(kv_pull.KVFailure) as e:
+                await kv_pull.pull(f"127.0.0.1:{port}/x", 1, 1.0, deadline, metrics)
+        finally:
+            server.close()
+        return str(e.value)
+
+    assert "no line of the wire" in run(garbage_server())
+
+    async def garbage_client() -> None:  # the KV server's side: a request line past the limit
+        server = KVServer(WIRE, KVMetrics(CollectorRegistry(), "prefill"))
+        await server.start("127.0.0.1", 0)
+        assert server._server is not None
+        port = server._server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET " + b"y" * 200_000)
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed, nothing sent
+        writer.close()
+        await server.stop()
+
+    run(garbage_client())
