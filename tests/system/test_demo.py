@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 
@@ -53,10 +54,43 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
         assert h is not None, (metric, phase)
         return h.quantile(50)
 
-    assert p50("ttft", "first-token-delay") > p50("ttft", "baseline") + 0.15  # the proxy held 0.25 s
-    slower = {m: p50(m, "gpu-at-660mhz") / p50(m, "baseline") for m in ("ttft", "itl")}
-    assert slower["ttft"] > 1.3, slower  # the prefill's math at 660 of 1980 MHz
-    assert slower["ttft"] > slower["itl"], slower  # decode follows memory bandwidth, which the lock leaves
+    table = r.stdout[r.stdout.index("per phase:") :]  # what a failure shows: the demo's own figures
+    assert p50("ttft", "first-token-delay") > p50("ttft", "baseline") + 0.15, table  # the proxy held 0.25 s
+    windows = {w.name: w for w in loaded.run.faults}
+    requests = [q for q in loaded.requests() if q.outcome == "ok"]
+
+    def ran(name: str) -> tuple[float, float]:
+        """When window `name` was in effect: applied and reverted (unix times)."""
+        start, end = windows[name].actual_start, windows[name].actual_end
+        assert start is not None, windows[name]
+        assert end is not None, windows[name]
+        return start, end
+
+    def beside(name: str) -> list:
+        """The baseline requests of the stretches either side of window `name` (as long as it): the
+        machine's load drifts over a run (a busy CI host's other work comes and goes), so a window is
+        held to the baseline of its own time, not of the whole run."""
+        start, end = ran(name)
+        span = end - start
+        return [
+            q
+            for q in requests
+            if q.phase == "baseline" and (start - span < q.sent < start or end < q.sent < end + span)
+        ]
+
+    def median(values: list[float | None]) -> float:
+        assert values
+        assert None not in values  # an ok request has its first token and its gaps
+        return statistics.median(v for v in values if v is not None)
+
+    locked = [q for q in requests if q.phase == "gpu-at-660mhz"]
+    near = beside("gpu-at-660mhz")
+    slower = {
+        "ttft": median([q.ttft for q in locked]) / median([q.ttft for q in near]),
+        "itl": median([g for q in locked for g in q.gaps]) / median([g for q in near for g in q.gaps]),
+    }
+    assert slower["ttft"] > 1.3, (slower, table)  # the prefill's math at 660 of 1980 MHz
+    assert slower["ttft"] > slower["itl"], (slower, table)  # decode follows memory bandwidth, which the lock leaves
     assert "clock lock at 660 MHz (en, p50 over baseline): TTFT x" in r.stdout
     # the generator's error bar on what it measured, per language, and printed with the verdict
     assert {(b.metric, b.percentile) for b in loaded.run.validity.bounds if b.phase is None} >= {
@@ -64,17 +98,25 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
         ("itl", 99.0),
     }
     assert "the generator's error bar at p99 (events that shared a read's stamp): TTFT " in r.stdout
-    assert p50("e2e", "bandwidth-200kbit") > 1.5 * p50("e2e", "baseline")
-    # the killed decode engine served none of the requests that began while it was dead, and the
-    # partitioned KV link made decode recompute: the wait for the KV (0.25 s) and the prefill in TTFT
-    killed = [r for r in loaded.requests() if r.phase == "replica-kill" and r.outcome == "ok"]
+    assert p50("e2e", "bandwidth-200kbit") > 1.5 * p50("e2e", "baseline"), table
+    # the killed decode engine served none of the requests that began while it was dead
+    killed = [q for q in requests if q.phase == "replica-kill"]
     assert killed
-    assert sum(r.replica == "2" for r in killed) <= 0.1 * len(killed), [r.replica for r in killed]
-    recomputed = [r for r in loaded.requests() if r.phase == "kv-partition" and r.outcome == "ok"]
+    assert sum(q.replica == "2" for q in killed) <= 0.1 * len(killed), [q.replica for q in killed]
+    # The partitioned KV link made decode recompute: the wait for the KV (0.25 s) and the prefill in
+    # TTFT. Only while it was partitioned: a request recomputed (one failed over from the killed
+    # engine aside) only if it began in the window or in the 2 s before it (reaching its pull after
+    # the partition), and of those that began while it held, up to a second before its revert, 80 %
+    # or more recomputed (a later one may reach its pull after the revert, queued behind the window's).
+    start, end = ran("kv-partition")
+    recomputed = [q for q in requests if q.kv == "recomputed" and not q.failed_over]
     assert recomputed
-    # (one that began in the window's last moment may have pulled its KV after the revert)
-    assert sum(r.kv == "recomputed" for r in recomputed) >= 0.8 * len(recomputed), [r.kv for r in recomputed]
-    assert p50("ttft", "kv-partition") > p50("ttft", "baseline") + 0.2
+    assert all(start - 2 < q.sent < end for q in recomputed), table
+    held = [q for q in requests if start < q.sent < end - 1]
+    assert held
+    assert sum(q.kv == "recomputed" for q in held) >= 0.8 * len(held), [q.kv for q in held]
+    partitioned = median([q.ttft for q in requests if q.phase == "kv-partition"])
+    assert partitioned > median([q.ttft for q in beside("kv-partition")]) + 0.2, table
     # Nothing left: no process of the stack (its state dir, or the veth address, in its command line),
     # no fault in the journal, not its namespace (other tests make and remove theirs meanwhile).
     (bind,) = set(re.findall(r"http://(198\.18\.\d+\.1):", r.stdout))
