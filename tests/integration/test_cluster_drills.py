@@ -204,7 +204,7 @@ def test_a_kv_partition_recomputes(tmp_path, monkeypatch):
 def test_a_kv_partition_hangs_until_the_kv_timeout(tmp_path, monkeypatch):
     run, _, during, _ = kv_drill(tmp_path, monkeypatch, "hang")
     hung = [r for r in during if r["kv"] == "timed_out"]
-    assert hung
+    assert hung, [(r["kv"], r["outcome"], r["silent_s"]) for r in during]  # what a failure shows
     assert {r["outcome"] for r in hung} == {"stranded"}
     for r in hung:  # nothing at all from the server until decode's --kv-timeout, then its 504
         assert KV_TIMEOUT_S - 0.05 < r["silent_s"] < KV_TIMEOUT_S + 0.5, r
