@@ -40,6 +40,7 @@ class Ask:
     thoughts: bool = False  # Gemini: a thinking model streams its thoughts
     force_output: bool = False  # no fewer tokens either (OpenAI APIs: vLLM's ignore_eos and min_tokens)
     greedy_seed: int | None = None  # a canary's: temperature 0 and this seed (None: as the target defaults)
+    history: tuple[tuple[str, str], ...] = ()  # a conversation's earlier turns: (the user's message, the answer)
 
 
 @dataclass(frozen=True)
@@ -126,11 +127,12 @@ class OpenAIChat:
     path = "/v1/chat/completions"
     ends: tuple[bytes, ...] = (DONE_DATA.encode(), b'"error"')
 
-    def _payload(self, prompt: str) -> dict[str, Any]:
-        return {"messages": [{"role": "user", "content": prompt}]}
+    def _payload(self, ask: Ask) -> dict[str, Any]:
+        turns = [({"role": "user", "content": p}, {"role": "assistant", "content": a}) for p, a in ask.history]
+        return {"messages": [m for turn in turns for m in turn] + [{"role": "user", "content": ask.prompt}]}
 
     def call(self, ask: Ask) -> Call:
-        return self.patch(self._payload(ask.prompt), ask)
+        return self.patch(self._payload(ask), ask)
 
     def patch(self, body: dict[str, Any], ask: Ask) -> Call:
         body = {**body, "model": ask.model, "stream": ask.stream}
@@ -197,8 +199,9 @@ class OpenAICompletions(OpenAIChat):
     name = "openai-completions"
     path = "/v1/completions"
 
-    def _payload(self, prompt: str) -> dict[str, Any]:
-        return {"prompt": prompt}
+    def _payload(self, ask: Ask) -> dict[str, Any]:
+        """One text: a conversation's earlier turns, each message on a line of its own, then the prompt."""
+        return {"prompt": "".join(f"{p}\n{a}\n" for p, a in ask.history) + ask.prompt}
 
     def _text(self, choice: dict) -> str:
         return choice.get("text") or ""
@@ -212,7 +215,9 @@ class Gemini:
     ends: tuple[bytes, ...] = (b'"finishReason"', b'"error"')
 
     def call(self, ask: Ask) -> Call:
-        return self.patch({"contents": [{"role": "user", "parts": [{"text": ask.prompt}]}]}, ask)
+        turns = [(("user", p), ("model", a)) for p, a in ask.history]
+        messages = [m for turn in turns for m in turn] + [("user", ask.prompt)]
+        return self.patch({"contents": [{"role": r, "parts": [{"text": t}]} for r, t in messages]}, ask)
 
     def patch(self, body: dict[str, Any], ask: Ask) -> Call:
         body = {k: v for k, v in body.items() if k != "model"}  # the model is in the path

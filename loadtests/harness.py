@@ -295,6 +295,8 @@ class Harness:
             side=side,
             prepare_s=due.prepare_s,
             prefix=due.prefix,
+            session=due.conversation.id if due.conversation is not None else None,
+            turn=due.turn,
         )
 
     def _send(self, user: Sender, due: Due, side: str, rid: str, recs: dict[str, RequestRecord]) -> None:

@@ -20,6 +20,7 @@ from loadtests.dataplane.response import Limits
 from loadtests.energy import attribute
 from loadtests.energy.readings import Source
 from loadtests.energy.sampler import source
+from loadtests.sessions import SessionOptions, Span
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process (gevent): only its users may
     from configargparse import ArgumentParser
@@ -60,6 +61,15 @@ def add_arguments(parser: ArgumentParser) -> None:
         type=int,
         default=0,
         help="with --prefix-tokens: this many prefixes per language, shared among its users (default: one each)",
+    )
+    g.add_argument(
+        "--sessions",
+        action="store_true",
+        help="closed loop: each user runs conversations, each turn the conversation so far and a new prompt",
+    )
+    g.add_argument("--turns", default="4-8", help="with --sessions: turns per conversation, N or MIN-MAX (uniform)")
+    g.add_argument(
+        "--turn-think", default="0s", help="with --sessions: think time before each later turn, e.g. 2s or 1s-5s"
     )
     g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
     g.add_argument(
@@ -211,6 +221,7 @@ class Settings:
     canaries: canaries.ByLang | None = None  # with --canary-rate: each language's
     energy: Source | None = None  # with --energy-from
     prices: attribute.Prices = field(default_factory=attribute.Prices)
+    sessions: SessionOptions | None = None  # with --sessions
 
     @classmethod
     def read(cls, options: Namespace) -> Settings:
@@ -228,6 +239,8 @@ class Settings:
         if options.canaries and not options.canary_rate:
             raise UsageError("read only with --canary-rate (the share of requests)", field="--canaries")
         prof = _profile(options)
+        open_loop = options.rate > 0 or bool(prof and prof.stages[0].rate is not None)
+        sessions = _sessions(options, open_loop)
         langs, slos = _langs(options.langs), slo.load(options.slo or None)
         faults = FaultOptions(
             options.schedule,
@@ -245,7 +258,7 @@ class Settings:
             langs,
             slos,
             prof,
-            options.rate > 0 or bool(prof and prof.stages[0].rate is not None),
+            open_loop,
             duration(options.warmup, "--warmup"),
             _words(options.prompt_sizes),
             faults,
@@ -263,7 +276,19 @@ class Settings:
             else None,
             source(options.energy_from, options.energy_selector) if options.energy_from else None,
             attribute.Prices(options.price_per_gpu_hour, options.price_per_kwh),
+            sessions,
         )
+
+
+def _sessions(o: Namespace, open_loop: bool) -> SessionOptions | None:
+    """--sessions' turns and think time; None without it (its options then unread)."""
+    if not o.sessions:
+        return None
+    if open_loop:
+        raise UsageError("runs closed loop (each user its conversations): leave out --rate", field="--sessions")
+    if o.canary_rate:
+        raise UsageError("a canary is a request of its own, never a turn: leave out --canary-rate", field="--sessions")
+    return SessionOptions(Span.parse(o.turns, "--turns", whole=True), Span.parse(o.turn_think, "--turn-think", False))
 
 
 def _given(options: Namespace) -> str:

@@ -104,6 +104,8 @@ class RequestRecord:
     silent_s: float = 0.0  # the longest wait with no byte from the server (after the send; to the end if given up)
     end_s: float | None = None  # from the intended start to its end, whatever its outcome (None: cancelled)
     prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opened with
+    session: str | None = None  # --sessions: the conversation it is a turn of
+    turn: int | None = None  # ... and which (1: the first)
     counted: bool = field(default=False, repr=False)  # count_tokens has run
     uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
@@ -364,4 +366,6 @@ class RequestRecord:
             silent_s=self.silent_s,
             end_s=self.end_s,
             prefix=self.prefix,
+            session=self.session,
+            turn=self.turn,
         )

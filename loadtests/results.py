@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from loadtests.options import Settings
 from loadtests.protocol import Shipment
 from loadtests.record import SIDE
 from loadtests.selfwatch import SelfWatch, verdict
+from loadtests.sessions import Sessions
+from loadtests.sessions import merge as merge_sessions
+from loadtests.sessions import rows as session_rows
 
 SECRET_OPTIONS = {"api_key"}
 LOCAL = "local"  # a single process's name among the generator's processes
@@ -62,6 +66,8 @@ class RunWriter:
         self.energy: results.Energy | None = None
         self.sampler: Sampler | None = None
         self.stopped: float | None = None  # when the test began to stop: the energy's end
+        self.sessions: dict[str, Counter[str]] = {}  # --sessions: per language, how conversations ended
+        self.local_sessions: Sessions | None = None  # a single process's own conversations
         if settings.energy is not None:
             self.sampler = Sampler(settings.energy.fresh(), settings.options.energy_interval, faults)
             self.sampler.start()
@@ -99,6 +105,7 @@ class RunWriter:
         """A worker's shipment: its collector's data and its self-watch samples."""
         self.merged.merge(shipment.collector)
         self.merged.watch(worker_name(self._names, process), shipment.watch)
+        merge_sessions(self.sessions, shipment.source.get("sessions") or {})
 
     def close_requests(self) -> None:
         for writer in self.requests.values():
@@ -156,6 +163,7 @@ class RunWriter:
             ),
             canaries=results.canary_rows(merged.slo_counts, merged.outcomes),
             endings=merged.endings.rows(),
+            sessions=session_rows(self.sessions, target, o.api),
             slo=slo_rows,
             requests=results.RequestsFile(sample_rate=o.requests_sample, written=self.written()),
             summaries=results.summarize(merged.hist),
@@ -175,6 +183,8 @@ class RunWriter:
             self._local_done.set()
             loop.join()
             self._flush_local(collector, watch)
+        if self.local_sessions is not None:
+            merge_sessions(self.sessions, self.local_sessions.drain())
         ended = time.time()
         merged, settings = self.merged, self.settings
         self.fault_recovery = recovery.evaluate(

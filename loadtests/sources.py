@@ -22,6 +22,7 @@ from loadtests.options import Settings
 from loadtests.prompts import LongContextSource, Prefixes, PromptSource
 from loadtests.record import SIDE
 from loadtests.results import RunWriter
+from loadtests.sessions import Conversation, Sessions
 
 if TYPE_CHECKING:
     from loadtests.record import RequestRecord
@@ -42,6 +43,8 @@ class Due:
     prepare_s: float | None = None  # seconds its call took to build, ahead of its time (None: not timed)
     canary: Canary | None = None  # a canary: its answer is checked (loadtests/canaries.py)
     prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opens with
+    conversation: Conversation | None = None  # --sessions: the conversation it is a turn of
+    turn: int | None = None  # ... and which (1: the first)
 
 
 class Source:
@@ -92,7 +95,8 @@ class Source:
 class Loop(Source):
     """The load test's: each user's next prompt of its language, sent now (closed loop) or, with a
     rate, at its arrival on the master's seeded schedule, arrival k to worker k mod n (open loop).
-    With --canary-rate, a share of them are canaries, their answers checked at their end."""
+    With --canary-rate, a share of them are canaries, their answers checked at their end. With
+    --sessions, each prompt is a turn of the user's conversation (loadtests/sessions.py)."""
 
     def __init__(self, settings: Settings, host: str) -> None:
         super().__init__(settings, host)
@@ -100,6 +104,7 @@ class Loop(Source):
         self._prompts: dict[str, PromptSource | LongContextSource] = {}
         self._canaries: Canaries | None = None
         self._prefixes: Prefixes | None = None
+        self.sessions: Sessions | None = None
 
     def configure(self, settings: Settings, host: str, is_worker: bool) -> None:
         super().configure(settings, host, is_worker)
@@ -107,6 +112,7 @@ class Loop(Source):
         o = settings.options
         self._canaries = Canaries(settings.canaries, o.canary_rate, o.seed) if settings.canaries else None
         self._prefixes = Prefixes(o.prefix_tokens, o.prefixes, o.seed) if o.prefix_tokens > 0 else None
+        self.sessions = Sessions(settings.sessions, o.seed) if settings.sessions is not None else None
 
     def plan(self, t0: float, worker: int, workers: int) -> dict[str, Any] | None:
         if not self.settings.open_loop:
@@ -118,31 +124,51 @@ class Loop(Source):
 
     def next(self, lang: str, user: int) -> Due:
         """A prompt of `lang`'s, due now or at the language's next arrival, opened with the user's
-        prefix with --prefix-tokens (a canary's never: its answer is the bare prompt's)."""
+        prefix with --prefix-tokens (a canary's never: its answer is the bare prompt's); with
+        --sessions, the next turn of the user's conversation (its first opened with the prefix)."""
         s, o = self.settings, self.settings.options
+        conv = self.sessions.turn(lang, user) if self.sessions is not None else None
         intended = self.arrivals.next(lang) if self.settings.open_loop else None
         canary = self._canaries.draw(lang) if self._canaries is not None else None
         prefix = None
         if canary is None:
             prompt, max_tokens, seed = self._prompt_source(lang).next(), o.max_tokens, None
-            if self._prefixes is not None:
+            if self._prefixes is not None and (conv is None or not conv.sent):
                 prefix, prompt = self._prefixes.open(lang, user, prompt)
         else:
             prompt, max_tokens, seed = canary.prompt, canary.max_tokens, canary.seed
+        history = tuple(conv.history) if conv is not None else ()
         call = s.adapter.call(
             Ask(o.model, lang, prompt, max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts,
-                greedy_seed=seed)
+                greedy_seed=seed, history=history)
         )  # fmt: skip
-        return Due(lang, s.adapter.name, call, intended, canary=canary, prefix=prefix)
+        turn = self.sessions.sent(conv, prompt) if self.sessions is not None and conv is not None else None
+        return Due(lang, s.adapter.name, call, intended, canary=canary, prefix=prefix, conversation=conv, turn=turn)
 
     def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:
-        """A canary whose answer came whole (`ok`) and fails its check is `wrong`."""
+        """A conversation's turn answered (or cut); a canary whose answer came whole (`ok`) and fails
+        its check is `wrong`."""
+        if self.sessions is not None and due.conversation is not None:
+            rec = next(iter(records.values()), None)  # None: its user was stopped before it was sent
+            ok, answer = (rec.outcome == "ok", rec.answer) if rec is not None else (False, "")
+            self.sessions.answered(due.conversation, ok, answer, rec.at_stop if rec is not None else True)
         if due.canary is None:
             return
         for rec in records.values():
             rec.canary = due.canary.name
             if rec.outcome == "ok" and (why := due.canary.fault(rec.answer)) is not None:
                 rec.outcome, rec.error = "wrong", why
+
+    def shipment(self) -> dict[str, Any]:
+        return {"sessions": self.sessions.drain()} if self.sessions is not None else {}
+
+    def results(
+        self, settings: Settings, exporter: Exporter, local: Collector | None, faults: FaultState | None
+    ) -> RunWriter:
+        """The run's results writer; a single process's counts its own conversations."""
+        writer = super().results(settings, exporter, local, faults)
+        writer.local_sessions = self.sessions if local is not None else None
+        return writer
 
     def _prompt_source(self, lang: str) -> PromptSource | LongContextSource:
         """A language's seeded prompt draws (generated prompts of a length with --long-context-tokens)."""
@@ -157,4 +183,6 @@ class Loop(Source):
 
     def stop(self) -> list[Due]:
         api = self.settings.adapter.name
+        if self.sessions is not None:
+            self.sessions.stop()
         return [Due(lang, api, None, due) for lang, due in self.arrivals.stop()]

@@ -86,6 +86,8 @@ class RequestLine:
     silent_s: float = 0.0  # the longest wait with no byte from the server, from the send to the end
     end_s: float | None = None  # from the intended start to its end, whatever its outcome (None: cancelled)
     prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opened with
+    session: str | None = None  # --sessions: the conversation it is a turn of
+    turn: int | None = None  # ... and which turn (1: the first)
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -103,6 +105,8 @@ class RequestLine:
         ):
             if t is not None and t < 0:
                 return name, "below zero"
+        if self.turn is not None and (self.turn < 1 or self.session is None):
+            return "turn", "must be 1 or more, and only with a session"
         if self.kv is not None and self.kv not in KV_WAYS:
             return "kv", f"must be one of {', '.join(KV_WAYS)}"
         if self.e2e is not None and max(self.ttft or 0.0, self.ttfa or 0.0) > self.e2e:

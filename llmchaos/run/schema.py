@@ -151,6 +151,29 @@ class KvEnding(Part):
     silent_max_s: NonNegativeFloat = 0.0
 
 
+class SessionCount(Part):
+    """One (target, lang, api)'s conversations (--sessions) and how each ended: every turn answered
+    (`completed`), a turn that failed (`cut_failed`: the conversation cannot go on), or the test's
+    end (`cut_stop`), never counted as a short session. `turns`: the requests they sent."""
+
+    target: str
+    lang: str
+    api: str
+    started: NonNegativeInt
+    completed: NonNegativeInt
+    cut_failed: NonNegativeInt
+    cut_stop: NonNegativeInt
+    turns: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _each_ends_once(self) -> SessionCount:
+        if self.completed + self.cut_failed + self.cut_stop != self.started:
+            raise ValueError("sessions: completed, cut_failed and cut_stop must add up to started")
+        if self.turns < self.started:
+            raise ValueError("sessions: fewer turns than sessions started")
+        return self
+
+
 class Ending(Part):
     """How one (target, lang, api, phase)'s requests ended on a cluster (the client's view): how many
     were stranded (no byte for the stall limit before any content, then no answer) or failed over,
@@ -543,6 +566,7 @@ class Run(Part):
     outcomes: list[OutcomeCount] = []
     canaries: list[CanaryCount] = []  # per (target, lang, api, phase), with --canary-rate
     endings: list[Ending] = []  # per (target, lang, api, phase) where a request named its replica or KV way, ...
+    sessions: list[SessionCount] = []  # per (target, lang, api), with --sessions
     slo: list[SloResult] = []
     requests: RequestsFile = RequestsFile()
     summaries: list[Summary] = []
@@ -559,6 +583,7 @@ class Run(Part):
         _unique(((r.target, r.lang, r.api) for r in self.slo), "slo: a second row of")
         _unique(((c.target, c.lang, c.api, c.phase) for c in self.cost), "cost: a second row of")
         _unique(((e.target, e.lang, e.api, e.phase) for e in self.endings), "endings: a second row of")
+        _unique(((s.target, s.lang, s.api) for s in self.sessions), "sessions: a second row of")
         return self
 
     def issued_and_failed(self, lang: str, phase: str | None = None) -> tuple[int, int] | None:

@@ -7,7 +7,8 @@
 i at processing start + TTFT + gaps[:i] and records each content write's offset from receipt.
 `GET /metrics` shows a GPU's energy counter (dcgm-exporter's name, mJ) that rises by exactly
 `--joules-per-token` for each word a content event carries, and by nothing else: the truth of J/token.
-`GET /truth` lists finished requests (match yours by sending `x-request-id`), `DELETE /truth`
+`GET /truth` lists finished requests (match yours by sending `x-request-id`; each with the messages it
+sent and the content streamed back), `DELETE /truth`
 clears the list. `x_script` in the body overrides timing (`ttft_ms`, `itl_ms`: [lo, hi]), adds
 response `headers` ({name: value}, a cluster's router's) and picks a misbehaviour (`mode`, see
 MODES; K is `after`, default 3). `POST /control
@@ -113,6 +114,8 @@ class Record:
     tokens: int | None = None  # set when not streamed; a stream's count is len(writes)
     e2e_s: float | None = None  # offset of the last write
     disconnected: bool = False
+    messages: list[dict] = field(default_factory=list)  # the request's, as sent (a conversation's history)
+    text: str = ""  # the answer's content, as written
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in vars(self).items() if k not in ("writes", "tokens")}
@@ -233,6 +236,8 @@ class Stream:
             {kind: text}, "length" if final else None, x_sent_ns=ns, **(usage if State.continuous_usage else {})
         )
         self.rec.writes.append(t - self.t0)
+        if not thinking:
+            self.rec.text += text
         State.energy_mj += 1000 * State.joules_per_token * _words_in(self.rec.mode, i)
         await self.write(PING + data if self.rec.mode == "ping" else data)
 
@@ -381,6 +386,7 @@ async def chat(request: Request) -> ASGIApp:
         sc["llmchaos.unix"],
         sc["llmchaos.tp"] - sc["llmchaos.t0"],
         rng.uniform(*_ms(script.get("ttft_ms"), TTFT_MS.get(lang, OTHER_TTFT_MS))) / 1000,
+        messages=body.get("messages") or [],
     )
     if rec.stream and mode not in ("status", "wrong_content_type"):
         return Stream(rec, rng, sc, body, script, n)

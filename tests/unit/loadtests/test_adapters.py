@@ -1,5 +1,6 @@
 import json
 
+import orjson
 import pytest
 
 from loadtests.adapters import ADAPTERS, Ask
@@ -141,3 +142,24 @@ def test_a_call_is_its_prompts_body_patched_as_asked(api):
     recorded = {"openai-chat": "messages", "openai-completions": "prompt", "gemini": "contents"}[api]
     assert recorded in json.loads(call.body)
     assert a.patch(json.loads(call.body), ask) == call  # patching again changes nothing
+
+
+def test_a_conversation_sends_its_earlier_turns_in_each_apis_roles():
+    ask = Ask("m", "en", "and now?", history=(("hi", "hello"), ("why", "because")))
+    chat = orjson.loads(ADAPTERS["openai-chat"].call(ask).body)["messages"]
+    assert chat == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "why"},
+        {"role": "assistant", "content": "because"},
+        {"role": "user", "content": "and now?"},
+    ]
+    gemini = orjson.loads(ADAPTERS["gemini"].call(ask).body)["contents"]
+    assert [(c["role"], c["parts"][0]["text"]) for c in gemini] == [
+        ("user", "hi"),
+        ("model", "hello"),
+        ("user", "why"),
+        ("model", "because"),
+        ("user", "and now?"),
+    ]
+    assert orjson.loads(ADAPTERS["openai-completions"].call(ask).body)["prompt"] == "hi\nhello\nwhy\nbecause\nand now?"

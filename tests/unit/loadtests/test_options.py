@@ -103,3 +103,31 @@ def test_prefixes_are_refused_without_their_length():
     with pytest.raises(UsageError) as e:
         settings("--prefixes", "2")
     assert str(e.value) == "--prefixes: read only with --prefix-tokens (the prefixes' length)"
+
+
+def test_sessions_read_their_turns_and_think_time():
+    s = settings("--sessions", "--turns", "3-6", "--turn-think", "500ms-2s")
+    assert s.sessions is not None
+    assert (s.sessions.turns.low, s.sessions.turns.high) == (3, 6)
+    assert (s.sessions.think.low, s.sessions.think.high) == (0.5, 2.0)
+    assert settings("--turns", "bad").sessions is None  # read only with --sessions
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--turns", "0"), "--turns: give whole numbers >= 1, got '0'"),
+        (("--turns", "5-2"), "--turns: the range runs backwards: '5-2'"),
+        (("--turns", "1-2-3"), "--turns: give A or A-B, got '1-2-3'"),
+        (("--turn-think", "soon"), "--turn-think: bad duration 'soon' (use e.g. 500ms, 30s, 2m, 1h)"),
+        (("--rate", "5"), "--sessions: runs closed loop (each user its conversations): leave out --rate"),
+        (
+            ("--canary-rate", "0.1"),
+            "--sessions: a canary is a request of its own, never a turn: leave out --canary-rate",
+        ),
+    ],
+)
+def test_bad_session_options_are_one_line_naming_the_flag(argv, message):
+    with pytest.raises(UsageError) as e:
+        settings("--sessions", *argv)
+    assert str(e.value) == message

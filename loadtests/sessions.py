@@ -1,0 +1,163 @@
+"""Conversations as load (--sessions): each closed-loop user runs one conversation after another. A
+turn's request is the conversation so far (the earlier prompts and the answers the target actually
+gave) and a new user message of its language; the next turn waits for that answer, then a think
+time. A turn that fails cuts its conversation (it cannot go on without the answer); the test's end
+cuts those in progress. Both are counted so, never as short conversations (run.json `sessions`)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+import gevent
+from gevent.event import Event
+
+from llmchaos.errors import UsageError
+from llmchaos.run import SessionCount
+from llmchaos.units import duration
+
+ENDINGS = ("completed", "cut_failed", "cut_stop")
+
+
+@dataclass(frozen=True)
+class Span:
+    """A uniform draw between `low` and `high` (equal: always that)."""
+
+    low: float
+    high: float
+
+    @classmethod
+    def parse(cls, text: str, flag: str, whole: bool) -> Span:
+        """`A` or `A-B`: whole numbers >= 1 (`whole`), else durations (`2s`, `500ms-3s`)."""
+        parts = text.split("-")
+        if len(parts) > 2 or not all(p.strip() for p in parts):
+            raise UsageError(f"give A or A-B, got {text!r}", field=flag)
+        if whole:
+            if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+                raise UsageError(f"give whole numbers >= 1, got {text!r}", field=flag)
+            values = [float(p) for p in parts]
+        else:
+            values = [duration(p.strip(), flag) for p in parts]
+        low, high = values[0], values[-1]
+        if high < low:
+            raise UsageError(f"the range runs backwards: {text!r}", field=flag)
+        return cls(low, high)
+
+    def draw_int(self, rng: random.Random) -> int:
+        return rng.randint(int(self.low), int(self.high))
+
+    def draw(self, rng: random.Random) -> float:
+        return rng.uniform(self.low, self.high)
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Turns per conversation and the think time before each turn after the first."""
+
+    turns: Span
+    think: Span
+
+
+@dataclass
+class Conversation:
+    """One user's conversation: its id, turns planned and sent, its history, and whether the last
+    turn's answer is in (the next turn waits for it)."""
+
+    id: str
+    lang: str
+    user: int
+    turns: int
+    rng: random.Random
+    sent: int = 0
+    history: list[tuple[str, str]] = field(default_factory=list)
+    prompt: str = ""  # the turn in flight's user message
+    answered: Event = field(default_factory=Event)
+
+    def __post_init__(self) -> None:
+        self.answered.set()
+
+
+class Sessions:
+    """Every conversation of this process's users, and how those that ended ended (per language)."""
+
+    def __init__(self, options: SessionOptions, seed: int) -> None:
+        self.options, self.seed = options, seed
+        self._open: dict[tuple[str, int], Conversation] = {}  # (lang, user) -> its conversation
+        self._started: Counter[tuple[str, int]] = Counter()  # conversations each user began
+        self.tally: Counter[tuple[str, str]] = Counter()  # (lang, ending or "turns") -> count
+
+    def turn(self, lang: str, user: int) -> Conversation:
+        """The user's conversation for its next turn (a new one when none is open), once the last
+        answer is in and its think time has passed (turns after the first)."""
+        conv = self._open.get((lang, user))
+        if conv is not None:
+            conv.answered.wait()
+            conv = self._open.get((lang, user))  # the answer may have ended it
+        if conv is None:
+            k = self._started[lang, user]
+            self._started[lang, user] += 1
+            rng = random.Random(f"{self.seed}:{lang}:{user}:{k}")
+            conv = Conversation(f"{lang}-{user}-{k}", lang, user, self.options.turns.draw_int(rng), rng)
+            self._open[lang, user] = conv
+        elif (think := self.options.think.draw(conv.rng)) > 0:
+            gevent.sleep(think)
+        return conv
+
+    def sent(self, conv: Conversation, prompt: str) -> int:
+        """A turn of `conv` with the user message `prompt` is on its way: its number (1: the first)."""
+        conv.answered.clear()
+        conv.prompt, conv.sent = prompt, conv.sent + 1
+        self.tally[conv.lang, "turns"] += 1
+        if conv.sent == 1:
+            self.tally[conv.lang, "started"] += 1
+        return conv.sent
+
+    def answered(self, conv: Conversation, ok: bool, answer: str, at_stop: bool) -> None:
+        """The turn in flight ended: its answer joins the history, or the conversation is cut
+        (a failure, the test's end); the last turn answered completes it. One the stop has
+        already counted is not counted again."""
+        if ok:
+            conv.history.append((conv.prompt, answer))
+        if not ok or conv.sent >= conv.turns:
+            ending = "completed" if ok else "cut_stop" if at_stop else "cut_failed"
+            if self._open.get((conv.lang, conv.user)) is conv:
+                del self._open[conv.lang, conv.user]
+                self.tally[conv.lang, ending] += 1
+        conv.answered.set()
+
+    def stop(self) -> None:
+        """The test stopped: every conversation still open (a turn of it sent) is cut by it."""
+        for conv in self._open.values():
+            if conv.sent:
+                self.tally[conv.lang, "cut_stop"] += 1
+        self._open.clear()
+
+    def drain(self) -> dict[str, dict[str, int]]:
+        """The counts since the last drain, per language (a shipment's)."""
+        out: dict[str, dict[str, int]] = {}
+        for (lang, what), n in self.tally.items():
+            out.setdefault(lang, {})[what] = n
+        self.tally.clear()
+        return out
+
+
+def merge(into: dict[str, Counter[str]], shipped: dict[str, dict[str, int]]) -> None:
+    """A drained count into the run's totals."""
+    for lang, counts in shipped.items():
+        into.setdefault(lang, Counter()).update(counts)
+
+
+def rows(totals: dict[str, Counter[str]], target: str, api: str) -> list[SessionCount]:
+    """run.json's `sessions`, per language."""
+    return [
+        SessionCount(
+            target=target,
+            lang=lang,
+            api=api,
+            started=c["started"],
+            **{e: c[e] for e in ENDINGS},
+            turns=c["turns"],
+        )
+        for lang, c in sorted(totals.items())
+    ]

@@ -1,0 +1,73 @@
+"""--sessions against a server that records what each request sent and what it streamed back: each
+turn carries the conversation so far, the answers exactly as the server gave them; turns wait for
+the answer and the think time; conversations cut by a failure or by the test's end are counted so."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import httpx
+import pytest
+
+from tests.integration.loadtest_helpers import distributed, locust, only_run
+from tests.servers import scripted
+
+THINK_S = 0.2
+
+
+@pytest.mark.parametrize("mode", ["one process", "two workers"])
+def test_each_turn_carries_the_conversation_the_server_gave(tmp_path, mode):
+    with scripted.running(3, "--modes", "de=status:503") as url:
+        args = ("--host", url, "--results-dir", str(tmp_path), "-u", "6", "-r", "6", "-t", "5s", "--langs", "en,de")
+        args += ("--max-tokens", "5", "--sessions", "--turns", "2-4", "--turn-think", f"{THINK_S}s", "--seed", "4")
+        args += ("--think-time", "0.05", "--exit-code-on-error", "0")  # de's failures: no hot loop, and meant
+        proc = locust(*args) if mode == "one process" else distributed(*args)
+        truth = {r["request_id"]: r for r in httpx.get(url + "/truth").json()["requests"]}
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, requests = only_run(tmp_path)
+    sessions: dict[str, list[dict]] = defaultdict(list)
+    for r in requests:
+        assert (r["session"] is None) == (r["turn"] is None), r
+        sessions[r["session"]].append(r)
+    assert None not in sessions
+
+    en = {s: sorted(turns, key=lambda r: r["turn"]) for s, turns in sessions.items() if turns[0]["lang"] == "en"}
+    long = [turns for turns in en.values() if len(turns) >= 3]
+    assert long, {s: len(t) for s, t in en.items()}
+    for turns in en.values():
+        assert [r["turn"] for r in turns] == list(range(1, len(turns) + 1))
+        history: list[dict] = []
+        for prev, r in zip([None, *turns], turns, strict=False):
+            if r["outcome"] == "cancelled" and r["at_stop"]:
+                break
+            assert r["outcome"] == "ok", r
+            sent = truth[r["request_id"]]["messages"]
+            # everything before this turn's prompt is the conversation so far, as the server answered it
+            assert sent[:-1] == history, (r["session"], r["turn"])
+            assert sent[-1]["role"] == "user"
+            assert sent[-1]["content"]
+            history += [sent[-1], {"role": "assistant", "content": truth[r["request_id"]]["text"]}]
+            if prev is not None:  # sent after the previous answer's end, and the think time
+                assert r["sent"] - (prev["intended"] + prev["e2e"]) >= THINK_S - 0.005, (prev, r)
+
+    de = [turns for turns in sessions.values() if turns[0]["lang"] == "de"]
+    assert de
+    assert all(len(t) == 1 for t in de)  # a failed turn cuts its conversation
+    failed = [t for t in de if t[0]["outcome"] == "http_503"]
+    assert len(failed) + sum(t[0]["at_stop"] for t in de) == len(de)
+
+    rows = {row["lang"]: row for row in run["sessions"]}
+    assert rows["de"] == {**rows["de"], "started": len(de), "turns": len(de), "completed": 0}
+    assert (rows["de"]["cut_failed"], rows["de"]["cut_stop"]) == (len(failed), len(de) - len(failed))
+    # a user begins its next conversation only once its last one completed: ids are LANG-USER-K
+    followed = [s for s in en if s.rpartition("-")[0] + f"-{int(s.rpartition('-')[2]) + 1}" in en]
+    assert all(r["outcome"] == "ok" for s in followed for r in en[s])
+    assert rows["en"] == {
+        **rows["en"],
+        "started": len(en),
+        "completed": len(followed),
+        "cut_stop": len(en) - len(followed),  # each user's last, at the stop
+        "cut_failed": 0,
+        "turns": sum(map(len, en.values())),
+    }
+    assert rows["en"]["cut_stop"] == len({s.rpartition("-")[0] for s in en})  # one per user: the stop's
