@@ -39,6 +39,7 @@ class Metric:
     unit: str  # "seconds" (recorded in microseconds) or "tokens"
     buckets: tuple[float, ...]
     help: str
+    labels: tuple[tuple[str, str], ...] = ()  # its own labels beyond LABELS (a turn bucket's)
 
     @property
     def scale(self) -> int:
@@ -57,7 +58,34 @@ def slo_edges() -> list[float]:
     return [v / 1000.0 for lang in languages.registry().values() for k, v in lang.slo.items() if k.endswith("_ms")]
 
 
+TURN_BUCKETS = ("1", "2-3", "4-7", "8+")  # a conversation's turns (--sessions), as the histograms group them
+PER_TURN = ("ttft", "itl")  # the metrics kept per turn bucket too
+
+
+def turn_bucket(turn: int) -> str:
+    """The bucket of turn `turn` (1: the first)."""
+    return "1" if turn == 1 else "2-3" if turn <= 3 else "4-7" if turn <= 7 else "8+"
+
+
+def per_turn(metric: str, turn: int) -> str:
+    """The key of `metric` for the turns of `turn`'s bucket, e.g. ttft_turn_2-3."""
+    return f"{metric}_turn_{turn_bucket(turn)}"
+
+
+def _per_turn(m: Metric) -> list[Metric]:
+    name = m.prom.removeprefix("llmchaos_")
+    return [
+        Metric(f"{m.key}_turn_{b}", f"llmchaos_turn_{name}", m.unit, m.buckets, f"{m.help} By turn.", (("turn", b),))
+        for b in TURN_BUCKETS
+    ]
+
+
 def _metrics() -> dict[str, Metric]:
+    base = _base_metrics()
+    return base | {t.key: t for key in PER_TURN for t in _per_turn(base[key])}
+
+
+def _base_metrics() -> dict[str, Metric]:
     slo = slo_edges()
     latency = _edges(TTFT_BUCKETS, REQUEST_LATENCY_BUCKETS, slo)
     token = _edges(ITL_BUCKETS, [0.001, 0.0025, 0.005, 0.0075], slo)

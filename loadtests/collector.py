@@ -11,6 +11,7 @@ import gevent
 
 from llmchaos import bounds, recovery, slo
 from llmchaos.histogram import HistogramSet, Key
+from llmchaos.metrics import per_turn
 from loadtests.endings import Endings
 from loadtests.record import RequestRecord, count_batch
 
@@ -46,6 +47,8 @@ class Collector:
         spread = rec.itl_spread(per_chunk) if rec.outcome == "ok" and rec.gaps else ([], [])
         if spread[0]:
             self.hist.record_many(Key(*base, "itl"), *spread)
+            if rec.turn is not None:
+                self.hist.record_many(Key(*base, per_turn("itl", rec.turn)), *spread)
         self.outcomes[(*base, rec.outcome)] += 1
         if times := rec.token_times(per_chunk):
             self.produced[base] += 1

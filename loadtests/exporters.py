@@ -52,13 +52,15 @@ class ResultsCollector:
         families: dict[str, HistogramMetricFamily] = {}
         for key, h in self.merged.hist:
             m = METRICS[key.metric]
-            fam = families.get(m.key)
+            fam = families.get(m.prom)
             if fam is None:
-                fam = families[m.key] = HistogramMetricFamily(m.prom, m.help, labels=labels)
+                names = [name for name, _ in m.labels]
+                fam = families[m.prom] = HistogramMetricFamily(m.prom, m.help, labels=[*LABELS, *names, RUN_ID])
             gevent.sleep(0)  # ~1 ms a histogram: let the streams in flight be read in between
             counts = h.cumulative(m.buckets)
             buckets = [(_le(b), c) for b, c in zip(m.buckets, counts, strict=True)] + [("+Inf", h.count)]
-            fam.add_metric([key.target, key.lang, key.api, key.phase, *run], buckets, h.sum)
+            own = [value for _, value in m.labels]
+            fam.add_metric([key.target, key.lang, key.api, key.phase, *own, *run], buckets, h.sum)
         yield from families.values()
         total = CounterMetricFamily(REQUESTS_TOTAL, "Requests issued, by outcome.", labels=[*labels, "outcome"])
         for (*k, outcome), n in self.merged.outcomes.items():

@@ -10,6 +10,7 @@ from functools import cache
 from gevent.threadpool import ThreadPool
 
 from llmchaos import slo, tokenizer
+from llmchaos.metrics import per_turn
 from llmchaos.run import ReplayFields, RequestLine, itl
 
 SIDE = "a"  # the one side of a test with one target (an A/B replay has a and b)
@@ -305,6 +306,8 @@ class RequestRecord:
             out["reasoning_tokens"] = [thinking]
         if (tpot := self.tpot()) is not None:
             out["tpot"] = [tpot]
+        if self.turn is not None and self.ttft is not None:
+            out[per_turn("ttft", self.turn)] = [self.ttft]
         if self.open_loop and self.ttft is not None and self.e2e is not None:
             out["ttft_sent"] = [self.ttft - self.schedule_lag]
             out["e2e_sent"] = [self.e2e - self.schedule_lag]

@@ -21,6 +21,7 @@ from dashboards.comparison import bootstrap as stats
 from dashboards.comparison.blocks import MIN_BLOCKS
 from dashboards.comparison.sample import PCTS, RATES, Binned, Cell, CellKey, Known, Ratio, RunSample, group
 from llmchaos.errors import UsageError
+from llmchaos.metrics import PER_TURN, TURN_BUCKETS
 
 WORSE, BETTER, NO_CHANGE, INCONCLUSIVE = "worse", "better", "no change", "inconclusive"
 ORDER = {WORSE: 0, BETTER: 1, INCONCLUSIVE: 2, NO_CHANGE: 3}
@@ -49,6 +50,9 @@ METRICS = {
     "goodput": MetricInfo("goodput", "req/s", -1),
     "j_per_token": MetricInfo("J/token", "J/token", 1),
     "usd_per_mtok": MetricInfo("$/Mtok", "$/Mtok", 1),
+}
+METRICS |= {  # --sessions: each turn bucket's apart (a later turn's TTFT is its prefix cache's)
+    f"{m}_turn_{b}": MetricInfo(f"{METRICS[m].label} turn {b}", "s", 1) for m in PER_TURN for b in TURN_BUCKETS
 }
 MIN_ABS = {"tokens": 1.0, "ratio": 0.01, "req/s": 0.0, "J/token": 0.001, "$/Mtok": 0.01}  # "s" takes --min-abs
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 import httpx
 import pytest
 
-from tests.integration.loadtest_helpers import distributed, locust, only_run
+from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
 from tests.servers import scripted
 
 THINK_S = 0.2
@@ -49,6 +49,15 @@ def test_each_turn_carries_the_conversation_the_server_gave(tmp_path, mode):
             history += [sent[-1], {"role": "assistant", "content": truth[r["request_id"]]["text"]}]
             if prev is not None:  # sent after the previous answer's end, and the think time
                 assert r["sent"] - (prev["intended"] + prev["e2e"]) >= THINK_S - 0.005, (prev, r)
+
+    # each turn bucket's histogram holds exactly its turns' TTFTs
+    ok = [r for turns in en.values() for r in turns if r["outcome"] == "ok"]
+    for bucket, turns in (("1", {1}), ("2-3", {2, 3}), ("4-7", {4})):
+        ttfts = sorted(r["ttft"] for r in ok if r["turn"] in turns)
+        if ttfts:
+            row = summary(run, "en", f"ttft_turn_{bucket}")
+            assert row["count"] == len(ttfts)
+            assert row["max"] == pytest.approx(ttfts[-1], rel=0.01)
 
     de = [turns for turns in sessions.values() if turns[0]["lang"] == "de"]
     assert de

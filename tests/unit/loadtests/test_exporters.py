@@ -1,6 +1,7 @@
 """The client's Prometheus export: every series carries the run id; SLO counts and the generator's
 own health are exported beside the histograms, in Prometheus' own text format."""
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -97,3 +98,21 @@ def test_what_a_token_cost_is_exported_once_the_run_has_ended_and_an_absent_figu
     assert joules == [("en", "modelled", 0.31), ("de", "modelled", 0.4)]
     assert [(s.labels["lang"], s.value) for s in families["llmchaos_cost_per_mtok_usd"]] == [("en", 1.25)]
     assert {s.labels["run_id"] for s in families["llmchaos_cost_per_mtok_usd"]} == {"run-7"}
+
+
+def test_a_conversations_turns_are_exported_by_turn_bucket_beside_the_whole():
+    c = Collector(slo.load(None), seed=0)
+    for turn, ttft in ((1, 0.5), (2, 0.1), (3, 0.2), (9, 0.05)):
+        rec = RequestRecord("en", "openai-chat", "t", ttft=ttft, e2e=1.0, gaps=[0.02], chunks=[" a", " b"])
+        rec.session, rec.turn = "en-0-0", turn
+        rec.count_tokens()
+        c.add(rec)
+    families = scrape(Merged(local=c))
+    counts = {s.labels["turn"]: s.value for s in families["llmchaos_turn_ttft_seconds"] if s.name.endswith("_count")}
+    assert counts == {"1": 1, "2-3": 2, "8+": 1}
+    sums = {s.labels["turn"]: s.value for s in families["llmchaos_turn_ttft_seconds"] if s.name.endswith("_sum")}
+    assert sums["2-3"] == pytest.approx(0.3)
+    whole = [s.value for s in families["llmchaos_ttft_seconds"] if s.name.endswith("_count")]
+    assert whole == [4]
+    itl = {s.labels["turn"]: s.value for s in families["llmchaos_turn_itl_seconds"] if s.name.endswith("_count")}
+    assert itl == {"1": 1, "2-3": 2, "8+": 1}
