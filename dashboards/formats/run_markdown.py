@@ -29,6 +29,9 @@ def render(results: RunResults) -> str:
     if costs is not None:
         out += ["", *_table(*costs)]
     out += _endings(results)
+    if (conversations := run_parts.session_table(results)) is not None:
+        out += ["", "#### Conversations", "", *_table(conversations.head, conversations.rows)]
+        out += ["", f"_{escape(run_parts.SESSIONS_NOTE)}_"]
     recovery = run_parts.recovery_rows(results)
     if recovery is not None:
         head, rows, note = recovery

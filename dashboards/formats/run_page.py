@@ -59,7 +59,7 @@ def run_report(loaded: Loaded) -> str:
     if rows:
         sections += ["<h2>Outcomes</h2>", svg.stacked("requests by outcome, per language", rows)]
     sections += ["<h2>SLOs</h2>", _slo_table(results), "<h2>Load generator</h2>", _generator_table(results)]
-    sections += _guard(results) + _endings(run) + _recovery(results)
+    sections += _guard(results) + _endings(run) + _sessions(results) + _recovery(results)
     sections += [f'<p class="note">{escape(n)}</p>' for n in loaded.sample.notes]
     return page(f"llmchaos run {run.run_id}", "ok" if met else "worse", headline, sub, sections)
 
@@ -129,6 +129,14 @@ def _endings(run: Run) -> list[str]:
             out.append(f"<h3>{escape(t.caption)}</h3>")
         out.append(table(t.head, t.rows, left=t.names))
     return [*out, f'<p class="meta">{escape(run_parts.ENDINGS_NOTE)}</p>']
+
+
+def _sessions(results: RunResults) -> list[str]:
+    t = run_parts.session_table(results)
+    if t is None:
+        return []
+    note = f'<p class="meta">{escape(run_parts.SESSIONS_NOTE)}</p>'
+    return ["<h2>Conversations</h2>", table(t.head, t.rows, left=t.names), note]
 
 
 def _recovery(results: RunResults) -> list[str]:

@@ -13,7 +13,8 @@ from dashboards.comparison.sample import COSTS, PCTS
 from dashboards.comparison.verdicts import METRICS
 from dashboards.formats import text
 from llmchaos.headers import KV_WAYS
-from llmchaos.run import Ending, Run, RunResults
+from llmchaos.metrics import TURN_BUCKETS
+from llmchaos.run import Ending, Run, RunResults, SessionCount
 from llmchaos.run.table import bound_lines, canary_lines, recovery_cells
 
 Rows = tuple[list[str], list[list[str]]]  # a table's head and rows
@@ -191,6 +192,37 @@ def ending_tables(run: Run) -> list[Table]:
         head = ["phase", "lang", "KV cache", "requests", "TTFT p50", "end p50", "end max", "longest silence"]
         tables.append(Table("How the decode engine got the prompt's KV cache", head, kv, 3))
     return tables
+
+
+SESSIONS_NOTE = (
+    "A conversation cut by a failed turn or by the test's end is counted so, never as a short one; "
+    "TTFT p50 per turn bucket over the whole run (a later turn's prompt is its conversation so far)."
+)
+
+
+def session_table(results: RunResults) -> Table | None:
+    """The conversations of a run with --sessions, per language: how they ended, the turns sent, and
+    TTFT p50 per turn bucket over the whole run, every phase (None: a run without sessions)."""
+    run = results.run
+    if not run.sessions:
+        return None
+    many = len(run.targets) > 1
+
+    def p50(s: SessionCount, bucket: str) -> float | None:
+        h = results.histograms.combined(f"ttft_turn_{bucket}", target=s.target, lang=s.lang, api=s.api)
+        return h.quantile(50.0) if h is not None and h.count else None
+
+    head = ["lang", "started", "completed", "cut by a failure", "cut by the stop", "turns"]
+    head += [f"TTFT p50 turn {b}" for b in TURN_BUCKETS]
+    rows = [
+        [
+            f"{s.lang} ({s.target})" if many else s.lang,
+            *map(str, (s.started, s.completed, s.cut_failed, s.cut_stop, s.turns)),
+            *(_seconds(p50(s, b)) for b in TURN_BUCKETS),
+        ]
+        for s in sorted(run.sessions, key=lambda s: (s.target, s.lang, s.api))
+    ]
+    return Table("", head, rows, 1)
 
 
 def _seconds(v: float | None) -> str:

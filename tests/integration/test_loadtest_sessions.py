@@ -4,6 +4,8 @@ the answer and the think time; conversations cut by a failure or by the test's e
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import defaultdict
 
 import httpx
@@ -80,3 +82,11 @@ def test_each_turn_carries_the_conversation_the_server_gave(tmp_path, mode):
         "turns": sum(map(len, en.values())),
     }
     assert rows["en"]["cut_stop"] == len({s.rpartition("-")[0] for s in en})  # one per user: the stop's
+
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    md = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "report", str(run_dir), "--md"], capture_output=True, text=True
+    )
+    assert md.returncode == 0, md.stderr
+    counts = [rows["en"][k] for k in ("started", "completed", "cut_failed", "cut_stop", "turns")]
+    assert f"| en | {' | '.join(map(str, counts))} | " in md.stdout.split("#### Conversations")[1], md.stdout
