@@ -21,6 +21,8 @@ class Event:
     done: bool = False  # the stream's terminator
     usage_tokens: int | None = None  # output tokens, thinking included
     usage_reasoning: int | None = None  # ... of which thinking
+    usage_prompt: int | None = None  # the prompt's tokens, as the server counted them
+    usage_cached: int | None = None  # ... of which found in its prefix cache (None: it did not say)
     error: str | None = None
     error_code: int | None = None
 
@@ -93,14 +95,23 @@ def _count(value: object, name: str) -> int | None:
     return value
 
 
-def _openai_usage(usage: dict) -> tuple[int | None, int | None]:
-    """completion_tokens, and the reasoning_tokens within them (never more)."""
+def _openai_usage(usage: dict) -> tuple[int | None, int | None, int | None, int | None]:
+    """completion_tokens and the reasoning_tokens within them (never more); prompt_tokens and the
+    cached_tokens within them (vLLM with --enable-prompt-tokens-details, OpenAI's own)."""
     details = usage.get("completion_tokens_details") or {}
     total = _count(usage.get("completion_tokens"), "completion_tokens")
     reasoning = _count(details.get("reasoning_tokens"), "reasoning_tokens")
     if reasoning is not None and (total is None or reasoning > total):
         raise ValueError(f"usage reasoning_tokens {reasoning} is more than completion_tokens {total}")
-    return total, reasoning
+    prompt = _count(usage.get("prompt_tokens"), "prompt_tokens")
+    cached = _count((usage.get("prompt_tokens_details") or {}).get("cached_tokens"), "cached_tokens")
+    return total, reasoning, prompt, _within(cached, prompt, "cached_tokens", "prompt_tokens")
+
+
+def _within(part: int | None, whole: int | None, name: str, whole_name: str) -> int | None:
+    if part is not None and whole is not None and part > whole:
+        raise ValueError(f"usage {name} {part} is more than {whole_name} {whole}")
+    return part
 
 
 def _headers(ask: Ask, key_header: str, key: str | None) -> dict[str, str]:
@@ -258,12 +269,25 @@ class Gemini:
         if "finishReason" not in cand:
             return Event(text, reasoning)
         usage = obj.get("usageMetadata") or {}
+        prompt = _count(usage.get("promptTokenCount"), "promptTokenCount")
+        cached = _count(usage.get("cachedContentTokenCount"), "cachedContentTokenCount")
+        if cached is None and prompt is not None:
+            cached = 0  # proto3 JSON leaves a zero out: no prompt token was cached
+        cached = _within(cached, prompt, "cachedContentTokenCount", "promptTokenCount")
         answer = _count(usage.get("candidatesTokenCount"), "candidatesTokenCount")
         thoughts = _count(usage.get("thoughtsTokenCount"), "thoughtsTokenCount")
         if thoughts is not None and answer is None:
             answer = 0  # proto3 JSON leaves a zero out: an answer of no tokens beside its thoughts
         total = None if answer is None else answer + (thoughts or 0)  # Gemini counts thoughts apart
-        return Event(text, reasoning, True, total, thoughts)
+        return Event(
+            text,
+            reasoning,
+            True,
+            total,
+            thoughts,
+            prompt,
+            _within(cached, prompt, "cachedContentTokenCount", "promptTokenCount"),
+        )
 
     def body(self, raw: bytes) -> Event:
         ev = self.event(raw)

@@ -107,6 +107,8 @@ class RequestRecord:
     prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opened with
     session: str | None = None  # --sessions: the conversation it is a turn of
     turn: int | None = None  # ... and which (1: the first)
+    prompt_tokens: int | None = None  # the server's count of the prompt, from its usage
+    cached_tokens: int | None = None  # ... of which found in its prefix cache (None: it did not say)
     counted: bool = field(default=False, repr=False)  # count_tokens has run
     uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
@@ -371,4 +373,6 @@ class RequestRecord:
             prefix=self.prefix,
             session=self.session,
             turn=self.turn,
+            prompt_tokens=self.prompt_tokens,
+            cached_tokens=self.cached_tokens,
         )

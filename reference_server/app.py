@@ -202,7 +202,7 @@ def create_app(
     """The engine's server; `role`: its part in a disaggregated cluster (None: a whole engine)."""
     opts = opts or ServerOptions()
     oai, gem, health, admin = (
-        OpenAIAPI(engine, opts.api_key),
+        OpenAIAPI(engine, opts.api_key, opts.prompt_tokens_details),
         GeminiAPI(engine, opts.api_key),
         Health(engine),
         Admin(engine, opts),

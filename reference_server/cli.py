@@ -105,6 +105,11 @@ def register(sub: Subparsers) -> None:
         help="a request head over this many bytes gets 431 and close",
     )
     p.add_argument("--api-key", default=None)
+    p.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="OpenAI usage: prompt_tokens_details.cached_tokens, the prompt tokens found in the prefix cache (vLLM's)",
+    )
     p.add_argument("--admin-token", default=None)
     p.add_argument("--admin-allow-remote", action="store_true")
     p.add_argument("--startup-delay", type=non_negative, default=0.0, help="simulated model-load seconds")
@@ -276,6 +281,7 @@ def _options(args: argparse.Namespace) -> ServerOptions:
         header_timeout_s=args.header_timeout,
         max_header_bytes=args.max_header_bytes,
         replica=args.replica_index,
+        prompt_tokens_details=args.enable_prompt_tokens_details,
     )
 
 

@@ -61,3 +61,4 @@ class ServerOptions:
     header_timeout_s: float = 10.0  # a request head must be complete this soon after it begins (slowloris)
     max_header_bytes: int = 64 * 1024
     replica: int | None = None  # its index in a cluster (reference_server/cluster): the sim's GPU is its own
+    prompt_tokens_details: bool = False  # OpenAI usage: the prompt tokens found in the prefix cache (vLLM's flag)

@@ -88,6 +88,8 @@ class RequestLine:
     prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opened with
     session: str | None = None  # --sessions: the conversation it is a turn of
     turn: int | None = None  # ... and which turn (1: the first)
+    prompt_tokens: int | None = None  # the server's count of the prompt (its usage; None: it sent none)
+    cached_tokens: int | None = None  # ... of which found in its prefix cache (None: it did not say)
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -105,6 +107,8 @@ class RequestLine:
         ):
             if t is not None and t < 0:
                 return name, "below zero"
+        if self.cached_tokens is not None and not 0 <= self.cached_tokens <= (self.prompt_tokens or 0):
+            return "cached_tokens", "must be within 0 and prompt_tokens"
         if self.turn is not None and (self.turn < 1 or self.session is None):
             return "turn", "must be 1 or more, and only with a session"
         if self.kv is not None and self.kv not in KV_WAYS:

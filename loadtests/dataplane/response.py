@@ -176,6 +176,7 @@ class Response:
         if parsed.usage_tokens is not None:
             rec.usage_tokens = parsed.usage_tokens
             rec.usage_reasoning = parsed.usage_reasoning
+            rec.prompt_tokens, rec.cached_tokens = parsed.usage_prompt, parsed.usage_cached
         if parsed.done:  # the stream ended: ok, with or without text (an EOS first token)
             rec.e2e = now - self.start
             return "ok", None
@@ -218,6 +219,7 @@ class Response:
             ev.usage_tokens,
             ev.usage_reasoning,
         )
+        rec.prompt_tokens, rec.cached_tokens = ev.usage_prompt, ev.usage_cached
         rec.ttft = rec.e2e = now - self.start
         rec.ttfa = rec.ttft if ev.text else None
         rec.thinking = {0: len(ev.reasoning)} if ev.reasoning else {}

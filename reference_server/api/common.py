@@ -248,6 +248,12 @@ async def collect(engine: Engine, seq: Sequence, request: Request) -> tuple[str,
     return "".join(text), "".join(thoughts)
 
 
+def cached_tokens(seq: Sequence) -> int:
+    """The prompt tokens found in the prefix cache at admission (a whole cached prompt still computes
+    its last token)."""
+    return min(seq.num_cached_tokens, seq.num_prompt_tokens)
+
+
 def reasoning_count(seq: Sequence, delivered: int) -> int:
     """Of the `delivered` output tokens, those that were thinking (they come first)."""
     return min(delivered, seq.params.reasoning_tokens)

@@ -16,6 +16,7 @@ from reference_server.api.common import (
     APIError,
     admit,
     bearer,
+    cached_tokens,
     check_key,
     check_ready,
     collect,
@@ -218,6 +219,8 @@ class GeminiAPI:
             parts.append({"text": text})
         cand: dict = {"content": {"parts": parts, "role": "model"}, "index": 0}
         usage = {"promptTokenCount": seq.num_prompt_tokens, "totalTokenCount": seq.num_prompt_tokens + n}
+        if cached := cached_tokens(seq):  # Gemini's implicit caching: left out when none (proto3's zero)
+            usage["cachedContentTokenCount"] = cached
         thinking = reasoning_count(seq, n)
         if thinking:
             usage["thoughtsTokenCount"] = thinking

@@ -16,6 +16,7 @@ from reference_server.api.common import (
     APIError,
     admit,
     bearer,
+    cached_tokens,
     check_key,
     check_ready,
     collect,
@@ -124,8 +125,8 @@ def render_chat(messages: list[Message]) -> str:
 
 
 class OpenAIAPI:
-    def __init__(self, engine: Engine, api_key: str | None) -> None:
-        self.engine, self.api_key = engine, api_key
+    def __init__(self, engine: Engine, api_key: str | None, details: bool = False) -> None:
+        self.engine, self.api_key, self.details = engine, api_key, details  # details: cached prompt tokens
 
     def _auth(self, request: Request) -> None:
         check_ready(self.engine)
@@ -206,7 +207,7 @@ class OpenAIAPI:
                 "created": int(time.time()),
                 "model": req.model,
                 "choices": [choice],
-                "usage": _usage(seq, len(seq.output_token_ids)),
+                "usage": _usage(seq, len(seq.output_token_ids), self.details),
             }
         )
 
@@ -214,7 +215,7 @@ class OpenAIAPI:
         opts = req.stream_options or StreamOptions()
         field = self.engine.cfg.reasoning.openai_field
         continuous = opts.include_usage and opts.continuous_usage_stats  # vLLM: the one needs the other
-        chunks = Chunks(seq, rid, req.model, chat, continuous, field)
+        chunks = Chunks(seq, rid, req.model, chat, continuous, field, self.details)
         delivered, started = 0, False  # tokens sent so far (the pacer may hold some the engine made)
         try:
             async for d in self.engine.output(seq):
@@ -247,12 +248,14 @@ ERROR = (
 ).encode()
 
 
-def _usage(seq: Sequence, n: int) -> dict:
+def _usage(seq: Sequence, n: int, details: bool) -> dict:
     usage: dict = {
         "prompt_tokens": seq.num_prompt_tokens,
         "completion_tokens": n,
         "total_tokens": seq.num_prompt_tokens + n,
     }
+    if details and (cached := cached_tokens(seq)):
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     if seq.params.reasoning_tokens:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_count(seq, n)}
     return usage

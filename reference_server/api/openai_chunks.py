@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import time
 
-from reference_server.api.common import dumps, json_str, reasoning_count
+from reference_server.api.common import cached_tokens, dumps, json_str, reasoning_count
 from reference_server.sequence import Delta, Sequence
 
-NO_DETAILS = ',"prompt_tokens_details":null'  # a completion's chunk writes every field, unset ones too
 
-
-def usage_info(seq: Sequence, n: int, fields: str = "") -> str:
-    """vLLM's UsageInfo for `n` output tokens (prompt, total, completion: its field order), then
-    `fields`; the thinking among them as OpenAI counts it, where there was any."""
+def usage_info(seq: Sequence, n: int, details: bool, every_field: bool = False) -> str:
+    """vLLM's UsageInfo for `n` output tokens (prompt, total, completion, prompt details: its field
+    order): the cached prompt tokens with `details` where there were any (vLLM sets them so; a
+    completion's chunk writes every field, unset ones as null: `every_field`), then the thinking
+    among them as OpenAI counts it, where there was any."""
     p = seq.num_prompt_tokens
-    out = f'{{"prompt_tokens":{p},"total_tokens":{p + n},"completion_tokens":{n}{fields}'
+    out = f'{{"prompt_tokens":{p},"total_tokens":{p + n},"completion_tokens":{n}'
+    if details and (cached := cached_tokens(seq)):
+        out += f',"prompt_tokens_details":{{"cached_tokens":{cached}}}'
+    elif every_field:
+        out += ',"prompt_tokens_details":null'
     if seq.params.reasoning_tokens:
         out += f',"completion_tokens_details":{{"reasoning_tokens":{reasoning_count(seq, n)}}}'
     return out + "}"
@@ -35,14 +39,16 @@ class Chunks:
     """One stream's events: the chat's `role` before the first delta's, `delta` for each, `usage`
     after them."""
 
-    def __init__(self, seq: Sequence, rid: str, model: str, chat: bool, continuous: bool, reasoning: str) -> None:
-        self.seq, self.chat, self.reasoning, self.continuous = seq, chat, reasoning, continuous
+    def __init__(
+        self, seq: Sequence, rid: str, model: str, chat: bool, continuous: bool, reasoning: str, details: bool = False
+    ) -> None:
+        self.seq, self.chat, self.reasoning, self.continuous, self.details = seq, chat, reasoning, continuous, details
         kind = "chat.completion.chunk" if chat else "text_completion"
         self.head = f'data: {{"id":"{rid}","object":"{kind}","created":{int(time.time())},"model":{dumps(model)},'
 
     def role(self) -> bytes:
         """The chat's role chunk (prompt_token_ids written as null: vLLM's constructor sets it)."""
-        used = f',"usage":{usage_info(self.seq, 0)}' if self.continuous else ""
+        used = f',"usage":{usage_info(self.seq, 0, self.details)}' if self.continuous else ""
         role = '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null'
         return f'{self.head}"choices":[{{"index":0,{role}}}]{used},"prompt_token_ids":null}}\n\n'.encode()
 
@@ -56,12 +62,12 @@ class Chunks:
             end = '"finish_reason":null' if self.chat else '"finish_reason":null,"stop_reason":null'
         if self.chat:
             body = f'"delta":{{{self._delta(d)}}},"logprobs":null,{end},"token_ids":null'
-            used = f',"usage":{usage_info(seq, delivered)}' if self.continuous else ""
+            used = f',"usage":{usage_info(seq, delivered, self.details)}' if self.continuous else ""
         else:
             ids = f"[{','.join(map(str, seq.prompt_token_ids))}]" if first else "null"
             text = json_str(d.reasoning + d.text)
             body = f'"text":{text},"logprobs":null,{end},"prompt_token_ids":{ids},"token_ids":null'
-            used = f',"usage":{usage_info(seq, delivered, NO_DETAILS)}' if self.continuous else ',"usage":null'
+            used = f',"usage":{usage_info(seq, delivered, self.details, True)}' if self.continuous else ',"usage":null'
         return f'{self.head}"choices":[{{"index":0,{body}}}]{used}}}\n\n'.encode()
 
     def _delta(self, d: Delta) -> str:
@@ -74,4 +80,4 @@ class Chunks:
 
     def usage(self, delivered: int) -> bytes:
         """The usage of the whole answer, in a chunk with no choices (include_usage)."""
-        return f'{self.head}"choices":[],"usage":{usage_info(self.seq, delivered)}}}\n\n'.encode()
+        return f'{self.head}"choices":[],"usage":{usage_info(self.seq, delivered, self.details)}}}\n\n'.encode()

@@ -11,7 +11,9 @@ from collections import defaultdict
 import httpx
 import pytest
 
+from reference_server.config import EngineConfig
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
+from tests.procs import serve
 from tests.servers import scripted
 
 THINK_S = 0.2
@@ -90,3 +92,27 @@ def test_each_turn_carries_the_conversation_the_server_gave(tmp_path, mode):
     assert md.returncode == 0, md.stderr
     counts = [rows["en"][k] for k in ("started", "completed", "cut_failed", "cut_stop", "turns")]
     assert f"| en | {' | '.join(map(str, counts))} | " in md.stdout.split("#### Conversations")[1], md.stdout
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "gemini"])
+def test_later_turns_find_the_conversation_in_the_reference_servers_prefix_cache(tmp_path, api):
+    """The server's own count of the cached prompt tokens (vLLM's prompt_tokens_details with
+    --enable-prompt-tokens-details; Gemini's cachedContentTokenCount): from the second turn on, the
+    conversation so far, the previous turn's prompt, is found in its prefix cache, but for the
+    block its last tokens share with the answer."""
+    block = EngineConfig().block_size
+    with serve("--sim-time-scale", "0.3", "--enable-prompt-tokens-details") as server:
+        args = ("--host", server.url, "--api", api, "--results-dir", str(tmp_path), "-u", "3", "-r", "3", "-t", "6s")
+        args += ("--langs", "en", "--max-tokens", "8", "--sessions", "--turns", "4-8", "--prefix-tokens", "600")
+        proc = locust(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, _, requests = only_run(tmp_path)
+    by_session: dict[str, dict[int, dict]] = defaultdict(dict)
+    for r in requests:
+        if r["outcome"] == "ok":
+            by_session[r["session"]][r["turn"]] = r
+    later = [(turns[k - 1], r) for turns in by_session.values() for k, r in turns.items() if k > 1 and k - 1 in turns]
+    assert len(later) >= 6, by_session
+    for prev, r in later:
+        assert r["prompt_tokens"] > prev["prompt_tokens"] + prev["output_tokens"]  # the history, then a prompt
+        assert prev["prompt_tokens"] - 2 * block <= r["cached_tokens"] < r["prompt_tokens"], (prev, r)

@@ -163,3 +163,22 @@ def test_a_conversation_sends_its_earlier_turns_in_each_apis_roles():
         ("user", "and now?"),
     ]
     assert orjson.loads(ADAPTERS["openai-completions"].call(ask).body)["prompt"] == "hi\nhello\nwhy\nbecause\nand now?"
+
+
+def test_cached_prompt_tokens_are_read_from_either_apis_usage():
+    chat = ADAPTERS["openai-chat"]
+    usage = {"completion_tokens": 2, "prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 32}}
+    ev = chat.event(json.dumps({"choices": [], "usage": usage}))
+    assert (ev.usage_prompt, ev.usage_cached) == (40, 32)
+    ev = chat.event(json.dumps({"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 40}}))
+    assert (ev.usage_prompt, ev.usage_cached) == (40, None)  # vLLM without the flag: not said
+    with pytest.raises(ValueError, match="cached_tokens 41 is more than prompt_tokens 40"):
+        chat.event(json.dumps({"choices": [], "usage": {**usage, "prompt_tokens_details": {"cached_tokens": 41}}}))
+    with pytest.raises(ValueError, match="cached_tokens is not a whole number"):
+        chat.event(json.dumps({"choices": [], "usage": {**usage, "prompt_tokens_details": {"cached_tokens": "x"}}}))
+    gemini = ADAPTERS["gemini"]
+    end = {"candidates": [{"content": {"parts": [{"text": "a"}]}, "finishReason": "STOP"}]}
+    ev = gemini.event(json.dumps(end | {"usageMetadata": {"promptTokenCount": 40, "cachedContentTokenCount": 32}}))
+    assert (ev.usage_prompt, ev.usage_cached) == (40, 32)
+    ev = gemini.event(json.dumps(end | {"usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 1}}))
+    assert (ev.usage_prompt, ev.usage_cached) == (40, 0)  # proto3 leaves the zero out

@@ -121,3 +121,35 @@ def test_a_gemini_array_with_no_element_is_still_an_array():
     api = GeminiAPI(Engine([]), None)  # type: ignore[arg-type]
     stream = api._stream(Sequence(PROMPT, SamplingParams(max_tokens=3)), sse=False, thoughts=False)
     assert asyncio.run(drain(stream)) == b"[]"
+
+
+@pytest.mark.parametrize("name", ["chat-usage", "chat-continuous-usage", "completions-continuous-usage"])
+@pytest.mark.parametrize("details", [True, False])
+def test_cached_prompt_tokens_are_in_the_usage_only_with_the_flag_and_a_hit(name: str, details: bool):
+    """vLLM's --enable-prompt-tokens-details: `prompt_tokens_details.cached_tokens` where the prefix
+    cache held some of the prompt (a completion's chunks write the field as null otherwise)."""
+    extra, deltas = CASES[name]
+    chat = name.startswith("chat")
+    seq = Sequence(PROMPT, SamplingParams(max_tokens=3))
+    seq.num_cached_tokens = 3
+    req: ChatRequest | CompletionRequest = (
+        ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}], stream=True, **extra)
+        if chat
+        else CompletionRequest(model="m", prompt="p", stream=True, **extra)
+    )
+    api = OpenAIAPI(Engine(deltas), None, details)  # type: ignore[arg-type]
+    got = asyncio.run(drain(api._stream(req, seq, "ID", chat))).decode()
+    usages = [e for e in got.split("\n\n") if '"usage":{' in e]
+    assert usages
+    for event in usages:
+        assert ('"prompt_tokens_details":{"cached_tokens":3}' in event) == details, event
+    if not details and not chat:
+        assert all('"prompt_tokens_details":null' in e for e in usages if '"choices":[{' in e)
+
+
+def test_a_gemini_usage_counts_the_cached_prompt_tokens_where_there_were_any():
+    api = GeminiAPI(Engine([]), None)  # type: ignore[arg-type]
+    seq = Sequence(PROMPT, SamplingParams(max_tokens=3))
+    assert "cachedContentTokenCount" not in api._chunk(seq, "a", "stop", "ID", 1)["usageMetadata"]
+    seq.num_cached_tokens = 16  # a whole block over a prompt of 4: never more than the prompt
+    assert api._chunk(seq, "a", "stop", "ID", 1)["usageMetadata"]["cachedContentTokenCount"] == 4
