@@ -70,14 +70,18 @@ def test_a_replica_kill_cuts_its_share_and_the_router_fails_over(tmp_path, monke
     assert during
     assert {r["replica"] for r in during} == {"0"}
     # the requests the router sent to the dead one (the first, and any sent with it) before its health
-    # checks said so went on to the other
+    # checks said so went on to the other; the window starts when the kill's admin call has answered,
+    # so one sent between the kill and that answer (a busy machine's round trip) is still baseline
     over = [r for r in requests if r["failed_over"] >= 1]
     assert over
-    assert all((r["failed_over"], r["replica"], r["phase"]) == (1, "0", "replica-kill") for r in over), over
+    just_before = [r for r in over if r["phase"] == "baseline" and -0.5 < r["sent"] - kill < 0]
+    seen = [(r["failed_over"], r["replica"], r["phase"], round(r["sent"] - kill, 3)) for r in over]
+    assert all(s[:2] == (1, "0") for s in seen), seen
+    assert all(r["phase"] == "replica-kill" for r in over if r not in just_before), seen
     after = [r for r in requests if r["sent"] > back]
     assert after
     assert all(r["outcome"] == "ok" for r in after)
-    assert sum(row["failed_over"] for row in ending(run, "replica-kill")) == len(over)
+    assert sum(row["failed_over"] for row in ending(run, "replica-kill")) == len(over) - len(just_before)
 
 
 PREFIX_TOKENS = 2000
