@@ -4,12 +4,58 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from llmchaos.headers import LANG_HEADER
 from llmchaos.sse_codec import DONE_DATA
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool a request offers: its name, what it does, its parameters' JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A call an answer made (its pieces put together as they streamed)."""
+
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""  # JSON, as the API sends it
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message of a conversation's history: the user's, an answer (its text, or the calls it
+    made), or a tool's result (`call`: the call it answers)."""
+
+    role: Literal["user", "assistant", "tool"]
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    call: ToolCall | None = None
+
+
+MAX_CALLS = 128  # an answer's tool calls: more is no API's answer
+# (index, id, name, arguments): a piece of one call; index None: a whole call (Gemini sends them so)
+CallPiece = tuple[int | None, str | None, str | None, str]
+
+
+def add_pieces(calls: list[ToolCall], pieces: tuple[CallPiece, ...]) -> None:
+    """Pieces of an answer's calls into `calls` (index i is calls[i]), as they stream."""
+    for index, call_id, name, arguments in pieces:
+        at = len(calls) if index is None else index
+        while len(calls) <= at:
+            calls.append(ToolCall())
+        call = calls[at]
+        call.id = call_id or call.id
+        call.name = name or call.name
+        call.arguments += arguments
 
 
 @dataclass(slots=True)
@@ -25,6 +71,7 @@ class Event:
     usage_cached: int | None = None  # ... of which found in its prefix cache (None: it did not say)
     error: str | None = None
     error_code: int | None = None
+    calls: tuple[CallPiece, ...] = ()  # pieces of the answer's tool calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +81,7 @@ class Ask:
 
     model: str
     lang: str
-    prompt: str = ""  # the user's message (`call`; a patched body keeps its own)
+    prompt: str = ""  # the user's message (`call`; empty: a tool hop, the history ending in the results)
     max_tokens: int | None = None  # output tokens; None: as the body says, else the target decides
     stream: bool = True
     lang_in_body: bool = False  # the language in the body too (OpenAI metadata, Gemini labels)
@@ -42,7 +89,8 @@ class Ask:
     thoughts: bool = False  # Gemini: a thinking model streams its thoughts
     force_output: bool = False  # no fewer tokens either (OpenAI APIs: vLLM's ignore_eos and min_tokens)
     greedy_seed: int | None = None  # a canary's: temperature 0 and this seed (None: as the target defaults)
-    history: tuple[tuple[str, str], ...] = ()  # a conversation's earlier turns: (the user's message, the answer)
+    history: tuple[Message, ...] = ()  # a conversation's messages so far
+    tools: tuple[Tool, ...] = ()  # offered (OpenAI chat `tools`, Gemini `functionDeclarations`)
 
 
 @dataclass(frozen=True)
@@ -139,8 +187,29 @@ class OpenAIChat:
     ends: tuple[bytes, ...] = (DONE_DATA.encode(), b'"error"')
 
     def _payload(self, ask: Ask) -> dict[str, Any]:
-        turns = [({"role": "user", "content": p}, {"role": "assistant", "content": a}) for p, a in ask.history]
-        return {"messages": [m for turn in turns for m in turn] + [{"role": "user", "content": ask.prompt}]}
+        said = [*ask.history, Message("user", ask.prompt)] if ask.prompt else list(ask.history)
+        body: dict[str, Any] = {"messages": [self._message(m) for m in said]}
+        if ask.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in ask.tools
+            ]
+        return body
+
+    @staticmethod
+    def _message(m: Message) -> dict[str, Any]:
+        if m.calls:
+            calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in m.calls
+            ]
+            return {"role": "assistant", "content": None, "tool_calls": calls}
+        if m.call is not None:
+            return {"role": "tool", "tool_call_id": m.call.id, "content": m.text}
+        return {"role": m.role, "content": m.text}
 
     def call(self, ask: Ask) -> Call:
         return self.patch(self._payload(ask), ask)
@@ -172,6 +241,20 @@ class OpenAIChat:
             text += (fn.get("name") or "") + (fn.get("arguments") or "")
         return text
 
+    def _calls(self, message: dict) -> tuple[CallPiece, ...]:
+        """The pieces of tool calls a delta (or a whole message) carries; a ValueError for one that
+        is not what the API sends (the request is `malformed`)."""
+        pieces: list[CallPiece] = []
+        for i, c in enumerate(message.get("tool_calls") or ()):
+            index, fn = c.get("index", i), c.get("function") or {}
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_CALLS:
+                raise ValueError(f"tool call index {index!r} is not a whole number below {MAX_CALLS}")
+            name, arguments = fn.get("name"), fn.get("arguments") or ""
+            if not isinstance(name, str | None) or not isinstance(arguments, str):
+                raise ValueError("a tool call's name and arguments are not strings")
+            pieces.append((index, c.get("id"), name, arguments))
+        return tuple(pieces)
+
     def _reasoning(self, choice: dict) -> str:
         """The thinking a choice's delta carries: vLLM's `reasoning_content`, or `reasoning` (newer)."""
         delta = choice.get("delta") or {}
@@ -188,11 +271,12 @@ class OpenAIChat:
             text, reasoning = self._text(choices[0]), self._reasoning(choices[0])
         else:
             text, reasoning = "".join(map(self._text, choices)), "".join(map(self._reasoning, choices))
+        calls = self._calls(choices[0].get("delta") or {}) if choices else ()
         if not usage:
-            return Event(text=text, reasoning=reasoning)
+            return Event(text=text, reasoning=reasoning, calls=calls)
         if "completion_tokens" not in usage:
             raise KeyError("completion_tokens")
-        return Event(text, reasoning, False, *_openai_usage(usage))
+        return Event(text, reasoning, False, *_openai_usage(usage), calls=calls)
 
     def body(self, raw: bytes) -> Event:
         obj = _loads(raw)
@@ -203,7 +287,9 @@ class OpenAIChat:
         text, reasoning = (
             (message.get("content"), self._reasoning({"delta": message})) if message else (msg["text"], "")
         )
-        return Event(text or "", reasoning, True, *_openai_usage(obj.get("usage") or {}))
+        calls = self._calls(message) if message else ()
+        text = (text or "") + "".join((name or "") + args for _, _, name, args in calls)
+        return Event(text, reasoning, True, *_openai_usage(obj.get("usage") or {}), calls=calls)
 
 
 class OpenAICompletions(OpenAIChat):
@@ -211,8 +297,12 @@ class OpenAICompletions(OpenAIChat):
     path = "/v1/completions"
 
     def _payload(self, ask: Ask) -> dict[str, Any]:
-        """One text: a conversation's earlier turns, each message on a line of its own, then the prompt."""
-        return {"prompt": "".join(f"{p}\n{a}\n" for p, a in ask.history) + ask.prompt}
+        """One text: a conversation's earlier messages, each on a line of its own, then the prompt
+        (a completion offers no tools)."""
+        return {"prompt": "".join(f"{m.text}\n" for m in ask.history) + ask.prompt}
+
+    def _calls(self, message: dict) -> tuple[CallPiece, ...]:
+        return ()
 
     def _text(self, choice: dict) -> str:
         return choice.get("text") or ""
@@ -226,9 +316,24 @@ class Gemini:
     ends: tuple[bytes, ...] = (b'"finishReason"', b'"error"')
 
     def call(self, ask: Ask) -> Call:
-        turns = [(("user", p), ("model", a)) for p, a in ask.history]
-        messages = [m for turn in turns for m in turn] + [("user", ask.prompt)]
-        return self.patch({"contents": [{"role": r, "parts": [{"text": t}]} for r, t in messages]}, ask)
+        said = [*ask.history, Message("user", ask.prompt)] if ask.prompt else list(ask.history)
+        body: dict[str, Any] = {"contents": [self._content(m) for m in said]}
+        if ask.tools:
+            declared = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in ask.tools]
+            body["tools"] = [{"functionDeclarations": declared}]
+        return self.patch(body, ask)
+
+    @staticmethod
+    def _content(m: Message) -> dict[str, Any]:
+        if m.calls:
+            calls = [{"functionCall": {"name": c.name, "args": json.loads(c.arguments or "{}")}} for c in m.calls]
+            return {"role": "model", "parts": calls}
+        if m.call is not None:
+            return {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": m.call.name, "response": {"result": m.text}}}],
+            }
+        return {"role": "model" if m.role == "assistant" else "user", "parts": [{"text": m.text}]}
 
     def patch(self, body: dict[str, Any], ask: Ask) -> Call:
         body = {k: v for k, v in body.items() if k != "model"}  # the model is in the path
@@ -259,21 +364,23 @@ class Gemini:
             return err
         cand = obj["candidates"][0]
         text = reasoning = ""
+        calls: list[CallPiece] = []
         for part in (cand.get("content") or {}).get("parts", []):
             if part.get("thought") is True:  # a boolean in the API: "false" or 1 is no thinking
                 reasoning += part.get("text", "")
             elif "functionCall" in part:
-                text += json.dumps(part["functionCall"], ensure_ascii=False)
+                fn = part["functionCall"]
+                text += json.dumps(fn, ensure_ascii=False)
+                calls.append((None, fn.get("id"), fn["name"], json.dumps(fn.get("args") or {}, ensure_ascii=False)))
             else:
                 text += part.get("text", "")
         if "finishReason" not in cand:
-            return Event(text, reasoning)
+            return Event(text, reasoning, calls=tuple(calls))
         usage = obj.get("usageMetadata") or {}
         prompt = _count(usage.get("promptTokenCount"), "promptTokenCount")
         cached = _count(usage.get("cachedContentTokenCount"), "cachedContentTokenCount")
         if cached is None and prompt is not None:
             cached = 0  # proto3 JSON leaves a zero out: no prompt token was cached
-        cached = _within(cached, prompt, "cachedContentTokenCount", "promptTokenCount")
         answer = _count(usage.get("candidatesTokenCount"), "candidatesTokenCount")
         thoughts = _count(usage.get("thoughtsTokenCount"), "thoughtsTokenCount")
         if thoughts is not None and answer is None:
@@ -287,6 +394,7 @@ class Gemini:
             thoughts,
             prompt,
             _within(cached, prompt, "cachedContentTokenCount", "promptTokenCount"),
+            calls=tuple(calls),
         )
 
     def body(self, raw: bytes) -> Event:

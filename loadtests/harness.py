@@ -297,6 +297,7 @@ class Harness:
             prefix=due.prefix,
             session=due.conversation.id if due.conversation is not None else None,
             turn=due.turn,
+            hop=due.hop,
         )
 
     def _send(self, user: Sender, due: Due, side: str, rid: str, recs: dict[str, RequestRecord]) -> None:

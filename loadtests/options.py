@@ -71,6 +71,12 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument(
         "--turn-think", default="0s", help="with --sessions: think time before each later turn, e.g. 2s or 1s-5s"
     )
+    g.add_argument(
+        "--tool-rate",
+        type=float,
+        default=0.0,
+        help="with --sessions: the share of turns that offer tools; a tool call is answered with its result",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
     g.add_argument(
         "--canary-rate",
@@ -281,14 +287,21 @@ class Settings:
 
 
 def _sessions(o: Namespace, open_loop: bool) -> SessionOptions | None:
-    """--sessions' turns and think time; None without it (its options then unread)."""
+    """--sessions' turns, think time and tool rate; None without it (then none may be given)."""
+    if not 0.0 <= o.tool_rate <= 1.0:
+        raise UsageError(f"a share, 0 to 1, got {o.tool_rate}", field="--tool-rate")
+    if o.tool_rate and not o.sessions:
+        raise UsageError("a share of turns: give --sessions", field="--tool-rate")
+    if o.tool_rate and o.api == "openai-completions":
+        raise UsageError("a completion offers no tools: use --api openai-chat or gemini", field="--tool-rate")
     if not o.sessions:
         return None
     if open_loop:
         raise UsageError("runs closed loop (each user its conversations): leave out --rate", field="--sessions")
     if o.canary_rate:
         raise UsageError("a canary is a request of its own, never a turn: leave out --canary-rate", field="--sessions")
-    return SessionOptions(Span.parse(o.turns, "--turns", whole=True), Span.parse(o.turn_think, "--turn-think", False))
+    turns, think = Span.parse(o.turns, "--turns", whole=True), Span.parse(o.turn_think, "--turn-think", False)
+    return SessionOptions(turns, think, o.tool_rate)
 
 
 def _given(options: Namespace) -> str:

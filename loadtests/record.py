@@ -12,6 +12,7 @@ from gevent.threadpool import ThreadPool
 from llmchaos import slo, tokenizer
 from llmchaos.metrics import per_turn
 from llmchaos.run import ReplayFields, RequestLine, itl
+from loadtests.adapters import ToolCall
 
 SIDE = "a"  # the one side of a test with one target (an A/B replay has a and b)
 DISAGREEMENT = 0.10  # server usage vs our count: flagged beyond 10 % and 2 tokens
@@ -109,6 +110,8 @@ class RequestRecord:
     turn: int | None = None  # ... and which (1: the first)
     prompt_tokens: int | None = None  # the server's count of the prompt, from its usage
     cached_tokens: int | None = None  # ... of which found in its prefix cache (None: it did not say)
+    calls: list[ToolCall] = field(default_factory=list)  # the tool calls the answer made
+    hop: int | None = None  # --sessions: 0 for a turn's user message, k for its k-th tools' results
     counted: bool = field(default=False, repr=False)  # count_tokens has run
     uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
@@ -375,4 +378,6 @@ class RequestRecord:
             turn=self.turn,
             prompt_tokens=self.prompt_tokens,
             cached_tokens=self.cached_tokens,
+            tool_calls=len(self.calls),
+            hop=self.hop,
         )

@@ -2,7 +2,11 @@
 turn's request is the conversation so far (the earlier prompts and the answers the target actually
 gave) and a new user message of its language; the next turn waits for that answer, then a think
 time. A turn that fails cuts its conversation (it cannot go on without the answer); the test's end
-cuts those in progress. Both are counted so, never as short conversations (run.json `sessions`)."""
+cuts those in progress. Both are counted so, never as short conversations (run.json `sessions`).
+
+With --tool-rate, that share of turns offers tools (an agent's: TOOLS). An answer that calls them
+is sent back at once with each call's result (a text of the language's), and the turn goes on
+until an answer is text: its hops. A model still calling after MAX_HOPS cuts its conversation."""
 
 from __future__ import annotations
 
@@ -16,8 +20,26 @@ from gevent.event import Event
 from llmchaos.errors import UsageError
 from llmchaos.run import SessionCount
 from llmchaos.units import duration
+from loadtests.adapters import Message, Tool, ToolCall
 
 ENDINGS = ("completed", "cut_failed", "cut_stop")
+MAX_HOPS = 4  # tool round trips in one turn
+TOOLS = (
+    Tool(
+        "search",
+        "Search the web; returns the most relevant passage.",
+        {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "what to look for"}},
+            "required": ["query"],
+        },
+    ),
+    Tool(
+        "lookup",
+        "Look a term up in the knowledge base; returns its entry.",
+        {"type": "object", "properties": {"term": {"type": "string", "description": "the term"}}, "required": ["term"]},
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -53,16 +75,18 @@ class Span:
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """Turns per conversation and the think time before each turn after the first."""
+    """Turns per conversation, the think time before each turn after the first, and the share of
+    turns that offer tools."""
 
     turns: Span
     think: Span
+    tool_rate: float = 0.0
 
 
 @dataclass
 class Conversation:
     """One user's conversation: its id, turns planned and sent, its history, and whether the last
-    turn's answer is in (the next turn waits for it)."""
+    answer is in (the next request waits for it)."""
 
     id: str
     lang: str
@@ -70,8 +94,11 @@ class Conversation:
     turns: int
     rng: random.Random
     sent: int = 0
-    history: list[tuple[str, str]] = field(default_factory=list)
-    prompt: str = ""  # the turn in flight's user message
+    hop: int = 0  # the turn's requests after its first
+    tools: bool = False  # the turn offers tools
+    history: list[Message] = field(default_factory=list)
+    asked: tuple[Message, ...] = ()  # the request in flight's new messages: the user's, or the tools' results
+    calls: tuple[ToolCall, ...] = ()  # the last answer's calls, which the next request answers
     answered: Event = field(default_factory=Event)
 
     def __post_init__(self) -> None:
@@ -88,12 +115,14 @@ class Sessions:
         self.tally: Counter[tuple[str, str]] = Counter()  # (lang, ending or "turns") -> count
 
     def turn(self, lang: str, user: int) -> Conversation:
-        """The user's conversation for its next turn (a new one when none is open), once the last
-        answer is in and its think time has passed (turns after the first)."""
+        """The user's conversation for its next request (a new one when none is open), once the last
+        answer is in and, for a new turn, its think time has passed; one with `calls` is a hop."""
         conv = self._open.get((lang, user))
         if conv is not None:
             conv.answered.wait()
             conv = self._open.get((lang, user))  # the answer may have ended it
+        if conv is not None and conv.calls:
+            return conv
         if conv is None:
             k = self._started[lang, user]
             self._started[lang, user] += 1
@@ -105,21 +134,33 @@ class Sessions:
         return conv
 
     def sent(self, conv: Conversation, prompt: str) -> int:
-        """A turn of `conv` with the user message `prompt` is on its way: its number (1: the first)."""
+        """A turn of `conv` with the user message `prompt` goes out (its tools drawn): its number (1: the first)."""
         conv.answered.clear()
-        conv.prompt, conv.sent = prompt, conv.sent + 1
+        conv.asked, conv.sent, conv.hop = (Message("user", prompt),), conv.sent + 1, 0
+        conv.tools = self.options.tool_rate > 0 and conv.rng.random() < self.options.tool_rate
         self.tally[conv.lang, "turns"] += 1
         if conv.sent == 1:
             self.tally[conv.lang, "started"] += 1
         return conv.sent
 
-    def answered(self, conv: Conversation, ok: bool, answer: str, at_stop: bool) -> None:
-        """The turn in flight ended: its answer joins the history, or the conversation is cut
-        (a failure, the test's end); the last turn answered completes it. One the stop has
-        already counted is not counted again."""
+    def hop(self, conv: Conversation, results: tuple[Message, ...]) -> int:
+        """The results of the last answer's calls go out: the turn's hop (1: the first)."""
+        conv.answered.clear()
+        conv.asked, conv.calls, conv.hop = results, (), conv.hop + 1
+        self.tally[conv.lang, "tool_hops"] += 1
+        return conv.hop
+
+    def answered(self, conv: Conversation, ok: bool, answer: str, calls: list[ToolCall], at_stop: bool) -> None:
+        """The request in flight ended: its answer (text, or the calls it made) joins the history,
+        or the conversation is cut (a failure, the test's end, a model still calling tools after
+        MAX_HOPS); the last turn's text answer completes it. One the stop has already counted is
+        not counted again."""
         if ok:
-            conv.history.append((conv.prompt, answer))
-        if not ok or conv.sent >= conv.turns:
+            said = Message("assistant", calls=tuple(calls)) if calls else Message("assistant", answer)
+            conv.history.extend((*conv.asked, said))
+            ok = not calls or conv.hop < MAX_HOPS
+            conv.calls = tuple(calls) if ok else ()
+        if not ok or (conv.sent >= conv.turns and not conv.calls):
             ending = "completed" if ok else "cut_stop" if at_stop else "cut_failed"
             if self._open.get((conv.lang, conv.user)) is conv:
                 del self._open[conv.lang, conv.user]
@@ -158,6 +199,7 @@ def rows(totals: dict[str, Counter[str]], target: str, api: str) -> list[Session
             started=c["started"],
             **{e: c[e] for e in ENDINGS},
             turns=c["turns"],
+            tool_hops=c["tool_hops"],
         )
         for lang, c in sorted(totals.items())
     ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llmchaos.run import ReplayFields
-from loadtests.adapters import Ask, Call
+from loadtests.adapters import Ask, Call, Message
 from loadtests.arrivals import ArrivalPlan, Arrivals
 from loadtests.canaries import Canaries, Canary
 from loadtests.collector import Collector
@@ -22,7 +22,7 @@ from loadtests.options import Settings
 from loadtests.prompts import LongContextSource, Prefixes, PromptSource
 from loadtests.record import SIDE
 from loadtests.results import RunWriter
-from loadtests.sessions import Conversation, Sessions
+from loadtests.sessions import TOOLS, Conversation, Sessions
 
 if TYPE_CHECKING:
     from loadtests.record import RequestRecord
@@ -45,6 +45,7 @@ class Due:
     prefix: int | None = None  # --prefix-tokens: which of its language's shared prefixes it opens with
     conversation: Conversation | None = None  # --sessions: the conversation it is a turn of
     turn: int | None = None  # ... and which (1: the first)
+    hop: int | None = None  # ... 0: its user message; k: its k-th sending of tools' results
 
 
 class Source:
@@ -128,6 +129,8 @@ class Loop(Source):
         --sessions, the next turn of the user's conversation (its first opened with the prefix)."""
         s, o = self.settings, self.settings.options
         conv = self.sessions.turn(lang, user) if self.sessions is not None else None
+        if conv is not None and conv.calls:
+            return self._hop(lang, conv)
         intended = self.arrivals.next(lang) if self.settings.open_loop else None
         canary = self._canaries.draw(lang) if self._canaries is not None else None
         prefix = None
@@ -138,12 +141,30 @@ class Loop(Source):
         else:
             prompt, max_tokens, seed = canary.prompt, canary.max_tokens, canary.seed
         history = tuple(conv.history) if conv is not None else ()
+        turn = self.sessions.sent(conv, prompt) if self.sessions is not None and conv is not None else None
+        tools = TOOLS if conv is not None and conv.tools else ()
         call = s.adapter.call(
             Ask(o.model, lang, prompt, max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts,
-                greedy_seed=seed, history=history)
+                greedy_seed=seed, history=history, tools=tools)
         )  # fmt: skip
-        turn = self.sessions.sent(conv, prompt) if self.sessions is not None and conv is not None else None
-        return Due(lang, s.adapter.name, call, intended, canary=canary, prefix=prefix, conversation=conv, turn=turn)
+        hop = 0 if turn is not None else None
+        return Due(
+            lang, s.adapter.name, call, intended, canary=canary, prefix=prefix, conversation=conv, turn=turn, hop=hop
+        )
+
+    def _hop(self, lang: str, conv: Conversation) -> Due:
+        """The next request of `conv`'s turn: the results of the calls its last answer made (each a
+        text of its language), with the tools offered again."""
+        assert self.sessions is not None
+        o, source = self.settings.options, self._prompt_source(lang)
+        results = tuple(Message("tool", source.next(), call=c) for c in conv.calls)
+        history = (*conv.history, *results)
+        hop = self.sessions.hop(conv, results)
+        call = self.settings.adapter.call(
+            Ask(o.model, lang, "", o.max_tokens, not o.no_stream, o.lang_in_body, o.api_key, o.include_thoughts,
+                history=history, tools=TOOLS)
+        )  # fmt: skip
+        return Due(lang, self.settings.adapter.name, call, None, conversation=conv, turn=conv.sent, hop=hop)
 
     def ended(self, due: Due, records: dict[str, RequestRecord]) -> None:
         """A conversation's turn answered (or cut); a canary whose answer came whole (`ok`) and fails
@@ -151,7 +172,8 @@ class Loop(Source):
         if self.sessions is not None and due.conversation is not None:
             rec = next(iter(records.values()), None)  # None: its user was stopped before it was sent
             ok, answer = (rec.outcome == "ok", rec.answer) if rec is not None else (False, "")
-            self.sessions.answered(due.conversation, ok, answer, rec.at_stop if rec is not None else True)
+            calls = rec.calls if rec is not None else []
+            self.sessions.answered(due.conversation, ok, answer, calls, rec.at_stop if rec is not None else True)
         if due.canary is None:
             return
         for rec in records.values():

@@ -90,6 +90,8 @@ class RequestLine:
     turn: int | None = None  # ... and which turn (1: the first)
     prompt_tokens: int | None = None  # the server's count of the prompt (its usage; None: it sent none)
     cached_tokens: int | None = None  # ... of which found in its prefix cache (None: it did not say)
+    tool_calls: int = 0  # the tool calls the answer made
+    hop: int | None = None  # --sessions: 0 for a turn's user message, k for the k-th sending of tools' results
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -104,6 +106,7 @@ class RequestLine:
             ("end_s", self.end_s),
             ("failed_over", self.failed_over),
             ("prefix", self.prefix),
+            ("tool_calls", self.tool_calls),
         ):
             if t is not None and t < 0:
                 return name, "below zero"
@@ -111,6 +114,8 @@ class RequestLine:
             return "cached_tokens", "must be within 0 and prompt_tokens"
         if self.turn is not None and (self.turn < 1 or self.session is None):
             return "turn", "must be 1 or more, and only with a session"
+        if self.hop is not None and (self.hop < 0 or self.turn is None):
+            return "hop", "must be 0 or more, and only with a turn"
         if self.kv is not None and self.kv not in KV_WAYS:
             return "kv", f"must be one of {', '.join(KV_WAYS)}"
         if self.e2e is not None and max(self.ttft or 0.0, self.ttfa or 0.0) > self.e2e:

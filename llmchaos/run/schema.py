@@ -154,7 +154,8 @@ class KvEnding(Part):
 class SessionCount(Part):
     """One (target, lang, api)'s conversations (--sessions) and how each ended: every turn answered
     (`completed`), a turn that failed (`cut_failed`: the conversation cannot go on), or the test's
-    end (`cut_stop`), never counted as a short session. `turns`: the requests they sent."""
+    end (`cut_stop`), never counted as a short session. `turns`: the turns they sent (each a user
+    message); `tool_hops`: the requests beyond those that sent tools' results (--tool-rate)."""
 
     target: str
     lang: str
@@ -164,6 +165,7 @@ class SessionCount(Part):
     cut_failed: NonNegativeInt
     cut_stop: NonNegativeInt
     turns: NonNegativeInt
+    tool_hops: NonNegativeInt = 0
 
     @model_validator(mode="after")
     def _each_ends_once(self) -> SessionCount:

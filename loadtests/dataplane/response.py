@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmchaos.headers import FAILOVER_HEADER, KV_HEADER, KV_WAYS, REPLICA_HEADER
-from loadtests.adapters import Adapter
+from loadtests.adapters import Adapter, add_pieces
 from loadtests.record import RequestRecord
 
 ERROR_TEXT = 500  # bytes of an error body kept as the record's error
@@ -173,6 +173,8 @@ class Response:
                 rec.thinking[len(chunks)] = len(parsed.reasoning)
             chunks.append(parsed.reasoning + parsed.text)
             self.last_content = now
+        if parsed.calls:
+            add_pieces(rec.calls, parsed.calls)
         if parsed.usage_tokens is not None:
             rec.usage_tokens = parsed.usage_tokens
             rec.usage_reasoning = parsed.usage_reasoning
@@ -220,6 +222,7 @@ class Response:
             ev.usage_reasoning,
         )
         rec.prompt_tokens, rec.cached_tokens = ev.usage_prompt, ev.usage_cached
+        add_pieces(rec.calls, ev.calls)
         rec.ttft = rec.e2e = now - self.start
         rec.ttfa = rec.ttft if ev.text else None
         rec.thinking = {0: len(ev.reasoning)} if ev.reasoning else {}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -27,6 +28,7 @@ from reference_server.api.common import (
     reasoning_count,
     served,
 )
+from reference_server.api.tools import Offered, ToolCall, choose
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
 
@@ -39,14 +41,63 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
+class FunctionCall(Strict):
+    name: str
+    args: dict | None = None
+    id: str | None = None
+
+
+class FunctionResponse(Strict):
+    name: str
+    response: dict
+    id: str | None = None
+
+
 class Part(Strict):
-    text: str
+    """One part: text, a call an earlier answer made, or a tool's result."""
+
+    text: str | None = None
     thought: bool | None = None  # a thought of an earlier turn, sent back
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Part:
+        if sum(x is not None for x in (self.text, self.function_call, self.function_response)) != 1:
+            raise ValueError("a part holds exactly one of text, functionCall, functionResponse")
+        return self
+
+    def render(self) -> str:
+        """This part in the sim model's chat template."""
+        if (c := self.function_call) is not None:
+            return f"<tool_call>{json.dumps({'name': c.name, 'args': c.args})}</tool_call>"
+        if self.function_response is not None:
+            return json.dumps(self.function_response.response)
+        return self.text or ""
 
 
 class Content(Strict):
-    role: Literal["user", "model"] | None = None
+    role: Literal["user", "model", "function"] | None = None  # function: a tool's result (older clients)
     parts: Annotated[list[Part], Field(min_length=1)]
+
+
+class FunctionDeclaration(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}$")]
+    description: str | None = None
+    parameters: dict | None = None
+
+
+class Tool(Strict):
+    function_declarations: Annotated[list[FunctionDeclaration], Field(min_length=1)]
+
+
+class FunctionCallingConfig(Strict):
+    mode: Literal["AUTO", "ANY", "NONE", "VALIDATED"] = "AUTO"
+    allowed_function_names: list[str] | None = None
+
+
+class ToolConfig(Strict):
+    function_calling_config: FunctionCallingConfig = FunctionCallingConfig()
 
 
 class HarmCategory(StrEnum):
@@ -95,6 +146,8 @@ class GenerateRequest(Strict):
     generation_config: GenerationConfig = GenerationConfig()
     safety_settings: list[SafetySetting] | None = None
     labels: dict[str, str] | None = None
+    tools: list[Tool] | None = None
+    tool_config: ToolConfig | None = None
 
     @field_validator("safety_settings")
     @classmethod
@@ -104,11 +157,32 @@ class GenerateRequest(Strict):
             raise ValueError("each category may appear once")
         return v
 
+    def declarations(self) -> list[FunctionDeclaration]:
+        return [d for t in self.tools or () for d in t.function_declarations]
+
     def prompt(self) -> str:
         turns = ([("system", self.system_instruction)] if self.system_instruction else []) + [
             (c.role or "user", c) for c in self.contents
         ]
-        return "".join(f"<|{role}|>\n{''.join(p.text for p in c.parts)}\n" for role, c in turns) + "<|model|>\n"
+        declared = [d.model_dump(exclude_none=True) for d in self.declarations()]
+        offered = f"<|tools|>\n{json.dumps(declared)}\n" if declared else ""
+        body = "".join(f"<|{role}|>\n{''.join(p.render() for p in c.parts)}\n" for role, c in turns)
+        return offered + body + "<|model|>\n"
+
+    def tool_call(self) -> ToolCall | None:
+        """The call this request's answer makes (reference_server/api/tools.py), or None for text:
+        mode ANY (or VALIDATED) forces one among allowedFunctionNames, AUTO decides, NONE forbids."""
+        cfg = (self.tool_config or ToolConfig()).function_calling_config
+        allowed = cfg.allowed_function_names
+        declared = [d for d in self.declarations() if allowed is None or d.name in allowed]
+        offered = [Offered.of(d.name, d.parameters) for d in declared]
+        mode = {"AUTO": "auto", "NONE": "none"}.get(cfg.mode, "required")
+        said = [any(p.text is not None for p in c.parts) and c.role != "model" for c in self.contents]
+        texts = [i for i, s in enumerate(said) if s]
+        last = texts[-1] if texts else -1
+        hops = sum(p.function_response is not None for c in self.contents[last + 1 :] for p in c.parts)
+        user = "".join(p.text or "" for p in self.contents[last].parts) if texts else ""
+        return choose(offered, mode, None, self.generation_config.seed, user, hops)
 
     def params(self) -> SamplingParams:
         g = self.generation_config
@@ -200,22 +274,34 @@ class GeminiAPI:
         text, thoughts = await collect(self.engine, seq, request)
         thoughts = thoughts if _shows_thoughts(req) else ""
         n = len(seq.output_token_ids)
-        return JSONResponse(self._chunk(seq, text, seq.finish_reason, uuid.uuid4().hex, n, thoughts))
+        return JSONResponse(self._chunk(seq, text, seq.finish_reason, uuid.uuid4().hex, n, thoughts, req.tool_call()))
 
     async def stream(self, request: Request) -> Response:
         req, seq = await self._admit(request)
         sse = request.query_params.get("alt") == "sse"
         return StreamingResponse(
-            self._stream(seq, sse, _shows_thoughts(req)),
+            self._stream(seq, sse, _shows_thoughts(req), req.tool_call()),
             media_type="text/event-stream" if sse else "application/json",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    def _chunk(self, seq: Sequence, text: str, reason: str | None, rid: str, n: int, thoughts: str = "") -> dict:
+    def _chunk(
+        self,
+        seq: Sequence,
+        text: str,
+        reason: str | None,
+        rid: str,
+        n: int,
+        thoughts: str = "",
+        call: ToolCall | None = None,
+    ) -> dict:
         """A response (chunk) with usage counting the `n` output tokens delivered so far; thinking
-        counts in thoughtsTokenCount, not in candidatesTokenCount, as Gemini's own."""
+        counts in thoughtsTokenCount, not in candidatesTokenCount, as Gemini's own. A tool call is
+        one functionCall part, its args whole (Gemini streams a call in one chunk)."""
         parts: list[dict] = [{"text": thoughts, "thought": True}] if thoughts else []
-        if text or not parts:
+        if call is not None:
+            parts.append({"functionCall": {"name": call.tool.name, "args": json.loads(call.arguments(text))}})
+        elif text or not parts:
             parts.append({"text": text})
         cand: dict = {"content": {"parts": parts, "role": "model"}, "index": 0}
         usage = {"promptTokenCount": seq.num_prompt_tokens, "totalTokenCount": seq.num_prompt_tokens + n}
@@ -225,7 +311,7 @@ class GeminiAPI:
         if thinking:
             usage["thoughtsTokenCount"] = thinking
         if reason is not None:
-            cand["finishReason"] = FINISH.get(reason, "OTHER")
+            cand["finishReason"] = "STOP" if call is not None else FINISH.get(reason, "OTHER")  # a call ends so
             usage["candidatesTokenCount"] = n - thinking
         return {
             "candidates": [cand],
@@ -234,10 +320,13 @@ class GeminiAPI:
             "responseId": rid,
         }
 
-    async def _stream(self, seq: Sequence, sse: bool, thoughts: bool) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, seq: Sequence, sse: bool, thoughts: bool, call: ToolCall | None = None
+    ) -> AsyncIterator[bytes]:
         """SSE events, or one JSON array written an element at a time: its "[" goes with the first
-        element (as Google's), so a client that times its first bytes times the first token."""
-        rid, first, delivered = uuid.uuid4().hex, True, 0
+        element (as Google's), so a client that times its first bytes times the first token. A
+        tool call's text is held until its last token, then sent whole in one chunk."""
+        rid, first, delivered, held = uuid.uuid4().hex, True, 0, []
 
         def frame(body: str) -> bytes:
             return (f"data: {body}\r\n\r\n" if sse else ("[" if first else ",\r\n") + body).encode()
@@ -257,9 +346,14 @@ class GeminiAPI:
                     break
                 delivered += d.num_tokens
                 thought = d.reasoning if thoughts else ""
-                if not d.text and not thought and d.finish_reason is None:
+                text = d.text
+                if call is not None:
+                    held.append(text)
+                    text = "".join(held) if d.finish_reason is not None else ""
+                if not text and not thought and d.finish_reason is None:
                     continue
-                yield frame(dumps(self._chunk(seq, d.text, d.finish_reason, rid, delivered, thought)))
+                ending = call if d.finish_reason is not None else None
+                yield frame(dumps(self._chunk(seq, text, d.finish_reason, rid, delivered, thought, ending)))
                 first = False
             if not sse:
                 yield b"[]" if first else b"]"

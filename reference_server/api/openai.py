@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -28,6 +29,7 @@ from reference_server.api.common import (
     stops,
 )
 from reference_server.api.openai_chunks import Chunks
+from reference_server.api.tools import Offered, ToolCall, choose
 from reference_server.engine import Engine
 from reference_server.sequence import SamplingParams, Sequence
 
@@ -52,13 +54,68 @@ class TextPart(Strict):
     text: str
 
 
+class CalledFunction(Strict):
+    name: str
+    arguments: str
+
+
+class ToolCallMessage(Strict):
+    """A call an earlier answer made, sent back in the assistant's message."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
 class Message(Strict):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCallMessage] | None = None  # an assistant's
+    tool_call_id: str | None = None  # a tool's result: the call it answers
+
+    @model_validator(mode="after")
+    def _shape(self) -> Message:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("tool_calls: only an assistant message makes them")
+        if self.role == "tool" and self.tool_call_id is None:
+            raise ValueError("tool_call_id: a tool message answers a call and must name it")
+        if self.content is None and not self.tool_calls:
+            raise ValueError("content: required, unless an assistant message makes tool_calls")
+        return self
 
     def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        content = self.content or ""
+        return content if isinstance(content, str) else "".join(p.text for p in content)
+
+    def render(self) -> str:
+        """This turn in the sim model's chat template (an assistant's calls as `<tool_call>` lines)."""
+        calls = "".join(
+            f"<tool_call>{json.dumps({'name': c.function.name, 'arguments': c.function.arguments})}</tool_call>"
+            for c in self.tool_calls or ()
+        )
+        return f"<|{self.role}|>\n{self.text()}{calls}\n"
+
+
+class FunctionSpec(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    description: str | None = None
+    parameters: dict | None = None
+    strict: bool | None = None
+
+
+class ToolSpec(Strict):
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class NamedFunction(Strict):
+    name: str
+
+
+class NamedChoice(Strict):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class _Sampling(Strict):
@@ -103,6 +160,29 @@ class ChatRequest(_Sampling):
     messages: Annotated[list[Message], Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    tools: list[ToolSpec] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedChoice | None = None
+    parallel_tool_calls: bool | None = None  # one call per answer either way
+
+    @model_validator(mode="after")
+    def _choice_among_tools(self) -> ChatRequest:
+        names = [t.function.name for t in self.tools or ()]
+        if isinstance(self.tool_choice, NamedChoice) and self.tool_choice.function.name not in names:
+            raise ValueError(f"tool_choice: no tool named {self.tool_choice.function.name!r} is offered")
+        if self.tool_choice == "required" and not names:
+            raise ValueError("tool_choice: required needs tools")
+        return self
+
+    def tool_call(self) -> ToolCall | None:
+        """The call this request's answer makes (reference_server/api/tools.py), or None for text."""
+        offered = [Offered.of(t.function.name, t.function.parameters) for t in self.tools or ()]
+        choice = self.tool_choice or "auto"
+        forced = choice.function.name if isinstance(choice, NamedChoice) else None
+        mode = "required" if isinstance(choice, NamedChoice) else choice
+        users = [i for i, m in enumerate(self.messages) if m.role == "user"]
+        last = users[-1] if users else -1
+        hops = sum(m.role == "tool" for m in self.messages[last + 1 :])
+        return choose(offered, mode, forced, self.seed, self.messages[last].text() if users else "", hops)
 
 
 class CompletionRequest(_Sampling):
@@ -119,9 +199,11 @@ class CompletionRequest(_Sampling):
         return v
 
 
-def render_chat(messages: list[Message]) -> str:
-    """The sim model's chat template: role-tagged turns, then the assistant's turn."""
-    return "".join(f"<|{m.role}|>\n{m.text()}\n" for m in messages) + "<|assistant|>\n"
+def render_chat(messages: list[Message], tools: list[ToolSpec] | None = None) -> str:
+    """The sim model's chat template: the tools offered (as chat templates put them ahead of the
+    turns), role-tagged turns, then the assistant's turn."""
+    offered = f"<|tools|>\n{json.dumps([t.model_dump(exclude_none=True) for t in tools])}\n" if tools else ""
+    return offered + "".join(m.render() for m in messages) + "<|assistant|>\n"
 
 
 class OpenAIAPI:
@@ -166,8 +248,9 @@ class OpenAIAPI:
         lang = language(request, (req.metadata or {}).get("lang"), "metadata.lang")
         field = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
         params = req.params(req.max_completion_tokens or req.max_tokens)
-        seq = await admit(self.engine, request, render_chat(req.messages), params, lang, "messages", field, thinking)
-        return await self._respond(request, req, seq, chat=True)
+        prompt = render_chat(req.messages, req.tools)
+        seq = await admit(self.engine, request, prompt, params, lang, "messages", field, thinking)
+        return await self._respond(request, req, seq, chat=True, call=req.tool_call())
 
     async def completions(self, request: Request) -> Response:
         self._auth(request)
@@ -179,14 +262,20 @@ class OpenAIAPI:
         seq = await admit(self.engine, request, prompt, params, lang, "prompt", "max_tokens", thinking)
         return await self._respond(request, req, seq, chat=False)
 
-    async def _respond(self, request: Request, req: _Sampling, seq: Sequence, chat: bool) -> Response:
+    async def _respond(
+        self, request: Request, req: _Sampling, seq: Sequence, chat: bool, call: ToolCall | None = None
+    ) -> Response:
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         if req.stream:
-            chunks = self._stream(req, seq, rid, chat)
+            chunks = self._stream(req, seq, rid, chat, call)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
         body, thoughts = await collect(self.engine, seq, request)
         reason = seq.finish_reason
-        message = {"role": "assistant", "content": body}
+        message: dict = {"role": "assistant", "content": body}
+        if call is not None:
+            function = {"name": call.tool.name, "arguments": call.arguments(body)}
+            message |= {"content": None, "tool_calls": [{"id": call.call_id, "type": "function", "function": function}]}
+            reason = "tool_calls"
         if seq.params.reasoning_tokens:
             message[self.engine.cfg.reasoning.openai_field] = thoughts
         choice = (
@@ -211,11 +300,13 @@ class OpenAIAPI:
             }
         )
 
-    async def _stream(self, req: _Sampling, seq: Sequence, rid: str, chat: bool) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, req: _Sampling, seq: Sequence, rid: str, chat: bool, call: ToolCall | None = None
+    ) -> AsyncIterator[bytes]:
         opts = req.stream_options or StreamOptions()
         field = self.engine.cfg.reasoning.openai_field
         continuous = opts.include_usage and opts.continuous_usage_stats  # vLLM: the one needs the other
-        chunks = Chunks(seq, rid, req.model, chat, continuous, field, self.details)
+        chunks = Chunks(seq, rid, req.model, chat, continuous, field, self.details, call)
         delivered, started = 0, False  # tokens sent so far (the pacer may hold some the engine made)
         try:
             async for d in self.engine.output(seq):

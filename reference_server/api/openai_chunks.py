@@ -7,7 +7,10 @@ order, chat with `exclude_unset` and completions with every field. So:
 - a chunk goes out for every engine output that carries a token, even one with no text yet;
 - `usage` is in each chunk only with `continuous_usage_stats` and `include_usage` both, and in a last
   chunk with no choices with `include_usage`; never `"usage":null` in chat (OpenAI's own API sends it);
-- a completion's first chunk carries the prompt's token ids (vLLM 0.10.2 to 0.11.0; vllm#27561).
+- a completion's first chunk carries the prompt's token ids (vLLM 0.10.2 to 0.11.0; vllm#27561);
+- a tool call (reference_server/api/tools.py) streams as vLLM's tool parsers stream it: the first
+  delta names the function with the call's id, the rest carry its arguments' pieces, and the last
+  ends with `finish_reason: tool_calls`.
 
 Written as strings rather than through pydantic: this is the per-token path."""
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import time
 
 from reference_server.api.common import cached_tokens, dumps, json_str, reasoning_count
+from reference_server.api.tools import ToolCall
 from reference_server.sequence import Delta, Sequence
 
 
@@ -40,9 +44,18 @@ class Chunks:
     after them."""
 
     def __init__(
-        self, seq: Sequence, rid: str, model: str, chat: bool, continuous: bool, reasoning: str, details: bool = False
+        self,
+        seq: Sequence,
+        rid: str,
+        model: str,
+        chat: bool,
+        continuous: bool,
+        reasoning: str,
+        details: bool = False,
+        call: ToolCall | None = None,
     ) -> None:
         self.seq, self.chat, self.reasoning, self.continuous, self.details = seq, chat, reasoning, continuous, details
+        self.call = call
         kind = "chat.completion.chunk" if chat else "text_completion"
         self.head = f'data: {{"id":"{rid}","object":"{kind}","created":{int(time.time())},"model":{dumps(model)},'
 
@@ -55,13 +68,15 @@ class Chunks:
     def delta(self, d: Delta, delivered: int, first: bool) -> bytes:
         """A chunk for one engine output: `delivered` output tokens so far, this one's among them."""
         seq = self.seq
-        if d.finish_reason:
+        if d.finish_reason and self.call is not None:
+            end = '"finish_reason":"tool_calls","stop_reason":null'
+        elif d.finish_reason:
             stop = dumps(seq.stop_reason) if d.finish_reason == "stop" else "null"
             end = f'"finish_reason":"{d.finish_reason}","stop_reason":{stop}'
         else:
             end = '"finish_reason":null' if self.chat else '"finish_reason":null,"stop_reason":null'
         if self.chat:
-            body = f'"delta":{{{self._delta(d)}}},"logprobs":null,{end},"token_ids":null'
+            body = f'"delta":{{{self._delta(d, first)}}},"logprobs":null,{end},"token_ids":null'
             used = f',"usage":{usage_info(seq, delivered, self.details)}' if self.continuous else ""
         else:
             ids = f"[{','.join(map(str, seq.prompt_token_ids))}]" if first else "null"
@@ -70,13 +85,29 @@ class Chunks:
             used = f',"usage":{usage_info(seq, delivered, self.details, True)}' if self.continuous else ',"usage":null'
         return f'{self.head}"choices":[{{"index":0,{body}}}]{used}}}\n\n'.encode()
 
-    def _delta(self, d: Delta) -> str:
-        """The delta's message: its answer, its thinking in the profile's field, or both (vLLM's
-        reasoning parser: one delta where the thinking ends and the answer begins)."""
+    def _delta(self, d: Delta, first: bool) -> str:
+        """The delta's message: its answer (or its piece of the tool call), its thinking in the
+        profile's field, or both (vLLM's reasoning parser: one delta where the thinking ends and
+        the answer begins)."""
+        answer = f'"content":{json_str(d.text)}' if self.call is None else self._call(d, first)
         if not d.reasoning:
-            return f'"content":{json_str(d.text)}'
+            return answer
         thought = f'"{self.reasoning}":{json_str(d.reasoning)}'
-        return f'"content":{json_str(d.text)},{thought}' if d.text else thought
+        return f"{answer},{thought}" if d.text or self.call is not None else thought
+
+    def _call(self, d: Delta, first: bool) -> str:
+        """The tool call's piece: its id and name with the first, its arguments' pieces, closed with the last."""
+        call = self.call
+        assert call is not None
+        piece = call.piece(d.text) if call.tool.argument else ""
+        if first:
+            piece = call.opening() + piece
+        if d.finish_reason:
+            piece += call.closing()
+        if not first:
+            return f'"tool_calls":[{{"index":0,"function":{{"arguments":{json_str(piece)}}}}}]'
+        fn = f'"name":{dumps(call.tool.name)},"arguments":{json_str(piece)}'
+        return f'"tool_calls":[{{"id":"{call.call_id}","type":"function","index":0,"function":{{{fn}}}}}]'
 
     def usage(self, delivered: int) -> bytes:
         """The usage of the whole answer, in a chunk with no choices (include_usage)."""

@@ -419,7 +419,7 @@ BAD = {
     "candidateCount-2": body(candidateCount=2),
     "seed-str": body(seed="x"),
     "responseMimeType-json": body(responseMimeType="application/json"),
-    "unknown-field": {**body(), "tools": []},
+    "unknown-field": {**body(), "cachedContent": "cachedContents/x"},
     "unknown-generationConfig-field": body(frequencyPenaltyX=1),
     "labels-not-strings": {**body(), "labels": {"lang": 1}},
 }

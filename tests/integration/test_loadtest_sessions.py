@@ -4,6 +4,7 @@ the answer and the think time; conversations cut by a failure or by the test's e
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from collections import defaultdict
@@ -116,3 +117,43 @@ def test_later_turns_find_the_conversation_in_the_reference_servers_prefix_cache
     for prev, r in later:
         assert r["prompt_tokens"] > prev["prompt_tokens"] + prev["output_tokens"]  # the history, then a prompt
         assert prev["prompt_tokens"] - 2 * block <= r["cached_tokens"] < r["prompt_tokens"], (prev, r)
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "gemini"])
+def test_tool_call_turns_send_each_result_back_until_the_answer_is_text(tmp_path, api):
+    """--tool-rate 1 against the reference server, which calls a tool on the first one or two
+    requests after each user message (`auto`): each turn is its user message (hop 0), then one
+    request per tool result (hops 1, 2), the last answered in text; the server takes every shape
+    the harness sends back (a wrong one is its 400), and each hop finds the turn so far cached."""
+    block = EngineConfig().block_size
+    with serve("--sim-time-scale", "0.3", "--enable-prompt-tokens-details") as server:
+        args = ("--host", server.url, "--api", api, "--results-dir", str(tmp_path), "-u", "3", "-r", "3", "-t", "6s")
+        args += ("--langs", "en,ja", "--max-tokens", "8", "--sessions", "--turns", "2-3", "--tool-rate", "1")
+        proc = locust(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, requests = only_run(tmp_path)
+    sent = [r for r in requests if not (r["outcome"] == "cancelled" and r["at_stop"])]
+    assert all(r["outcome"] == "ok" for r in sent), [r for r in sent if r["outcome"] != "ok"][:2]
+    turns: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for r in sent:
+        turns[r["session"], r["turn"]].append(r)
+    whole = 0
+    for hops in turns.values():
+        hops.sort(key=lambda r: r["hop"])
+        assert [r["hop"] for r in hops] == list(range(len(hops)))
+        assert all(r["tool_calls"] == 1 for r in hops[:-1])  # each call answered in the next
+        if hops[-1]["tool_calls"] == 0:  # answered in text: the turn is whole
+            whole += 1
+            assert 2 <= len(hops) <= 3, hops  # one or two calls, then the answer
+        for prev, r in itertools.pairwise(hops):
+            assert r["sent"] >= prev["intended"] + prev["e2e"]  # the result goes once the call is in
+            assert prev["prompt_tokens"] - 2 * block <= r["cached_tokens"] < r["prompt_tokens"], (prev, r)
+        for r in hops:  # the time to the tool call is its TTFT; Gemini sends a call whole, in its last chunk
+            assert 0 < r["ttft"] <= r["e2e"]
+            if api == "gemini" and r["tool_calls"]:
+                assert r["ttft"] == r["e2e"]
+    assert whole >= 4, turns
+    rows = {row["lang"]: row for row in run["sessions"]}
+    for lang in ("en", "ja"):
+        assert rows[lang]["tool_hops"] == sum(r["hop"] > 0 for r in requests if r["lang"] == lang)
+        assert rows[lang]["turns"] == sum(r["hop"] == 0 for r in requests if r["lang"] == lang)

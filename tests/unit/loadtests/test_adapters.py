@@ -3,7 +3,7 @@ import json
 import orjson
 import pytest
 
-from loadtests.adapters import ADAPTERS, Ask
+from loadtests.adapters import ADAPTERS, Ask, Message, Tool, ToolCall, add_pieces
 
 
 def test_openai_chat_events():
@@ -144,8 +144,12 @@ def test_a_call_is_its_prompts_body_patched_as_asked(api):
     assert a.patch(json.loads(call.body), ask) == call  # patching again changes nothing
 
 
+def said(*pairs: tuple[str, str]) -> tuple[Message, ...]:
+    return tuple(m for p, a in pairs for m in (Message("user", p), Message("assistant", a)))
+
+
 def test_a_conversation_sends_its_earlier_turns_in_each_apis_roles():
-    ask = Ask("m", "en", "and now?", history=(("hi", "hello"), ("why", "because")))
+    ask = Ask("m", "en", "and now?", history=said(("hi", "hello"), ("why", "because")))
     chat = orjson.loads(ADAPTERS["openai-chat"].call(ask).body)["messages"]
     assert chat == [
         {"role": "user", "content": "hi"},
@@ -182,3 +186,49 @@ def test_cached_prompt_tokens_are_read_from_either_apis_usage():
     assert (ev.usage_prompt, ev.usage_cached) == (40, 32)
     ev = gemini.event(json.dumps(end | {"usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 1}}))
     assert (ev.usage_prompt, ev.usage_cached) == (40, 0)  # proto3 leaves the zero out
+
+
+CALL = ToolCall("call-1", "search", '{"query": "rain"}')
+TOOL = Tool("search", "Search.", {"type": "object", "properties": {"query": {"type": "string"}}})
+
+
+def test_a_tool_hop_sends_the_call_and_its_result_in_each_apis_shape():
+    history = (*said(("hi", "hello")), Message("user", "rain?"), Message("assistant", calls=(CALL,)))
+    ask = Ask("m", "en", "", history=(*history, Message("tool", "it rains", call=CALL)), tools=(TOOL,))
+    chat = orjson.loads(ADAPTERS["openai-chat"].call(ask).body)
+    assert chat["messages"][-2:] == [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call-1", "type": "function", "function": {"name": "search", "arguments": '{"query": "rain"}'}}]},
+        {"role": "tool", "tool_call_id": "call-1", "content": "it rains"},
+    ]  # fmt: skip
+    assert chat["tools"] == [
+        {"type": "function", "function": {"name": "search", "description": "Search.", "parameters": TOOL.parameters}}
+    ]
+    gemini = orjson.loads(ADAPTERS["gemini"].call(ask).body)
+    assert gemini["contents"][-2:] == [
+        {"role": "model", "parts": [{"functionCall": {"name": "search", "args": {"query": "rain"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "search", "response": {"result": "it rains"}}}]},
+    ]
+    assert gemini["tools"] == [
+        {"functionDeclarations": [{"name": "search", "description": "Search.", "parameters": TOOL.parameters}]}
+    ]
+
+
+def test_tool_call_pieces_stream_into_whole_calls():
+    chat, calls = ADAPTERS["openai-chat"], []
+    head = {"id": "c9", "type": "function", "index": 0, "function": {"name": "search", "arguments": '{"q'}}
+    for delta in ({"tool_calls": [head]}, {"tool_calls": [{"index": 0, "function": {"arguments": '": 1}'}}]}):
+        ev = chat.event(json.dumps({"choices": [{"index": 0, "delta": delta}]}))
+        assert ev.text  # a call's pieces are tokens: they time TTFT and ITL
+        add_pieces(calls, ev.calls)
+    assert calls == [ToolCall("c9", "search", '{"q": 1}')]
+    with pytest.raises(ValueError, match="tool call index"):
+        chat.event(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": "0"}]}}]}))
+    gemini, calls = ADAPTERS["gemini"], []
+    for args in ({"a": 1}, {"b": 2}):  # Gemini sends each call whole
+        part = {"functionCall": {"name": "lookup", "args": args}}
+        add_pieces(calls, gemini.event(json.dumps({"candidates": [{"content": {"parts": [part]}}]})).calls)
+    assert calls == [ToolCall(None, "lookup", '{"a": 1}'), ToolCall(None, "lookup", '{"b": 2}')]
+    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [head]}}], "usage": {}}
+    ev = chat.body(json.dumps(body).encode())
+    assert (ev.text, ev.calls) == ('search{"q', ((0, "c9", "search", '{"q'),))
