@@ -111,6 +111,13 @@ def _base_metrics() -> dict[str, Metric]:
             Metric("tpot", "llmchaos_tpot_seconds", "seconds", token, "(E2E - TTFT) / (output tokens - 1)."),
             Metric("e2e", "llmchaos_e2e_seconds", "seconds", latency, "Request start to stream terminator."),
             Metric(
+                "step",
+                "llmchaos_step_seconds",
+                "seconds",
+                latency,
+                "Sessions: a turn from its user message to its answer in text, tool round trips included.",
+            ),
+            Metric(
                 "output_tokens",
                 "llmchaos_output_tokens",
                 "tokens",

@@ -112,6 +112,7 @@ class RequestRecord:
     cached_tokens: int | None = None  # ... of which found in its prefix cache (None: it did not say)
     calls: list[ToolCall] = field(default_factory=list)  # the tool calls the answer made
     hop: int | None = None  # --sessions: 0 for a turn's user message, k for its k-th tools' results
+    step: float | None = None  # ... the answer in text: its turn's time, from the user message's intended start
     counted: bool = field(default=False, repr=False)  # count_tokens has run
     uncounted: bool = False  # ... and was given up at the stop: own_* stay None
 
@@ -313,6 +314,8 @@ class RequestRecord:
             out["tpot"] = [tpot]
         if self.turn is not None and self.ttft is not None:
             out[per_turn("ttft", self.turn)] = [self.ttft]
+        if self.step is not None:
+            out["step"] = [self.step]
         if self.open_loop and self.ttft is not None and self.e2e is not None:
             out["ttft_sent"] = [self.ttft - self.schedule_lag]
             out["e2e_sent"] = [self.e2e - self.schedule_lag]
@@ -380,4 +383,5 @@ class RequestRecord:
             cached_tokens=self.cached_tokens,
             tool_calls=len(self.calls),
             hop=self.hop,
+            step=self.step,
         )

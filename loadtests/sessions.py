@@ -95,6 +95,7 @@ class Conversation:
     rng: random.Random
     sent: int = 0
     hop: int = 0  # the turn's requests after its first
+    began: float = 0.0  # unix time the turn's user message was due
     tools: bool = False  # the turn offers tools
     history: list[Message] = field(default_factory=list)
     asked: tuple[Message, ...] = ()  # the request in flight's new messages: the user's, or the tools' results

@@ -152,6 +152,14 @@ class Loop(Source):
             lang, s.adapter.name, call, intended, canary=canary, prefix=prefix, conversation=conv, turn=turn, hop=hop
         )
 
+    @staticmethod
+    def _step(conv: Conversation, hop: int | None, rec: RequestRecord) -> None:
+        """The turn's step time on its answer in text: from its user message's intended start."""
+        if hop == 0:
+            conv.began = rec.intended
+        if rec.outcome == "ok" and not rec.calls and rec.e2e is not None:
+            rec.step = rec.intended + rec.e2e - conv.began
+
     def _hop(self, lang: str, conv: Conversation) -> Due:
         """The next request of `conv`'s turn: the results of the calls its last answer made (each a
         text of its language), with the tools offered again."""
@@ -173,6 +181,8 @@ class Loop(Source):
             rec = next(iter(records.values()), None)  # None: its user was stopped before it was sent
             ok, answer = (rec.outcome == "ok", rec.answer) if rec is not None else (False, "")
             calls = rec.calls if rec is not None else []
+            if rec is not None:
+                self._step(due.conversation, due.hop, rec)
             self.sessions.answered(due.conversation, ok, answer, calls, rec.at_stop if rec is not None else True)
         if due.canary is None:
             return

@@ -43,6 +43,7 @@ METRICS = {
     "inter_chunk": MetricInfo("inter-chunk gap", "s", 1),
     "tpot": MetricInfo("TPOT", "s", 1),
     "e2e": MetricInfo("E2E", "s", 1),
+    "step": MetricInfo("turn step", "s", 1),  # --sessions: a turn's user message to its text answer, hops included
     "output_tokens": MetricInfo("output tokens", "tokens", -1),
     "reasoning_tokens": MetricInfo("reasoning tokens", "tokens", 1),  # more thinking: longer to the answer
     "error_rate": MetricInfo("error rate", "ratio", 1),

@@ -92,6 +92,7 @@ class RequestLine:
     cached_tokens: int | None = None  # ... of which found in its prefix cache (None: it did not say)
     tool_calls: int = 0  # the tool calls the answer made
     hop: int | None = None  # --sessions: 0 for a turn's user message, k for the k-th sending of tools' results
+    step: float | None = None  # ... on the answer in text: its turn's time from the user message, hops included
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(allow_inf_nan=False)
 
     def problem(self) -> tuple[str, str] | None:
@@ -107,6 +108,7 @@ class RequestLine:
             ("failed_over", self.failed_over),
             ("prefix", self.prefix),
             ("tool_calls", self.tool_calls),
+            ("step", self.step),
         ):
             if t is not None and t < 0:
                 return name, "below zero"

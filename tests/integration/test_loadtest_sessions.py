@@ -137,14 +137,19 @@ def test_tool_call_turns_send_each_result_back_until_the_answer_is_text(tmp_path
     turns: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for r in sent:
         turns[r["session"], r["turn"]].append(r)
-    whole = 0
+    steps: dict[str, list[float]] = defaultdict(list)
     for hops in turns.values():
         hops.sort(key=lambda r: r["hop"])
         assert [r["hop"] for r in hops] == list(range(len(hops)))
         assert all(r["tool_calls"] == 1 for r in hops[:-1])  # each call answered in the next
-        if hops[-1]["tool_calls"] == 0:  # answered in text: the turn is whole
-            whole += 1
+        assert all(r["step"] is None for r in hops[:-1])
+        last = hops[-1]
+        if last["tool_calls"] == 0:  # answered in text: the turn is whole, and its step is timed
             assert 2 <= len(hops) <= 3, hops  # one or two calls, then the answer
+            # the step: the user message's due time to the answer's end, each hop's own time within it
+            assert last["step"] == pytest.approx(last["intended"] + last["e2e"] - hops[0]["intended"], abs=1e-6)
+            assert sum(r["e2e"] for r in hops) <= last["step"] + 1e-6
+            steps[last["lang"]].append(last["step"])
         for prev, r in itertools.pairwise(hops):
             assert r["sent"] >= prev["intended"] + prev["e2e"]  # the result goes once the call is in
             assert prev["prompt_tokens"] - 2 * block <= r["cached_tokens"] < r["prompt_tokens"], (prev, r)
@@ -152,7 +157,11 @@ def test_tool_call_turns_send_each_result_back_until_the_answer_is_text(tmp_path
             assert 0 < r["ttft"] <= r["e2e"]
             if api == "gemini" and r["tool_calls"]:
                 assert r["ttft"] == r["e2e"]
-    assert whole >= 4, turns
+    assert sum(map(len, steps.values())) >= 4, turns
+    for lang, each in steps.items():
+        row = summary(run, lang, "step")
+        assert row["count"] == len(each)
+        assert row["max"] == pytest.approx(max(each), rel=0.01)
     rows = {row["lang"]: row for row in run["sessions"]}
     for lang in ("en", "ja"):
         assert rows[lang]["tool_hops"] == sum(r["hop"] > 0 for r in requests if r["lang"] == lang)
