@@ -14,6 +14,7 @@ import pytest
 
 from reference_server.config import EngineConfig
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
+from tests.integration.test_sse_proxy import proxy
 from tests.procs import serve
 from tests.servers import scripted
 
@@ -166,3 +167,42 @@ def test_tool_call_turns_send_each_result_back_until_the_answer_is_text(tmp_path
     for lang in ("en", "ja"):
         assert rows[lang]["tool_hops"] == sum(r["hop"] > 0 for r in requests if r["lang"] == lang)
         assert rows[lang]["turns"] == sum(r["hop"] == 0 for r in requests if r["lang"] == lang)
+
+
+@pytest.mark.timing
+def test_a_first_token_delay_during_tool_hops_shows_in_the_agents_step(tmp_path):
+    """The drill in docs/loadtest.md: a first-token delay of 0.3 s through the SSE proxy while
+    agents run turns of one or two tool round trips. Every request sent in the window waits it, so a
+    turn pays it once per request: its step (user message to the text answer) grows by that, not by
+    the one request's TTFT."""
+    delay = 0.3
+    with serve("--sim-time-scale", "0.3") as server, proxy(server.url) as p:
+        schedule = tmp_path / "schedule.yaml"
+        schedule.write_text(f"""faults:
+  - name: first-token-delay
+    kind: sse
+    target: {{proxy: "{p.split("//")[1]}"}}
+    at: 3s
+    duration: 4s
+    params: {{first_event_delay: {delay}}}
+""")
+        args = ("--host", p, "--results-dir", str(tmp_path), "-u", "4", "-r", "4", "-t", "10s", "--langs", "en")
+        args += ("--max-tokens", "8", "--sessions", "--turns", "3", "--tool-rate", "1", "--schedule", str(schedule))
+        proc = locust(*args, "--fault-journal", str(tmp_path / "journal.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, requests = only_run(tmp_path)
+    (w,) = run["faults"]
+    ok = [r for r in requests if r["outcome"] == "ok"]
+    inside = [r for r in ok if w["actual_start"] <= r["intended"] < w["actual_end"]]
+    assert all(r["ttft"] >= delay for r in inside)  # every hop sent in the window waits the delay
+    turns: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for r in ok:
+        turns[r["session"], r["turn"]].append(r)
+    whole_inside = [t for t in turns.values() if t[-1]["step"] is not None and all(r in inside for r in t)]
+    assert whole_inside
+    for t in whole_inside:  # a turn all in the window pays the delay once per request
+        assert t[-1]["step"] >= delay * len(t), t
+    faulted, baseline = summary(run, "en", "step", "first-token-delay"), summary(run, "en", "step")
+    assert faulted["p50"] >= baseline["p50"] + delay, (faulted, baseline)
+    ttft_faulted = summary(run, "en", "ttft", "first-token-delay")
+    assert faulted["p50"] > ttft_faulted["p50"] + delay  # the step holds more than one request's delay
