@@ -183,6 +183,15 @@ class Admin:
             self.engine.set_corrupt(False)
         return JSONResponse({"corrupt": self.engine.corrupt})
 
+    async def reset_prefix_cache(self, request: Request) -> Response:
+        """POST forgets the prefix cache (vLLM's route; the `cache_flush` fault); GET reads the resets."""
+        self._check(request)
+        blocks = self.engine.scheduler.blocks
+        dropped = blocks.reset_prefix_cache() if request.method == "POST" else None
+        return JSONResponse(
+            {"resets": blocks.resets, **({} if dropped is None else {"success": True, "blocks_dropped": dropped})}
+        )
+
     async def kv_link(self, request: Request) -> Response:
         """A prefill engine's KV link (reference_server/disagg/link.py): PUT sets its fault, DELETE
         clears it; each answers as GET does."""
@@ -243,6 +252,7 @@ def create_app(
         Route("/health", health.endpoint, methods=["GET"]),
         Route("/admin/device/clocks", admin.endpoint, methods=["GET", "PUT", "DELETE"]),
         Route("/admin/faults/corrupt", admin.corrupt, methods=["GET", "PUT", "DELETE"]),
+        Route("/reset_prefix_cache", admin.reset_prefix_cache, methods=["GET", "POST"]),
     ]
     middleware = [Middleware(BodyLimit, max_bytes=opts.max_body_bytes)]
     if role is not None:

@@ -27,6 +27,7 @@ class BlockManager:
         self.cached: dict[int, int] = {}  # block hash -> block id
         self.prefix_queries = 0  # prompt tokens looked up
         self.prefix_hits = 0  # prompt tokens found cached
+        self.resets = 0  # reset_prefix_cache calls
 
     @property
     def num_free_blocks(self) -> int:
@@ -105,6 +106,17 @@ class BlockManager:
             if h not in self.cached:
                 self.cached[h] = block
                 self.block_hash[block] = h
+
+    def reset_prefix_cache(self) -> int:
+        """Forget every cached block (POST /reset_prefix_cache), as a restart loses them: no later
+        prompt finds any; running sequences keep their blocks' KV, and blocks they fill from now on
+        are cached again. Unlike vLLM, which refuses while any block is in use, it resets under load
+        too (a cold cache is the fault). The blocks it forgot."""
+        dropped = len(self.cached)
+        self.cached.clear()
+        self.block_hash = [None] * self.num_blocks
+        self.resets += 1
+        return dropped
 
     def free_seq(self, seq: Sequence) -> None:
         """Release a sequence's blocks; the tail goes first in the eviction order."""

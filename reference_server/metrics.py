@@ -160,6 +160,9 @@ class _EngineState:
         queries = s.blocks.prefix_queries
         yield counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", queries)
         yield counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", s.blocks.prefix_hits)
+        yield counter(
+            "llmchaos_prefix_cache_resets", "POST /reset_prefix_cache calls (the cache forgotten).", s.blocks.resets
+        )
         queues = GaugeMetricFamily(
             "llmchaos_server_queue_length",
             "Waiting requests per language and queue.",

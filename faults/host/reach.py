@@ -1,8 +1,8 @@
 """What a fault host may touch: its own allowlists, given on its command line and never widened by a
 master. Deny by default, since it acts for whoever holds the secret: a kind works there only once an
 option names what it may hit (qdiscs: `--allow-interface`/`--allow-netns`; GPU clocks: `--allow-gpu`,
-or `--allow-sim URL` for a reference server's simulated device, which also lets `corrupt` hit that
-server, and `replica`, `kv_link` and `router` the cluster a router there fronts; containers:
+or `--allow-sim URL` for a reference server's simulated device, which also lets `corrupt` and
+`cache_flush` hit that server, and `replica`, `kv_link` and `router` the cluster a router there fronts; containers:
 `--allow-docker`; SSE: `--allow-proxy HOST:PORT`). The injectors then apply the same allowlist as
 in `faults run`."""
 
@@ -16,7 +16,8 @@ from faults import allow
 from faults.allow import Allowlist
 from llmchaos.errors import UsageError
 
-SIM_KINDS = ("gpu_clock", "corrupt", "replica", "kv_link", "router")  # a reference server's admin API, by URL
+# a reference server's admin API, by URL
+SIM_KINDS = ("gpu_clock", "corrupt", "replica", "kv_link", "router", "cache_flush")
 
 
 @dataclass(frozen=True)

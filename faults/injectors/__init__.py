@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from faults.injectors.base import Injector
+from faults.injectors.cache_flush import CacheFlush
 from faults.injectors.corrupt import Corrupt
 from faults.injectors.docker import Docker
 from faults.injectors.gpu_clock import GpuClock
@@ -14,5 +15,5 @@ from faults.injectors.sse import SSE
 from faults.injectors.tbf import Tbf
 
 KINDS: dict[str, type[Injector]] = {
-    k.kind: k for k in (SSE, GpuClock, Netem, Tbf, Docker, Corrupt, Replica, KvLink, RouterDrop)
+    k.kind: k for k in (SSE, GpuClock, Netem, Tbf, Docker, Corrupt, Replica, KvLink, RouterDrop, CacheFlush)
 }

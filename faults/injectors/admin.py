@@ -44,10 +44,10 @@ class AdminAPI:
         # built once: building a client costs tens of ms
         self.http = httpx.Client(timeout=TIMEOUT_S, headers={"authorization": f"Bearer {token}"})
 
-    def call(self, method: str, path: str, json: dict | None = None) -> dict:
-        """The answer's JSON object. TargetGone when nothing listens (a server that is gone holds no
-        fault), InjectError for any other transport error, a status other than 200 or an answer that
-        is not a JSON object."""
+    def call(self, method: str, path: str, json: dict | None = None, empty_ok: bool = False) -> dict:
+        """The answer's JSON object ({} for an empty body where `empty_ok`: vLLM answers so). TargetGone
+        when nothing listens (a server that is gone holds no fault), InjectError for any other transport
+        error, a status other than 200 or an answer that is not a JSON object."""
         try:
             r = self.http.request(method, self.url + path, json=json)
         except httpx.ConnectError as e:
@@ -56,6 +56,8 @@ class AdminAPI:
             raise InjectError(f"{self.what} at {self.url} unreachable: {e}") from None
         if r.status_code != 200:
             raise InjectError(f"{self.what} refused ({r.status_code}): {r.text[:200]}")
+        if empty_ok and not r.content.strip():
+            return {}
         try:
             answer = r.json()
         except ValueError:

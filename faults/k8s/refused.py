@@ -28,6 +28,11 @@ CORRUPT = Refused(
     "target.sim",
     "corrupt is the reference server's admin API, reached by URL from a runner (llmchaos faults run), not a cluster's",
 )
+CACHE_FLUSH = Refused(
+    "target.sim",
+    "cache_flush is the server's admin route (POST /reset_prefix_cache), called by URL from a runner "
+    "(llmchaos faults run), not a cluster's",
+)
 # A replica out of a router's pool while it runs is the router's own state: no Chaos Mesh object
 # does it without touching the pod itself, which is what the window must not do.
 ROUTER = Refused(

@@ -16,7 +16,7 @@ from typing import Protocol
 from faults.injectors.base import FieldError
 from faults.k8s import gpu, kv_link, names, network, pods, replica, sse
 from faults.k8s.cluster import API, Cluster, Piece, Step, go_duration
-from faults.k8s.refused import CORRUPT, ROUTER
+from faults.k8s.refused import CACHE_FLUSH, CORRUPT, ROUTER
 from faults.schedule import FaultSpec, Schedule
 from llmchaos.errors import UsageError
 
@@ -39,6 +39,7 @@ KINDS: dict[str, Kind] = {
     "replica": replica,
     "kv_link": kv_link,
     "router": ROUTER,
+    "cache_flush": CACHE_FLUSH,  # as corrupt
 }
 WINDOWS = f"{names.GROUP}/windows"  # the Workflow's annotation: each window step's window, for the phases
 MAX_WINDOWS = 200  # a Workflow is one object (etcd keeps them under 1.5 MB) and starts every branch at once

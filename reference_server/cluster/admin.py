@@ -1,7 +1,7 @@
 """The router's admin API (the cluster fault kinds' target; token and loopback as an engine's):
 its replicas killed, paused, restarted and undone; taken out of the pool and put back; the
 replica holding a prompt's prefix; and the engines' own admin calls fanned out (the device's
-clocks and `corrupt` to every replica, the KV link to the prefill engines)."""
+clocks, `corrupt` and the prefix cache's reset to every replica, the KV link to the prefill engines)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,16 @@ class RouterAdmin:
             Route("/admin/kv_link", self._fan_out(lambda r: r.role == "prefill", "prefill engine"), methods=every),
             Route("/admin/device/clocks", self._fan_out(lambda r: True, "replica"), methods=every),
             Route("/admin/faults/corrupt", self._fan_out(lambda r: True, "replica"), methods=every),
+            Route(
+                "/reset_prefix_cache", self._fan_out(lambda r: True, "replica", self._forget), methods=["GET", "POST"]
+            ),
         ]
+
+    def _forget(self, request: Request, reset: list[Replica]) -> None:
+        """The prefix policy forgets what the replicas whose cache was reset held."""
+        if request.method == "POST" and isinstance(self.cluster.policy, Prefix):
+            for r in reset:
+                self.cluster.policy.forget(r.index)
 
     def _replica(self, request: Request) -> Replica:
         authorize(self.opts, request)
@@ -91,9 +100,11 @@ class RouterAdmin:
         i, n = policy.holder(prompt)
         return JSONResponse({"replica": i, "blocks": n})
 
-    def _fan_out(self, which: Callable[[Replica], bool], what: str) -> Callable:
+    def _fan_out(
+        self, which: Callable[[Replica], bool], what: str, then: Callable[[Request, list[Replica]], None] | None = None
+    ) -> Callable:
         """An engine's admin call, made on each live replica `which` takes: the first's answer, each's
-        under `replicas`; an engine's refusal as it is."""
+        under `replicas`; an engine's refusal as it is. `then`: the router's own part, once all took it."""
 
         async def endpoint(request: Request) -> Response:
             authorize(self.opts, request)
@@ -107,6 +118,8 @@ class RouterAdmin:
                 if a.status_code != 200:
                     return Response(a.content, a.status_code, media_type="application/json")
             each = {str(r.index): a.json() for r, a in reached}
+            if then is not None:
+                then(request, [r for r, _ in reached])
             return JSONResponse(reached[0][1].json() | {"replicas": each})
 
         return endpoint

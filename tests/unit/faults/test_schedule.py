@@ -228,6 +228,7 @@ TARGETS = {
     "replica": {"sim": "http://127.0.0.1:8000", "replica": 0},
     "kv_link": {"sim": "http://127.0.0.1:8000"},
     "router": {"sim": "http://127.0.0.1:8000", "replica": 1},
+    "cache_flush": {"sim": "http://127.0.0.1:8000"},
 }
 PARAMS = {
     "sse": {"drop_ratio": 0.1, "first_event_delay": 0.2},
@@ -239,6 +240,7 @@ PARAMS = {
     "replica": {"action": "kill"},
     "kv_link": {"action": "loss", "loss": "20%"},
     "router": {"action": "drop"},
+    "cache_flush": {},
 }
 KEYS = sorted(
     {k for t in TARGETS.values() for k in t}

@@ -89,3 +89,33 @@ def test_received_kv_counts_as_computed_but_not_as_a_cache_hit():
     assert bm.allocate(s)
     assert (s.num_computed_tokens, s.num_cached_tokens, s.num_uncomputed_tokens) == (9, 0, 1)
     assert bm.prefix_hits == 0
+
+
+def test_a_reset_forgets_every_cached_block_running_ones_too_and_caching_starts_again():
+    bm = BlockManager(num_blocks=16, block_size=4, watermark=0.0)
+    done, running = seq(range(9)), seq(range(50, 59))
+    for s in (done, running):
+        bm.allocate(s)
+        s.num_computed_tokens = 9
+        bm.cache_full_blocks(s)
+    bm.free_seq(done)
+    assert len(bm.cached) == 4
+    assert bm.reset_prefix_cache() == 4
+    assert (bm.resets, bm.cached) == (1, {})
+    assert all(h is None for h in bm.block_hash)
+    cold = seq(range(9))
+    assert bm.allocate(cold)
+    assert cold.num_cached_tokens == 0  # the freed blocks' hashes are gone
+    hot = seq(range(50, 59))
+    assert bm.allocate(hot)
+    assert hot.num_cached_tokens == 0  # and so are the running sequence's
+    assert bm.num_free_blocks == 16 - 3 - 3 - 3  # its blocks stay its own
+    cold.num_computed_tokens = 9
+    bm.cache_full_blocks(cold)
+    again = seq(range(9))
+    bm.allocate(again)
+    assert again.num_cached_tokens == 8  # blocks computed after the reset are cached again
+    bm.free_seq(running)
+    bm.free_seq(hot)
+    assert bm.reset_prefix_cache() == 2
+    assert bm.resets == 2
