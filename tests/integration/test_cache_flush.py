@@ -116,11 +116,11 @@ def test_a_cache_flush_window_shows_each_users_next_turn_prefilled_cold(tmp_path
         after = [r for r in turns if r["sent"] > w["actual_start"]]
         assert len(warm) >= 2, s
         assert len(after) >= 3, s
-        assert all(r["cached_tokens"] >= PREFIX_TOKENS for r in warm), s
+        assert all(r["cached_tokens"] >= 0.9 * PREFIX_TOKENS for r in warm), s
         cold, rewarmed = after[0], after[1:]
         assert cold["phase"] == "cold-cache"
         assert not cold["cached_tokens"], cold  # 0, which vLLM and the reference server leave out
-        assert all(r["cached_tokens"] >= PREFIX_TOKENS for r in rewarmed), s
+        assert all(r["cached_tokens"] >= 0.9 * PREFIX_TOKENS for r in rewarmed), s
         base = statistics.median(r["ttft"] for r in warm)
         up = cold["ttft"] - base
         print(f"{s}: TTFT warm {base * 1000:.1f} ms, turn {cold['turn']} after the flush {cold['ttft'] * 1000:.1f} ms")
