@@ -295,7 +295,7 @@ class Harness:
             side=side,
             prepare_s=due.prepare_s,
             prefix=due.prefix,
-            session=due.conversation.id if due.conversation is not None else None,
+            session=due.conversation.id if due.conversation else due.replay.session_id if due.replay else None,
             turn=due.turn,
             hop=due.hop,
         )

@@ -1,6 +1,7 @@
 """The log formats by name, telling them apart (`auto`), and reading one: every format's records
 with the checks they share (a known language and API, no timestamp before the one above it), the
-offsets from the log's first record, and the skipped lines counted in a `Problems`."""
+offsets from the log's first record, each one's place in its conversation, and the skipped lines
+counted in a `Problems`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from llmchaos import languages
 from llmchaos.errors import UsageError
 from loadtests.adapters import ADAPTERS
 from loadtests.logs import azure, burstgpt, gemini_log, jsonl, mooncake, openai_log
+from loadtests.logs.conversations import Conversations
 from loadtests.logs.flags import NAMES
 from loadtests.logs.lines import MAX_LINE_BYTES, Lines, Parsed, opened
 from loadtests.logs.log_record import LogRecord
@@ -127,8 +129,10 @@ def detect(lines: Lines, cols: dict[str, str]) -> ModuleType:
 
 def checked(rows: Iterator[Parsed], problems: Problems) -> Iterator[LogRecord]:
     """The records of `rows` whose language and API are known and whose timestamp does not go back,
-    each with its offset from the first; every other line counted (or, strict, the first raised)."""
+    each with its offset from the first and its session and turn (logs/conversations.py); every other
+    line counted (or, strict, the first raised)."""
     known_langs, first, last = languages.registry(), None, -float("inf")
+    conversations = Conversations()
     for line, item in rows:
         try:
             if isinstance(item, LogProblem):
@@ -146,6 +150,7 @@ def checked(rows: Iterator[Parsed], problems: Problems) -> Iterator[LogRecord]:
             first = item.ts
         last = item.ts
         item.offset = item.ts - first
+        conversations.place(item)
         yield item
 
 

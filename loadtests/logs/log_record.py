@@ -19,14 +19,16 @@ class Recorded:
 @dataclass(slots=True)
 class LogRecord:
     """A request read from a log: when (`ts` as the file has it, `offset` seconds after the log's first
-    record), who (`user`, optional `session`), in what language and API, and either the request body
+    record), who (`user`, optional `session` and `turn`), in what language and API, and either the request body
     or the token counts a trace records (`input_tokens`, `hash_ids` of `block_tokens`-token prompt
     blocks shared between requests with equal ids)."""
 
     line: int  # 1-based line of the file
     ts: float  # seconds (epoch, or from the trace's own origin)
     user: str
-    session: str | None = None
+    session: str | None = None  # from the log, or a chain of prompts (logs/conversations.py)
+    turn: int | None = None  # its place in the session (1: the first), in the log's order
+    after: float | None = None  # a later turn: seconds from the turn before's recorded end to its start
     lang: str | None = None  # None: assigned by the language mix
     api: str | None = None  # None: the replay's --api
     model: str | None = None

@@ -1,7 +1,8 @@
 """Mooncake traces (kvcache-ai/Mooncake, FAST '25): JSON Lines of `timestamp` (ms from the trace's
 start), `input_length`, `output_length` and `hash_ids`, one id per 512-token prompt block; equal ids
 are a shared prefix. Requests whose first block is the same are one user (one prefix family), so a
-split keeps a prefix on one side."""
+split keeps a prefix on one side, and with it a conversation: in Mooncake's conversation trace each
+turn's ids begin with the turn before's, which makes them one session (logs/conversations.py)."""
 
 from __future__ import annotations
 

@@ -4,14 +4,17 @@ The master sends each worker a plan at test start (the schedule's start, the wor
 options it needs: the plan can arrive before Locust's spawn message). Each worker streams the log,
 keeps the window, the sampled users and its own sessions (every turn of a session on one worker),
 and queues each request at its recorded offset, sped up; a user takes the next one and sends it.
-With `--session-order strict` a session's turn is held until the turn before it has ended.
+With `--session-order strict` a session's turn is held until the turn before it has ended; with
+`after-end` also for the time the log has from that turn's end to its start (`LogRecord.after`, sped
+up), so a turn slowed by a fault delays the conversation's next ones as it would a user's. Neither
+sends a turn before its own time in the log, which the dispatcher reads in time order.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, cast
@@ -36,6 +39,7 @@ from loadtests.sources import Due
 # sleeps until EARLY before a request is due, then in short blocking naps, letting the greenlets
 # that are ready run between them (a spin would burn the core the generator measures itself by).
 EARLY, NAP = 0.0015, 0.0002
+ENDED = 1 << 16  # sessions whose last turn's end is kept for their next (after-end)
 block = monkey.get_original("time", "sleep")  # Locust patched time.sleep into gevent's
 
 
@@ -117,7 +121,9 @@ class ReplaySchedule:
         self.stats, self.on_finished = stats, on_finished
         self._queue: deque[LogDue] = deque()  # due, waiting for a user
         self._idle: list[AsyncResult] = []  # users waiting for a request, the last to come on top
-        self._busy: dict[str, deque[LogDue]] = {}  # sessions with a turn in flight -> their held turns
+        self._busy: dict[str, deque[LogDue]] = {}  # sessions with a turn in flight or waiting -> their held turns
+        self._ended: OrderedDict[str, float] = OrderedDict()  # after-end: sessions idle since (unix time)
+        self._timers: set[gevent.Greenlet] = set()  # after-end: turns waiting for their time after an end
         self._greenlet: gevent.Greenlet | None = None
         self._in_flight = 0
         self._exhausted = self._reported = False
@@ -181,9 +187,10 @@ class ReplaySchedule:
             intended=plan.t0 + at,
             sides=s.sides if s.mode == "mirror" else (split.side(rec.user, s.split or 0, s.salt),),
             replay=ReplayFields(rec.line, rec.user, rec.session, loop, requested),
+            turn=rec.turn,
             rec=rec,
             requested=requested,
-            session=rec.session if s.session_order == "strict" else None,
+            session=rec.session if s.session_order != "timed" else None,
         )
 
     def _late(self, now: float) -> list[LogDue]:
@@ -210,7 +217,34 @@ class ReplaySchedule:
                 self.stats.held += 1
                 return
             self._busy[due.session] = deque()
+            ended = self._ended.pop(due.session, None)
+            if ended is not None and self._wait(due, ended):
+                return
         self._hand(due)
+
+    def _wait(self, due: LogDue, ended: float) -> bool:
+        """after-end: hold `due` (its session's first held) until the log's time after `ended`, the
+        turn before's end; False when that has passed."""
+        assert self._plan is not None
+        s, _ = self._plan
+        if s.session_order != "after-end" or due.rec.after is None:
+            return False
+        at = ended + due.rec.after / s.speed
+        if at <= time.time():
+            return False
+        due.intended = max(due.intended or 0.0, at)
+        assert due.session is not None
+        self._busy[due.session].appendleft(due)
+        timer = gevent.spawn_later(at - time.time(), self._wake, due.session)
+        self._timers.add(timer)
+        timer.link(self._timers.discard)
+        return True
+
+    def _wake(self, session: str) -> None:
+        """after-end: the session's turn held for its time after the turn before's end goes now."""
+        held = self._busy.get(session)
+        if held:
+            self._hand(held.popleft())
 
     def _hand(self, due: LogDue) -> None:
         """To the user that became idle last (its connection the warmest: a user idle longer than a
@@ -242,13 +276,17 @@ class ReplaySchedule:
         """`due` has ended: its session's next turn may go (not before its own time)."""
         self._in_flight -= 1
         if due.session is not None:
-            held = self._busy.get(due.session)
+            held, now = self._busy.get(due.session), time.time()
             if held:
                 turn = held.popleft()
-                turn.intended = max(turn.intended or 0.0, time.time())
-                self._hand(turn)
+                turn.intended = max(turn.intended or 0.0, now)
+                if not self._wait(turn, now):
+                    self._hand(turn)
             else:
                 self._busy.pop(due.session, None)
+                self._ended[due.session] = now
+                if len(self._ended) > ENDED:
+                    self._ended.popitem(last=False)
         self._check_finished()
 
     @property
@@ -269,6 +307,8 @@ class ReplaySchedule:
             self._greenlet = None
         if self._ahead is not None:
             self._ahead.stop()  # no build goes on with the log's entries now read below
+        for timer in list(self._timers):
+            timer.kill(block=False)  # its turn stays held, below
         unsent: list[LogDue] = self._late(now) + list(self._queue)
         self._taken = self._building = self._ahead = None
         self._entries = iter(())
@@ -276,4 +316,5 @@ class ReplaySchedule:
         for held in self._busy.values():
             unsent.extend(held)
         self._busy.clear()
+        self._ended.clear()
         return unsent

@@ -107,9 +107,10 @@ def add_replay_arguments(parser: ArgumentParser) -> None:
     g.add_argument("--sample", type=float, default=1.0, help="keep this fraction of users (whole users and sessions)")
     g.add_argument(
         "--session-order",
-        choices=["strict", "timed"],
+        choices=["strict", "after-end", "timed"],
         default="strict",
-        help="strict: a session's turn waits for the one before to end; timed: each at its offset",
+        help="strict: a session's turn waits for the one before to end; after-end: and then the time the log "
+        "has between them (sped up); timed: each at its offset",
     )
     g.add_argument("--lang-mix", default="", help="languages of users the log gives none, e.g. en=10,zh=6,ja=4")
     g.add_argument(

@@ -1,6 +1,7 @@
-"""The replay's schedule served on the wall clock: sessions in order when strict, at their offsets when
-timed, what fell due unsent handed back at stop, the user idle last takes the next request (the
-schedule's offsets, windows and shares: tests/unit/loadtests/replay/test_dispatch.py)."""
+"""The replay's schedule served on the wall clock: sessions in order when strict, the log's time after
+the turn before's end too when after-end, at their offsets when timed, what fell due unsent handed
+back at stop, the user idle last takes the next request (the schedule's offsets, windows and shares:
+tests/unit/loadtests/replay/test_dispatch.py)."""
 
 import json
 import time
@@ -56,6 +57,47 @@ def test_timed_sessions_go_at_their_offsets(log):
     order = [(what, line) for what, line, _ in events]
     assert order.index(("start", 2)) < order.index(("end", 1))  # the second turn did not wait
     assert finished == [True]
+
+
+@pytest.mark.timing
+def test_after_end_sessions_wait_the_logs_time_after_the_turn_before_ended(tmp_path):
+    """Session x's second turn is 2 s after its first in the log, session y's 10 s (0.2 s and 1 s at
+    --speed 10); each turn takes 0.3 s. x's second is held while the first is in flight, then waits
+    0.2 s after its end (strict would send it at the end, timed at 0.2 s); y's first has long ended
+    when its second falls due at 1 s, which waits until 0.3 s + 1 s."""
+    p = tmp_path / "log.jsonl"
+    rows = [(100, "x"), (100, "y"), (102, "x"), (110, "y")]
+    p.write_text(
+        "".join(
+            json.dumps({"ts": t, "user_id": k, "session_id": k, "input_tokens": 8, "output_tokens": 2}) + "\n"
+            for t, k in rows
+        )
+    )
+    s = settings(p, "--speed", "10", "--session-order", "after-end")
+    seen: dict[tuple[str, int], float] = {}
+    sent: dict[int, float] = {}
+    finished: list[bool] = []
+    sched = ReplaySchedule(ReplayStats(), lambda: finished.append(True))
+    t0 = time.time() + 0.02
+    sched.start(ReplayPlan(t0, 0, 1, s.options))
+
+    def taker():
+        while True:
+            due = sched.next()
+            seen["start", due.rec.line], sent[due.rec.line] = time.time() - t0, due.intended - t0
+            gevent.sleep(0.3)
+            seen["end", due.rec.line] = time.time() - t0
+            sched.done(due)
+
+    workers = [gevent.spawn(taker) for _ in range(4)]
+    gevent.sleep(2.0)
+    gevent.killall(workers)
+    assert finished == [True]
+    for first, second, after in ((1, 3, 0.2), (2, 4, 1.0)):
+        assert seen["start", second] >= seen["end", first] + after - 0.002, (first, seen)
+        assert sent[second] >= seen["end", first] + after - 0.002  # its due time, as its record has it
+        assert sent[second] == pytest.approx(seen["start", second], abs=0.05)
+    assert sched.stop() == []
 
 
 def test_stop_hands_back_what_fell_due_unsent(log):
