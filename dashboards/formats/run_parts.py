@@ -13,7 +13,7 @@ from dashboards.comparison.sample import COSTS, PCTS
 from dashboards.comparison.verdicts import METRICS
 from dashboards.formats import text
 from llmchaos.headers import KV_WAYS
-from llmchaos.metrics import TURN_BUCKETS
+from llmchaos.metrics import TURN_BUCKETS, turn_bucket
 from llmchaos.run import Ending, Run, RunResults, SessionCount
 from llmchaos.run.table import bound_lines, canary_lines, recovery_cells
 
@@ -196,7 +196,10 @@ def ending_tables(run: Run) -> list[Table]:
 
 SESSIONS_NOTE = (
     "A conversation cut by a failed turn or by the test's end is counted so, never as a short one; "
-    "TTFT p50 per turn bucket over the whole run (a later turn's prompt is its conversation so far)."
+    "TTFT p50 per turn bucket over the whole run (a later turn's prompt is its conversation so far); "
+    "cached: the share of the bucket's prompt tokens the server found in its prefix cache, by its own usage "
+    "counts (a request without a count counts 0, as vLLM and Gemini leave a count of 0 out; n/a: the server "
+    "gave none in the run)."
 )
 
 
@@ -212,17 +215,38 @@ def session_table(results: RunResults) -> Table | None:
         h = results.histograms.combined(f"ttft_turn_{bucket}", target=s.target, lang=s.lang, api=s.api)
         return h.quantile(50.0) if h is not None and h.count else None
 
+    shares = _cache_shares(results)
     head = ["lang", "started", "completed", "cut by a failure", "cut by the stop", "turns"]
     head += [f"TTFT p50 turn {b}" for b in TURN_BUCKETS]
+    head += [f"cached turn {b}" for b in TURN_BUCKETS]
     rows = [
         [
             f"{s.lang} ({s.target})" if many else s.lang,
             *map(str, (s.started, s.completed, s.cut_failed, s.cut_stop, s.turns)),
             *(_seconds(p50(s, b)) for b in TURN_BUCKETS),
+            *(shares.get((s.target, s.lang, s.api, b), "") for b in TURN_BUCKETS),
         ]
         for s in sorted(run.sessions, key=lambda s: (s.target, s.lang, s.api))
     ]
     return Table("", head, rows, 1)
+
+
+def _cache_shares(results: RunResults) -> dict[tuple[str, str, str, str], str]:
+    """(target, lang, api, turn bucket) -> the share of its turns' prompt tokens found cached, from
+    requests.jsonl (one pass), 'n/a' where the server gave no cached count in the whole run."""
+    sums: dict[tuple[str, str, str, str], list[int]] = {}
+    reported: set[str] = set()
+    for r in results.requests():
+        if r.turn is None or r.prompt_tokens is None:
+            continue
+        cell = sums.setdefault((r.target, r.lang, r.api, turn_bucket(r.turn)), [0, 0])
+        cell[0] += r.cached_tokens or 0
+        cell[1] += r.prompt_tokens
+        if r.cached_tokens is not None:
+            reported.add(r.target)
+    return {
+        k: f"{cached / prompt:.0%}" if k[0] in reported and prompt else "n/a" for k, (cached, prompt) in sums.items()
+    }
 
 
 def _seconds(v: float | None) -> str:

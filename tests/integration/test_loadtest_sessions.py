@@ -12,6 +12,7 @@ from collections import defaultdict
 import httpx
 import pytest
 
+from llmchaos.metrics import TURN_BUCKETS, turn_bucket
 from reference_server.config import EngineConfig
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
 from tests.integration.test_sse_proxy import proxy
@@ -77,15 +78,15 @@ def test_each_turn_carries_the_conversation_the_server_gave(tmp_path, mode):
     # a user begins its next conversation only once its last one completed: ids are LANG-USER-K
     followed = [s for s in en if s.rpartition("-")[0] + f"-{int(s.rpartition('-')[2]) + 1}" in en]
     assert all(r["outcome"] == "ok" for s in followed for r in en[s])
-    assert rows["en"] == {
-        **rows["en"],
-        "started": len(en),
-        "completed": len(followed),
-        "cut_stop": len(en) - len(followed),  # each user's last, at the stop
-        "cut_failed": 0,
-        "turns": sum(map(len, en.values())),
-    }
-    assert rows["en"]["cut_stop"] == len({s.rpartition("-")[0] for s in en})  # one per user: the stop's
+    assert rows["en"] == {**rows["en"], "started": len(en), "cut_failed": 0, "turns": sum(map(len, en.values()))}
+    # each user's last conversation: cut by the stop, or completed just before it (its last answer in,
+    # the stop before its next began)
+    last = [s for s in en if s not in followed]
+    assert len(last) == len({s.rpartition("-")[0] for s in en})  # one per user
+    just = rows["en"]["completed"] - len(followed)
+    assert 0 <= just <= len(last)
+    assert rows["en"]["cut_stop"] == len(last) - just
+    assert sum(not en[s][-1]["at_stop"] and en[s][-1]["outcome"] == "ok" for s in last) >= just
 
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     md = subprocess.run(
@@ -94,6 +95,8 @@ def test_each_turn_carries_the_conversation_the_server_gave(tmp_path, mode):
     assert md.returncode == 0, md.stderr
     counts = [rows["en"][k] for k in ("started", "completed", "cut_failed", "cut_stop", "turns")]
     assert f"| en | {' | '.join(map(str, counts))} | " in md.stdout.split("#### Conversations")[1], md.stdout
+    row = next(line for line in md.stdout.split("#### Conversations")[1].splitlines() if line.startswith("| en |"))
+    assert row.rstrip(" |").endswith("n/a")  # this server gives no cached counts: no share, not 0 %
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "gemini"])
@@ -118,6 +121,21 @@ def test_later_turns_find_the_conversation_in_the_reference_servers_prefix_cache
     for prev, r in later:
         assert r["prompt_tokens"] > prev["prompt_tokens"] + prev["output_tokens"]  # the history, then a prompt
         assert prev["prompt_tokens"] - 2 * block <= r["cached_tokens"] < r["prompt_tokens"], (prev, r)
+    # the report's cached share per turn bucket: the bucket's cached prompt tokens over its prompt tokens
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in requests:
+        if r["prompt_tokens"] is not None:
+            sums[turn_bucket(r["turn"])][0] += r["cached_tokens"] or 0
+            sums[turn_bucket(r["turn"])][1] += r["prompt_tokens"]
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    md = subprocess.run(
+        [sys.executable, "-m", "llmchaos.cli", "report", str(run_dir), "--md"], capture_output=True, text=True
+    )
+    row = next(line for line in md.stdout.split("#### Conversations")[1].splitlines() if line.startswith("| en |"))
+    shares = [cell.strip() for cell in row.strip(" |").split("|")][-len(TURN_BUCKETS) :]
+    want = [f"{sums[b][0] / sums[b][1]:.0%}" if b in sums else "" for b in TURN_BUCKETS]
+    assert shares == want, row
+    assert all(int(x.rstrip("%")) >= 80 for x in shares[1:] if x), shares  # the conversation so far
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "gemini"])
