@@ -137,22 +137,23 @@ def run_probe(args: argparse.Namespace) -> int:
     from faults.injectors import KINDS
     from faults.injectors.base import FieldError
 
+    width = max(map(len, KINDS))  # the longest kind's name aligns the column
     if args.schedule is None:
         for kind, injector in KINDS.items():
             reason = injector.probe_host()
-            print(f"{kind:9} {'yes' if reason is None else 'no: ' + reason}")
+            print(f"{kind:{width}} {'yes' if reason is None else 'no: ' + reason}")
         return 0
     plan = schedule.load(args.schedule, KINDS)
     allowed = allow.from_args(args)
     bad = 0
     for spec in plan.faults:
         if spec.host:
-            print(f"{spec.name:16} {spec.kind:9} on fault host {spec.host}: the master probes it there")
+            print(f"{spec.name:16} {spec.kind:{width}} on fault host {spec.host}: the master probes it there")
             continue
         try:
             reason = KINDS[spec.kind](spec.target, allowed).probe(spec.applied_params)
         except FieldError as e:
             reason = str(e)
         bad += reason is not None
-        print(f"{spec.name:16} {spec.kind:9} {'ok' if reason is None else 'NO: ' + reason}")
+        print(f"{spec.name:16} {spec.kind:{width}} {'ok' if reason is None else 'NO: ' + reason}")
     return 1 if bad else 0

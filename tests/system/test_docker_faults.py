@@ -325,10 +325,27 @@ def test_probe_says_what_this_host_can_inject():
     )
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
-    assert set(lines) == {"sse", "gpu_clock", "netem", "tbf", "docker", "corrupt", "replica", "kv_link", "router"}
+    assert set(lines) == {
+        "sse",
+        "gpu_clock",
+        "netem",
+        "tbf",
+        "docker",
+        "corrupt",
+        "replica",
+        "kv_link",
+        "router",
+        "cache_flush",
+    }
     assert lines["tbf"] == "yes"
     assert lines["sse"] == "yes"
-    for kind in ("corrupt", "replica", "kv_link", "router"):  # each needs only a reference server (a router) with
+    for kind in (
+        "corrupt",
+        "replica",
+        "kv_link",
+        "router",
+        "cache_flush",
+    ):  # each needs only a reference server (a router) with
         assert lines[kind] == "yes"  # --admin-token, which a run probes
     assert lines["docker"].startswith("no: no Docker daemon at DOCKER_HOST")
     assert lines["netem"] in ("yes", "no: this kernel has no sch_netem (try: modprobe sch_netem)")
