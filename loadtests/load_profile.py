@@ -1,8 +1,10 @@
 """Load profiles: stages of users (closed loop) or request rate (open loop), from flags or YAML.
 
 A profile is a list of stages `{duration, users?, spawn_rate?, rate?}`; `ramp: true`
-interpolates linearly between stages. Shortcuts: `--shape step|ramp|spike|soak
---levels 50,200,500,1000 --stage-duration 30s`.
+interpolates linearly between stages. With --sessions a rate is conversations begun per second,
+and a profile's `sessions: {turns, think, tool_rate}` states what --turns, --turn-think and
+--tool-rate do, each draw as a distribution (loadtests/distributions.py). Shortcuts: `--shape
+step|ramp|spike|soak --levels 50,200,500,1000 --stage-duration 30s`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import yaml
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
 from llmchaos.units import duration
+from loadtests import distributions
+from loadtests.distributions import Distribution
 
 
 @dataclass(frozen=True)
@@ -26,9 +30,20 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Conversations:
+    """A profile's `sessions:`: turns per conversation, think time before each later turn and the
+    share of turns that offer tools (None: the flag's)."""
+
+    turns: Distribution | None = None
+    think: Distribution | None = None
+    tool_rate: float | None = None
+
+
+@dataclass(frozen=True)
 class Profile:
     stages: tuple[Stage, ...]
     ramp: bool = False
+    sessions: Conversations | None = None
 
     @property
     def total(self) -> float:
@@ -89,7 +104,7 @@ def load(path: str) -> Profile:
     root, r = yamlfile.compose(path), yamlfile.Reader(path)
     top = r.mapping(root, "", "a profile is a mapping with 'stages'")
     for name, (k, _) in top.items():
-        if name not in ("stages", "ramp"):
+        if name not in ("stages", "ramp", "sessions"):
             raise r.fail(k, name, "unknown field")
     stages_node = top["stages"][1] if "stages" in top else root
     if not isinstance(stages_node, yaml.SequenceNode) or not stages_node.value:
@@ -100,7 +115,26 @@ def load(path: str) -> Profile:
     ramp = r.value(top["ramp"][1], "ramp") if "ramp" in top else False
     if not isinstance(ramp, bool):
         raise r.fail(top["ramp"][1], "ramp", f"must be true or false, got {ramp!r}")
-    return Profile(tuple(stages), ramp=ramp)
+    return Profile(tuple(stages), ramp, _conversations(r, top["sessions"][1]) if "sessions" in top else None)
+
+
+def _conversations(r: yamlfile.Reader, node: yaml.Node) -> Conversations:
+    fields = r.mapping(node, "sessions")
+    for name, (k, _) in fields.items():
+        if name not in ("turns", "think", "tool_rate"):
+            raise r.fail(k, f"sessions.{name}", "unknown field (turns, think, tool_rate)")
+    draws = {
+        name: distributions.load(r, fields[name][1], f"sessions.{name}", whole=name == "turns")
+        for name in ("turns", "think")
+        if name in fields
+    }
+    rate = None
+    if "tool_rate" in fields:
+        given = r.value(fields["tool_rate"][1], "sessions.tool_rate")
+        if not isinstance(given, (int, float)) or isinstance(given, bool) or not 0 <= given <= 1:
+            raise r.fail(fields["tool_rate"][1], "sessions.tool_rate", f"a share, 0 to 1, got {given!r}")
+        rate = float(given)
+    return Conversations(draws.get("turns"), draws.get("think"), rate)
 
 
 def _stage(r: yamlfile.Reader, node: yaml.Node, where: str) -> Stage:

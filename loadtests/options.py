@@ -14,17 +14,20 @@ from llmchaos import languages, recovery, slo
 from llmchaos.errors import UsageError
 from llmchaos.headers import REPLICA_HEADER
 from llmchaos.units import duration
-from loadtests import canaries, guard, load_profile
+from loadtests import canaries, distributions, guard, load_profile
 from loadtests.adapters import ADAPTERS, Adapter
 from loadtests.dataplane.response import Limits
 from loadtests.energy import attribute
 from loadtests.energy.readings import Source
 from loadtests.energy.sampler import source
-from loadtests.sessions import SessionOptions, Span
+from loadtests.sessions import SessionOptions
 
 if TYPE_CHECKING:  # importing locust monkey-patches the process (gevent): only its users may
     from configargparse import ArgumentParser
     from locust.env import Environment
+
+
+TURNS = "4-8"  # turns per conversation when neither --turns nor the profile says
 
 
 def add_arguments(parser: ArgumentParser) -> None:
@@ -65,17 +68,22 @@ def add_arguments(parser: ArgumentParser) -> None:
     g.add_argument(
         "--sessions",
         action="store_true",
-        help="closed loop: each user runs conversations, each turn the conversation so far and a new prompt",
+        help="each user runs conversations, each turn the conversation so far and a new prompt; with --rate, "
+        "conversations begun per second",
     )
-    g.add_argument("--turns", default="4-8", help="with --sessions: turns per conversation, N or MIN-MAX (uniform)")
     g.add_argument(
-        "--turn-think", default="0s", help="with --sessions: think time before each later turn, e.g. 2s or 1s-5s"
+        "--turns",
+        help=f"with --sessions: turns per conversation, N or MIN-MAX (uniform; default {TURNS}), or the profile's",
+    )
+    g.add_argument(
+        "--turn-think",
+        help="with --sessions: think time before each later turn, e.g. 2s or 1s-5s (default 0s), or the profile's",
     )
     g.add_argument(
         "--tool-rate",
         type=float,
-        default=0.0,
-        help="with --sessions: the share of turns that offer tools; a tool call is answered with its result",
+        help="with --sessions: the share of turns that offer tools (default 0); a tool call is answered with its "
+        "result",
     )
     g.add_argument("--seed", type=int, default=0, help="seed for prompt draws and arrivals")
     g.add_argument(
@@ -246,7 +254,7 @@ class Settings:
             raise UsageError("read only with --canary-rate (the share of requests)", field="--canaries")
         prof = _profile(options)
         open_loop = options.rate > 0 or bool(prof and prof.stages[0].rate is not None)
-        sessions = _sessions(options, open_loop)
+        sessions = _sessions(options, prof)
         langs, slos = _langs(options.langs), slo.load(options.slo or None)
         faults = FaultOptions(
             options.schedule,
@@ -286,22 +294,32 @@ class Settings:
         )
 
 
-def _sessions(o: Namespace, open_loop: bool) -> SessionOptions | None:
-    """--sessions' turns, think time and tool rate; None without it (then none may be given)."""
-    if not 0.0 <= o.tool_rate <= 1.0:
+def _sessions(o: Namespace, prof: load_profile.Profile | None) -> SessionOptions | None:
+    """--sessions' turns, think time and tool rate, each from its flag or the profile's `sessions:`
+    (not both); None without --sessions (then none may be given)."""
+    given = prof.sessions if prof is not None else None
+    if o.tool_rate is not None and not 0.0 <= o.tool_rate <= 1.0:
         raise UsageError(f"a share, 0 to 1, got {o.tool_rate}", field="--tool-rate")
-    if o.tool_rate and not o.sessions:
-        raise UsageError("a share of turns: give --sessions", field="--tool-rate")
-    if o.tool_rate and o.api == "openai-completions":
-        raise UsageError("a completion offers no tools: use --api openai-chat or gemini", field="--tool-rate")
     if not o.sessions:
+        if o.tool_rate:
+            raise UsageError("a share of turns: give --sessions", field="--tool-rate")
+        if given is not None:
+            raise UsageError("the profile states conversations (sessions:): give --sessions", field="--load-profile")
         return None
-    if open_loop:
-        raise UsageError("runs closed loop (each user its conversations): leave out --rate", field="--sessions")
     if o.canary_rate:
         raise UsageError("a canary is a request of its own, never a turn: leave out --canary-rate", field="--sessions")
-    turns, think = Span.parse(o.turns, "--turns", whole=True), Span.parse(o.turn_think, "--turn-think", False)
-    return SessionOptions(turns, think, o.tool_rate)
+    given = given or load_profile.Conversations()
+    for flag, ours, theirs in (("--turns", o.turns, given.turns), ("--turn-think", o.turn_think, given.think),
+                               ("--tool-rate", o.tool_rate, given.tool_rate)):  # fmt: skip
+        if ours is not None and theirs is not None:
+            raise UsageError("given by the profile's sessions: too: give one", field=flag)
+    turns = given.turns or distributions.parse(o.turns or TURNS, "--turns", whole=True)
+    think = given.think or distributions.parse(o.turn_think or "0s", "--turn-think", whole=False)
+    tool_rate = given.tool_rate if given.tool_rate is not None else o.tool_rate or 0.0
+    if tool_rate and o.api == "openai-completions":
+        field = "--tool-rate" if o.tool_rate else "--load-profile"
+        raise UsageError("a completion offers no tools: use --api openai-chat or gemini", field=field)
+    return SessionOptions(turns, think, tool_rate)
 
 
 def _given(options: Namespace) -> str:

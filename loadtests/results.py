@@ -144,6 +144,7 @@ class RunWriter:
                 "users": o.num_users,
                 "spawn_rate": o.spawn_rate,
                 "stages": [vars(s) for s in prof.stages] if prof else None,
+                "sessions": settings.sessions.to_json() if settings.sessions else None,
             },
             seeds={"seed": o.seed},
             host=results.host_info(),

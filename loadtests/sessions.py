@@ -1,4 +1,5 @@
-"""Conversations as load (--sessions): each closed-loop user runs one conversation after another. A
+"""Conversations as load (--sessions): each user runs one conversation after another (with a rate,
+each begins at an arrival of its language, so the users bound how many are open at once). A
 turn's request is the conversation so far (the earlier prompts and the answers the target actually
 gave) and a new user message of its language; the next turn waits for that answer, then a think
 time. A turn that fails cuts its conversation (it cannot go on without the answer); the test's end
@@ -17,10 +18,9 @@ from dataclasses import dataclass, field
 import gevent
 from gevent.event import Event
 
-from llmchaos.errors import UsageError
 from llmchaos.run import SessionCount
-from llmchaos.units import duration
 from loadtests.adapters import Message, Tool, ToolCall
+from loadtests.distributions import Distribution
 
 ENDINGS = ("completed", "cut_failed", "cut_stop")
 MAX_HOPS = 4  # tool round trips in one turn
@@ -43,44 +43,17 @@ TOOLS = (
 
 
 @dataclass(frozen=True)
-class Span:
-    """A uniform draw between `low` and `high` (equal: always that)."""
-
-    low: float
-    high: float
-
-    @classmethod
-    def parse(cls, text: str, flag: str, whole: bool) -> Span:
-        """`A` or `A-B`: whole numbers >= 1 (`whole`), else durations (`2s`, `500ms-3s`)."""
-        parts = text.split("-")
-        if len(parts) > 2 or not all(p.strip() for p in parts):
-            raise UsageError(f"give A or A-B, got {text!r}", field=flag)
-        if whole:
-            if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
-                raise UsageError(f"give whole numbers >= 1, got {text!r}", field=flag)
-            values = [float(p) for p in parts]
-        else:
-            values = [duration(p.strip(), flag) for p in parts]
-        low, high = values[0], values[-1]
-        if high < low:
-            raise UsageError(f"the range runs backwards: {text!r}", field=flag)
-        return cls(low, high)
-
-    def draw_int(self, rng: random.Random) -> int:
-        return rng.randint(int(self.low), int(self.high))
-
-    def draw(self, rng: random.Random) -> float:
-        return rng.uniform(self.low, self.high)
-
-
-@dataclass(frozen=True)
 class SessionOptions:
     """Turns per conversation, the think time before each turn after the first, and the share of
     turns that offer tools."""
 
-    turns: Span
-    think: Span
+    turns: Distribution
+    think: Distribution
     tool_rate: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        """run.json's record, in a profile's `sessions:` form."""
+        return {"turns": self.turns.to_json(), "think": self.think.to_json(), "tool_rate": self.tool_rate}
 
 
 @dataclass

@@ -97,7 +97,8 @@ class Loop(Source):
     """The load test's: each user's next prompt of its language, sent now (closed loop) or, with a
     rate, at its arrival on the master's seeded schedule, arrival k to worker k mod n (open loop).
     With --canary-rate, a share of them are canaries, their answers checked at their end. With
-    --sessions, each prompt is a turn of the user's conversation (loadtests/sessions.py)."""
+    --sessions, each prompt is a turn of the user's conversation (loadtests/sessions.py); with a
+    rate too, an arrival begins a conversation and its later turns follow its answers."""
 
     def __init__(self, settings: Settings, host: str) -> None:
         super().__init__(settings, host)
@@ -126,12 +127,14 @@ class Loop(Source):
     def next(self, lang: str, user: int) -> Due:
         """A prompt of `lang`'s, due now or at the language's next arrival, opened with the user's
         prefix with --prefix-tokens (a canary's never: its answer is the bare prompt's); with
-        --sessions, the next turn of the user's conversation (its first opened with the prefix)."""
+        --sessions, the next turn of the user's conversation (its first opened with the prefix, and
+        due at an arrival in the open loop; a later turn is due once its think time is over)."""
         s, o = self.settings, self.settings.options
         conv = self.sessions.turn(lang, user) if self.sessions is not None else None
         if conv is not None and conv.calls:
             return self._hop(lang, conv)
-        intended = self.arrivals.next(lang) if self.settings.open_loop else None
+        opens = conv is None or not conv.sent  # a request of its own, or a conversation's first turn
+        intended = self.arrivals.next(lang) if self.settings.open_loop and opens else None
         canary = self._canaries.draw(lang) if self._canaries is not None else None
         prefix = None
         if canary is None:

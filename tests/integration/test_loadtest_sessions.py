@@ -12,7 +12,9 @@ from collections import defaultdict
 import httpx
 import pytest
 
+from llmchaos import languages
 from llmchaos.metrics import TURN_BUCKETS, turn_bucket
+from loadtests.arrivals import ArrivalPlan, schedule
 from reference_server.config import EngineConfig
 from tests.integration.loadtest_helpers import distributed, locust, only_run, summary
 from tests.integration.test_sse_proxy import proxy
@@ -97,6 +99,68 @@ def test_each_turn_carries_the_conversation_the_server_gave(tmp_path, mode):
     assert f"| en | {' | '.join(map(str, counts))} | " in md.stdout.split("#### Conversations")[1], md.stdout
     row = next(line for line in md.stdout.split("#### Conversations")[1].splitlines() if line.startswith("| en |"))
     assert row.rstrip(" |").endswith("n/a")  # this server gives no cached counts: no share, not 0 %
+
+
+@pytest.mark.parametrize("mode", ["one process", "two workers"])
+def test_open_loop_conversations_begin_at_the_seeded_arrivals(tmp_path, mode):
+    """--sessions with --rate: each arrival of the master's seeded schedule begins a conversation of
+    its language (taken by a free user: two users cannot keep up, so some wait), its later turns
+    follow its answers after the think time; a first turn's TTFT counts from its arrival."""
+    rate, seed, langs = 4.0, 7, ("en", "de")
+    with scripted.running(3) as url:
+        args = (
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "6s",
+            "--langs",
+            ",".join(langs),
+        )
+        args += ("--max-tokens", "5", "--sessions", "--turns", "3", "--turn-think", f"{THINK_S}s", "--seed", str(seed))
+        args += ("--rate", str(rate))
+        proc = locust(*args) if mode == "one process" else distributed(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run, _, requests = only_run(tmp_path)
+    assert run["load_profile"]["mode"] == "open"
+    assert run["load_profile"]["sessions"] == {
+        "turns": {"distribution": "constant", "value": 3},
+        "think": {"distribution": "constant", "value": THINK_S},
+        "tool_rate": 0.0,
+    }
+    firsts = sorted((r for r in requests if r["turn"] == 1), key=lambda r: r["intended"])
+    unsent = [r for r in requests if r["session"] is None]  # arrivals no user took before the stop
+    assert all(r["outcome"] == "cancelled" and r["at_stop"] for r in unsent)
+    arrived = sorted(firsts + unsent, key=lambda r: r["intended"])
+    plan = ArrivalPlan(0.0, rate, "poisson", 1.0, seed, langs, tuple(languages.get(t).weight for t in langs), None)
+    due = list(itertools.islice(schedule(plan), len(arrived)))
+    t0 = arrived[0]["intended"] - due[0][1]
+    assert [(round(r["intended"] - t0, 4), r["lang"]) for r in arrived] == [(round(t, 4), lang) for _, t, lang in due]
+    assert len(arrived) >= sum(
+        1 for _ in itertools.takewhile(lambda a: a[1] < 4.0, schedule(plan))
+    )  # every arrival of the test, none dropped
+    late = [r for r in firsts if r["sent"] - r["intended"] > 0.1 and r["outcome"] == "ok"]
+    assert late  # two users per language at 4 conversations/s of ~3 x 0.2 s: some arrivals wait for one
+    assert all(r["ttft"] >= r["sent"] - r["intended"] for r in late)  # counted from the arrival
+    by_session: dict[str, list[dict]] = defaultdict(list)
+    for r in requests:
+        if r["session"] is not None:
+            by_session[r["session"]].append(r)
+    for turns in by_session.values():
+        turns.sort(key=lambda r: r["turn"])
+        assert [r["turn"] for r in turns] == list(range(1, len(turns) + 1))
+        for prev, r in itertools.pairwise(turns):  # the next turn: the answer, then the think time
+            assert r["sent"] - (prev["intended"] + prev["e2e"]) >= THINK_S - 0.005, (prev, r)
+    rows = {row["lang"]: row for row in run["sessions"]}
+    assert sum(row["started"] for row in rows.values()) == len(firsts)
+    assert sum(row["completed"] for row in rows.values()) == sum(
+        len(t) == 3 and t[-1]["outcome"] == "ok" and not t[-1]["at_stop"] for t in by_session.values()
+    )
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "gemini"])

@@ -18,6 +18,13 @@ from tests.yaml_documents import DOCUMENTS, load_text
         ("stage: []\n", ":1: stage: unknown field"),
         ("stages:\n  - {duration: 1s, users: 5}\n  - {duration: 1s, rate: 5}\n", ":2: stages: mixes"),
         ("stages: [\n", ":2: invalid YAML"),
+        ("sessions: {turns: 3, pace: 2}\nstages:\n  - {duration: 1s, rate: 5}\n", ":1: sessions.pace: unknown field"),
+        ("sessions:\n  tool_rate: 2\nstages:\n  - {duration: 1s, rate: 5}\n", ":2: sessions.tool_rate: a share"),
+        (
+            "sessions:\n  think: {distribution: exponential}\nstages:\n  - {duration: 1s, rate: 5}\n",
+            ":2: sessions.think.average: missing",
+        ),
+        ("sessions: 3\nstages:\n  - {duration: 1s, rate: 5}\n", ":1: sessions: must be a mapping"),
     ],
 )
 def test_bad_profiles_name_file_line_and_field(tmp_path, text, where):
@@ -27,6 +34,20 @@ def test_bad_profiles_name_file_line_and_field(tmp_path, text, where):
         load_profile.load(str(p))
     assert str(e.value).startswith(str(p) + where.split(" ")[0])
     assert where.split(": ", 1)[-1] in str(e.value)
+
+
+def test_a_profiles_sessions_state_turns_think_and_tools(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text(
+        "sessions:\n  turns: 2-6\n  think: {distribution: lognormal, average: 4s, max: 30s}\n"
+        "stages:\n  - {duration: 1m, users: 8}\n"
+    )
+    conv = load_profile.load(str(p)).sessions
+    assert conv is not None
+    assert conv.turns is not None
+    assert conv.think is not None
+    assert (conv.turns.name, conv.turns.low, conv.turns.high, conv.turns.whole) == ("uniform", 2, 6, True)
+    assert (conv.think.name, conv.think.cap, conv.tool_rate) == ("lognormal", 30.0, None)
 
 
 def test_profile_stages_and_ramp(tmp_path):

@@ -111,6 +111,37 @@ def test_sessions_read_their_turns_and_think_time():
     assert (s.sessions.turns.low, s.sessions.turns.high) == (3, 6)
     assert (s.sessions.think.low, s.sessions.think.high) == (0.5, 2.0)
     assert settings("--turns", "bad").sessions is None  # read only with --sessions
+    s = settings("--sessions")
+    assert s.sessions is not None
+    assert (s.sessions.turns.to_json(), s.sessions.think.to_json(), s.sessions.tool_rate) == (
+        {"distribution": "uniform", "min": 4, "max": 8},
+        {"distribution": "constant", "value": 0},
+        0.0,
+    )
+    assert settings("--sessions", "--rate", "2").open_loop  # conversations begun per second
+
+
+def test_a_profiles_sessions_state_the_draws_and_no_flag_says_them_twice(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text(
+        "sessions:\n  turns: {distribution: poisson, alpha: 5, max: 12}\n"
+        "  think: {distribution: exponential, average: 3s}\n  tool_rate: 0.25\n"
+        "stages:\n  - {duration: 30s, rate: 2}\n"
+    )
+    s = settings("--sessions", "--load-profile", str(p), "--api", "gemini")
+    assert s.open_loop
+    assert s.sessions is not None
+    assert (s.sessions.turns.name, s.sessions.turns.mean, s.sessions.turns.cap) == ("poisson", 5, 12)
+    assert (s.sessions.think.name, s.sessions.think.mean, s.sessions.tool_rate) == ("exponential", 3.0, 0.25)
+    with pytest.raises(UsageError) as e:
+        settings("--sessions", "--load-profile", str(p), "--turns", "3")
+    assert str(e.value) == "--turns: given by the profile's sessions: too: give one"
+    with pytest.raises(UsageError) as e:
+        settings("--load-profile", str(p))
+    assert str(e.value) == "--load-profile: the profile states conversations (sessions:): give --sessions"
+    with pytest.raises(UsageError) as e:
+        settings("--sessions", "--load-profile", str(p), "--api", "openai-completions")
+    assert str(e.value) == "--load-profile: a completion offers no tools: use --api openai-chat or gemini"
 
 
 @pytest.mark.parametrize(
@@ -120,7 +151,6 @@ def test_sessions_read_their_turns_and_think_time():
         (("--turns", "5-2"), "--turns: the range runs backwards: '5-2'"),
         (("--turns", "1-2-3"), "--turns: give A or A-B, got '1-2-3'"),
         (("--turn-think", "soon"), "--turn-think: bad duration 'soon' (use e.g. 500ms, 30s, 2m, 1h)"),
-        (("--rate", "5"), "--sessions: runs closed loop (each user its conversations): leave out --rate"),
         (
             ("--canary-rate", "0.1"),
             "--sessions: a canary is a request of its own, never a turn: leave out --canary-rate",

@@ -3,11 +3,14 @@ from collections import Counter
 import gevent
 
 from loadtests.adapters import Message, ToolCall
-from loadtests.sessions import MAX_HOPS, SessionOptions, Sessions, Span, merge, rows
+from loadtests.distributions import parse
+from loadtests.sessions import MAX_HOPS, SessionOptions, Sessions, merge, rows
 
 
 def sessions(turns: int = 2, think: float = 0.0, tool_rate: float = 0.0) -> Sessions:
-    return Sessions(SessionOptions(Span(turns, turns), Span(think, think), tool_rate), seed=1)
+    return Sessions(
+        SessionOptions(parse(str(turns), "--turns", True), parse(f"{think}s", "--turn-think", False), tool_rate), seed=1
+    )
 
 
 def test_a_conversation_grows_by_each_answer_and_completes_after_its_last_turn():
