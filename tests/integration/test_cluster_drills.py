@@ -8,6 +8,7 @@ wait and the prefill; hang: stranded until --kv-timeout), each classified so in 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import statistics
@@ -143,6 +144,74 @@ def test_a_killed_prefix_holder_shows_its_users_the_cold_cache_as_a_ttft_step(tm
     served = sum(r["replica"] == survivor for rs in users.values() for r in rs)
     print(f"survivor's prefix cache hits per turn {hits / served:.0f}")
     assert 0.8 * PREFIX_TOKENS < hits / served < PREFIX_TOKENS
+
+
+def cached(r: dict) -> int:
+    """A request's prompt tokens found cached (the server, as vLLM, leaves out a count of 0)."""
+    return r["cached_tokens"] or 0
+
+
+@pytest.mark.timing
+def test_a_killed_replica_takes_its_conversations_prefixes_and_their_next_turn_pays_the_prefill(tmp_path, monkeypatch):
+    """--sessions behind the prefix router: each conversation lives on one replica (its turns share
+    its leading blocks). Replica 1 killed: each conversation that lived there sends its next turn to
+    the survivor, which finds none of it cached (the server's own count) and prefills the whole
+    conversation so far, its TTFT up by that prefill; its turns after are cached again. Conversations
+    on the survivor all along find their history cached throughout."""
+    with serve(
+        "--replicas", "2", "--router", "prefix", "--admin-token", TOKEN, "--enable-prompt-tokens-details"
+    ) as server:
+        window = f"""replica-kill
+    kind: replica
+    target: {{sim: "{server.url}", replica: 1}}
+    at: 4s
+    duration: 4s
+    params: {{action: kill}}"""
+        more = ("-u", "4", "-r", "4", "--max-tokens", "4", "--prompt-sizes", "short", "--sessions", "--turns", "40")
+        more += ("--turn-think", "0.4s", "--prefix-tokens", "1000")  # a long conversation from its first turn
+        run, requests = drill(tmp_path, monkeypatch, server.url, window, 12, *more)
+    kill = run["faults"][0]["actual_start"]
+    convs: dict[str, list[dict]] = {}
+    for r in sorted(requests, key=lambda r: r["turn"] or 0):
+        if r["session"] is not None and r["outcome"] != "cancelled":
+            convs.setdefault(r["session"], []).append(r)
+    per_token = profile.load(profile.DEFAULT).step.prefill_token
+    cold, kept = [], []
+    for turns in convs.values():
+        before = [r for r in turns if r["intended"] + r["end_s"] < kill and r["outcome"] == "ok"]
+        after = [r for r in turns if r["sent"] > kill]
+        if len(before) < 2 or len(after) < 2:
+            continue
+        assert {r["replica"] for r in before[1:]} == {before[-1]["replica"]}  # the router keeps it on one
+        assert all(cached(r) >= 0.9 * p["prompt_tokens"] for p, r in itertools.pairwise(before))
+        assert {r["replica"] for r in after} == {"0"}
+        assert all(r["outcome"] == "ok" for r in after)
+        (cold if before[-1]["replica"] == "1" else kept).append((before, after))
+    assert cold, convs
+    assert kept, convs
+    firsts = [after[0] for _, after in cold]
+    for before, after in cold:
+        first = after[0]
+        assert first["turn"] == before[-1]["turn"] + 1
+        assert cached(first) < 0.1 * first["prompt_tokens"], first  # the survivor had none of it
+        assert all(cached(r) >= 0.9 * p["prompt_tokens"] for p, r in itertools.pairwise(after))  # warm again
+        base = statistics.median(r["ttft"] for r in before[1:])
+        saved = per_token * (
+            first["prompt_tokens"] - cached(first) - (before[-1]["prompt_tokens"] - cached(before[-1]))
+        )
+        up, k = first["ttft"] - base, overlapping(first, firsts)
+        print(f"{first['session']} turn {first['turn']}: {first['prompt_tokens']} tokens cold, TTFT up "
+              f"{up * 1000:.1f} ms (prefill {saved * 1000:.1f} ms; {k} cold at once)")  # fmt: skip
+        assert 0.6 * saved < up < 1.4 * k * saved + 0.03, (first, up, saved, k)
+        later = statistics.median(r["ttft"] for r in after[1:]) - base
+        assert abs(later) < saved / 3, later
+    for before, after in kept:  # no step: their history stays cached on the survivor
+        assert all(cached(r) >= 0.9 * p["prompt_tokens"] for p, r in itertools.pairwise([before[-1], *after]))
+    rows = {row["lang"]: row for row in run["sessions"]}
+    failed = {r["session"] for r in requests if r["session"] and r["outcome"] not in ("ok", "cancelled")}
+    assert sum(row["cut_failed"] for row in rows.values()) == len(
+        failed
+    )  # a turn cut by the kill cuts its conversation
 
 
 def kv_drill(tmp_path, monkeypatch, mode: str) -> tuple[dict, list[dict], list[dict], list[dict]]:
