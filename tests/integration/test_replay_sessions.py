@@ -1,8 +1,10 @@
-"""A conversation trace in Mooncake's format (each turn's hash_ids its history's, then more) replayed
-as sessions against two reference servers split A/B: every turn of a conversation on one side, in
-order, each sent the log's time after the turn before ended (`--session-order after-end`), each from
-the second on finding the conversation in that server's prefix cache; requests.jsonl's session and
-turn, and the per-turn TTFT histograms, as a generated conversation's."""
+"""A conversation trace in Mooncake's format replayed as sessions against two reference servers split
+A/B. As in Mooncake's conversation trace, every prompt opens with one shared block (0) and each turn's
+hash_ids begin with the turn before's whole blocks (its last one, cut short, whole now and hashed
+anew). Every turn of a conversation goes to one side, in order, each sent the log's time after the
+turn before ended (`--session-order after-end`), each from the second on finding the turn before's
+whole blocks in that server's prefix cache; requests.jsonl's session and turn, and the per-turn TTFT
+histograms, as a generated conversation's."""
 
 from __future__ import annotations
 
@@ -17,38 +19,43 @@ from tests.procs import serve
 SPEED = 4.0
 TURNS = 4
 BLOCK = 512
+CONVERSATIONS = 8
 
 
-def trace(path, conversations: list[int]) -> dict[int, list[float]]:
-    """Each conversation (its first block's id) of TURNS turns, 2 s apart in the trace and 0.3 s
-    apart from each other, each turn one block more than the turn before; their turns' offsets."""
-    rows, offsets = [], {}
-    for i, first in enumerate(conversations):
-        ids, at = [first], []
+def tokens(turn: int) -> int:
+    """A turn's prompt (0: the first): its history and a new message, never a whole number of blocks."""
+    return 1300 + 600 * turn
+
+
+def trace(path) -> list[str]:
+    """CONVERSATIONS conversations of TURNS turns, 2 s apart in the trace and 0.3 s apart from each
+    other; the session ids the replay gives them (the prefix family, h0, and the first turn's line)."""
+    rows, fresh = [], itertools.count(1)
+    for i in range(CONVERSATIONS):
+        ids = [0]
         for turn in range(TURNS):
-            t = 300 * i + 2000 * turn
-            rows.append((t, list(ids)))
-            at.append(t / 1000)
-            ids.append(first * 100 + turn)
-        offsets[first] = at
+            n = tokens(turn)
+            ids = ids[: tokens(turn - 1) // BLOCK] if turn else ids  # the turn before's whole blocks
+            ids += [next(fresh) for _ in range(-(-n // BLOCK) - len(ids))]
+            rows.append((300 * i + 2000 * turn, i, n, list(ids)))
     rows.sort()
     path.write_text(
         "".join(
-            json.dumps({"timestamp": t, "input_length": BLOCK * len(ids), "output_length": 6, "hash_ids": ids}) + "\n"
-            for t, ids in rows
+            json.dumps({"timestamp": t, "input_length": n, "output_length": 6, "hash_ids": ids}) + "\n"
+            for t, _, n, ids in rows
         )
     )
-    return offsets
+    firsts = {i: line for line, (_, i, _, _) in reversed(list(enumerate(rows, 1)))}
+    return [f"h0/{firsts[i]}" for i in range(CONVERSATIONS)]
 
 
 def test_a_conversation_trace_replays_as_sessions_each_whole_on_one_side(tmp_path):
-    on = {"a": [], "b": []}  # conversations whose user (h + first block) the split sends to each side
-    for first in range(1, 200):
-        s = side(f"h{first}", 50)
-        if len(on[s]) < 3:
-            on[s].append(first)
     log = tmp_path / "conversations.jsonl"
-    trace(log, on["a"] + on["b"])
+    on = {"a": set(), "b": set()}  # the split sends each conversation whole, by its session id
+    for session in trace(log):
+        on[side(session, 50)].add(session)
+    assert on["a"]
+    assert on["b"]
     with (
         serve("--sim-time-scale", "0.2", "--enable-prompt-tokens-details") as a,
         serve("--sim-time-scale", "0.2", "--enable-prompt-tokens-details") as b,
@@ -67,20 +74,20 @@ def test_a_conversation_trace_replays_as_sessions_each_whole_on_one_side(tmp_pat
             assert r["session"] == r["replay"]["session_id"]
             assert seen.setdefault(r["session"], name) == name  # a conversation never on both sides
             sessions[r["session"]].append(r)
-        assert {r["replay"]["user_id"] for r in s.requests} == {f"h{f}" for f in on[name]}
-        assert len(sessions) == 3
+        assert {r["replay"]["user_id"] for r in s.requests} == {"h0"}  # one prefix family, split by conversation
+        assert set(sessions) == on[name]
         for turns in sessions.values():
             turns.sort(key=lambda r: r["sent"])
             assert [r["turn"] for r in turns] == list(range(1, TURNS + 1))
             for prev, r in itertools.pairwise(turns):
                 # the trace has no end times: the log's 2 s from the turn before's start, sped up, after its end
                 assert r["sent"] >= prev["intended"] + prev["e2e"] + 2.0 / SPEED - 0.005, (prev, r)
-                # its history was the turn before's prompt: found in the prefix cache of the server it went to
-                assert r["cached_tokens"] >= prev["prompt_tokens"] - 2 * 16, (prev, r)
+                # its history, the turn before's whole blocks: found in the prefix cache of the server it went to
+                assert prev["prompt_tokens"] // BLOCK * BLOCK - 16 <= r["cached_tokens"] < prev["prompt_tokens"]
         counts: dict[str, int] = defaultdict(int)  # over the languages the mix gave the users
         for m in s.run["summaries"]:
             counts[m["metric"]] += m["count"] if m["phase"] == "baseline" else 0
-        assert counts["ttft_turn_1"] == 3
-        assert counts["ttft_turn_2-3"] == 6
-        assert counts["ttft_turn_4-7"] == 3
-    assert len(seen) == 6
+        assert counts["ttft_turn_1"] == len(on[name])
+        assert counts["ttft_turn_2-3"] == 2 * len(on[name])
+        assert counts["ttft_turn_4-7"] == len(on[name])
+    assert len(seen) == CONVERSATIONS

@@ -1,9 +1,11 @@
 """Each record's place in its conversation (loadtests/logs/conversations.py): a log's own session ids
-counted in turns; in a trace of prompt blocks (Mooncake's conversation trace), a row whose blocks
-begin with all of an earlier conversation's last prompt continues it; each later turn's time after
-the turn before's recorded end."""
+counted in turns; in a trace of prompt blocks (Mooncake's), a row whose blocks begin with every whole
+block of an earlier conversation's last prompt, and that outgrows it, continues it; each later
+turn's time after the turn before's recorded end."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 
@@ -46,7 +48,7 @@ def test_a_row_extending_a_conversations_last_prompt_continues_it(tmp_path):
         (None, None),
     ]
     assert len({a, b, recs[5].session, recs[6].session}) == 4
-    assert {r.user for r in recs[:7] if r.session == a} == {"h1"}  # a split keeps it on one side
+    assert {r.user for r in recs[:7] if r.session == a} == {"h1"}  # its prefix family
     # the log has no end times: each turn's time after the one before is from that one's start
     assert [r.after for r in recs[:5]] == [None, None, pytest.approx(4.0), pytest.approx(4.0), pytest.approx(5.0)]
 
@@ -78,9 +80,54 @@ def test_only_the_latest_conversations_are_followed():
     assert recs[4].session == recs[2].session
 
 
-def test_the_shared_mooncake_sample_holds_no_conversation():
-    """The sample in ../shared/traces is Mooncake's synthetic trace, not its conversation trace: no
-    row resends another's whole prompt, so each is a conversation of one turn."""
+def test_a_turn_resends_its_historys_whole_blocks_the_last_one_hashed_anew(tmp_path):
+    """As Mooncake's conversation trace has it: every prompt opens with one shared block (0); the
+    turn before's last block was cut short, so the next turn's (whole now) has a new id."""
+    rows = [
+        {"timestamp": 0, "input_length": 1300, "output_length": 300, "hash_ids": [0, 1, 2]},  # A: 0, 1 whole
+        {"timestamp": 10, "input_length": 700, "output_length": 50, "hash_ids": [0, 5]},  # B: only 0 whole
+        {"timestamp": 3000, "input_length": 1800, "output_length": 200, "hash_ids": [0, 1, 3, 4]},  # A, 2
+        {
+            "timestamp": 3100,
+            "input_length": 900,
+            "output_length": 30,
+            "hash_ids": [0, 6],
+        },  # C: B's whole block, 0, opens every prompt
+        # A's history, but shorter than A's turn 2: not its next turn
+        {"timestamp": 3200, "input_length": 1500, "output_length": 99, "hash_ids": [0, 1, 3, 7]},
+        {"timestamp": 9000, "input_length": 2400, "output_length": 40, "hash_ids": [0, 1, 3, 4, 8]},  # A, 3
+    ]
+    recs, problems = read(jsonl(tmp_path, rows))
+    assert problems.total == 0
+    a = recs[0].session
+    assert [(r.session == a, r.turn) for r in recs] == [
+        (True, 1),
+        (False, 1),
+        (True, 2),
+        (False, 1),
+        (False, 1),
+        (True, 3),
+    ]
+    assert len({r.session for r in recs}) == 4
+    assert recs[5].after == pytest.approx(6.0)
+
+
+def test_the_shared_mooncake_sample_chains_its_multi_turn_conversations():
+    """Mooncake's synthetic trace keeps the order of its datasets' multi-turn conversations: each turn
+    found resends its history's whole blocks and outgrows it by half the answer, in the log's order."""
     recs, _ = read(trace(MOONCAKE))
-    assert {r.turn for r in recs} == {1}
-    assert len({r.session for r in recs}) == len(recs)
+    turns: dict[str | None, list[LogRecord]] = {}
+    for r in recs:
+        turns.setdefault(r.session, []).append(r)
+    chained = [rs for rs in turns.values() if len(rs) > 1]
+    assert sum(len(rs) - 1 for rs in chained) > 100, len(chained)
+    for rs in chained:
+        assert [r.turn for r in rs] == list(range(1, len(rs) + 1))
+        for prev, r in itertools.pairwise(rs):
+            assert prev.input_tokens is not None
+            assert r.input_tokens is not None
+            whole = prev.hash_ids[: prev.input_tokens // prev.block_tokens]
+            assert whole
+            assert r.hash_ids[: len(whole)] == whole
+            assert r.input_tokens >= prev.input_tokens + (prev.output_tokens or 0) / 2
+            assert r.ts >= prev.ts

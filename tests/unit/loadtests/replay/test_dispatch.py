@@ -58,11 +58,11 @@ def test_worker_shares_add_up_to_the_whole_with_sessions_kept_whole(log):
         assert all(((line - 1) ^ 1) + 1 in lines for line in lines)  # both turns of each session
 
 
-def test_sampling_keeps_whole_users_and_languages_filter(log):
-    kept = [rec.user for _, _, rec, _ in timeline(settings(log, "--sample", "0.5", "--seed", "3"))]
-    users = set(kept)
-    assert 0 < len(users) < 5
-    assert len(kept) == 4 * len(users)  # every request of a kept user
+def test_sampling_keeps_whole_sessions_and_languages_filter(log):
+    kept = [rec.session for _, _, rec, _ in timeline(settings(log, "--sample", "0.5", "--seed", "3"))]
+    sessions = set(kept)
+    assert 0 < len(sessions) < 10
+    assert len(kept) == 2 * len(sessions)  # both turns of a kept session
     mixed = settings(log, "--lang-mix", "en=1,de=1")
     langs = {rec.user: lang for _, _, rec, lang in timeline(mixed)}
     only_de = [rec.user for _, _, rec, _ in timeline(settings(log, "--lang-mix", "en=1,de=1", "--langs", "de"))]
