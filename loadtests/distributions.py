@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ FIELDS = {  # each distribution's fields: required, optional
     "zipf": (("alpha",), ("max",)),
 }
 MEDIAN_RATIO = 0.85  # lognormal by its average: median over mean when none is given (vLLM's default)
+POISSON_MAX = 1e9  # numpy's Poisson sampler refuses a mean near 1e19; no count or time wants more
 
 
 @dataclass(frozen=True)
@@ -36,25 +38,28 @@ class Distribution:
     whole: bool
     low: float = 0.0  # constant's value, uniform's min
     high: float = 0.0  # constant's value, uniform's max
-    mean: float = 0.0  # exponential's, poisson's (its alpha)
+    mean: float = 0.0  # exponential's average, poisson's alpha (its mean)
     mu: float = 0.0  # lognormal
     sigma: float = 0.0  # lognormal
-    alpha: float = 0.0  # zipf
+    alpha: float = 0.0  # zipf's exponent
     cap: float = math.inf
 
     def draw(self, rng: random.Random) -> float:
-        """One draw (an int's value when `whole`)."""
+        """One draw (an int's value when `whole`, at most sys.maxsize)."""
         if self.name in ("constant", "uniform"):
             v: float = rng.randint(int(self.low), int(self.high)) if self.whole else rng.uniform(self.low, self.high)
         elif self.name == "exponential":
             v = rng.expovariate(1.0 / self.mean) if self.mean > 0 else 0.0
         elif self.name == "lognormal":
-            v = rng.lognormvariate(self.mu, self.sigma)
+            try:
+                v = rng.lognormvariate(self.mu, self.sigma)
+            except OverflowError:  # exp() of a far tail: past any cap
+                v = math.inf
         else:  # numpy's samplers, seeded from the caller's generator (random has neither)
             gen = np.random.default_rng(rng.getrandbits(64))
             v = float(gen.poisson(self.mean) if self.name == "poisson" else gen.zipf(self.alpha))
         v = min(v, self.cap)
-        return float(max(1, round(v))) if self.whole else v
+        return float(max(1, round(min(v, sys.maxsize)))) if self.whole else v
 
     def draw_int(self, rng: random.Random) -> int:
         return int(self.draw(rng))
@@ -72,7 +77,7 @@ class Distribution:
         elif self.name == "lognormal":
             out |= {"mean": self.mu, "sigma": self.sigma}
         else:
-            out["alpha"] = self.mean
+            out["alpha"] = self.mean if self.name == "poisson" else self.alpha
         if math.isfinite(self.cap):
             out["max"] = self.cap
         return out
@@ -127,10 +132,14 @@ def load(r: yamlfile.Reader, node: yaml.Node, where: str, whole: bool) -> Distri
         return Distribution(name, whole, v["min"], v["max"])
     if name == "exponential":
         return Distribution(name, whole, mean=v["average"], cap=cap)
-    if name in ("poisson", "zipf"):
-        if name == "zipf" and v["alpha"] <= 1:
+    if name == "poisson":
+        if v["alpha"] > POISSON_MAX:
+            raise r.fail(fields["alpha"][0], f"{where}.alpha", f"at most {POISSON_MAX:g}, got {v['alpha']:g}")
+        return Distribution(name, whole, mean=v["alpha"], cap=cap)
+    if name == "zipf":
+        if v["alpha"] <= 1:
             raise r.fail(fields["alpha"][0], f"{where}.alpha", f"zipf needs alpha > 1, got {v['alpha']:g}")
-        return Distribution(name, whole, mean=v["alpha"], alpha=v["alpha"], cap=cap)
+        return Distribution(name, whole, alpha=v["alpha"], cap=cap)
     return _lognormal(r, node, where, whole, v, fields)
 
 

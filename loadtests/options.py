@@ -313,8 +313,9 @@ def _sessions(o: Namespace, prof: load_profile.Profile | None) -> SessionOptions
                                ("--tool-rate", o.tool_rate, given.tool_rate)):  # fmt: skip
         if ours is not None and theirs is not None:
             raise UsageError("given by the profile's sessions: too: give one", field=flag)
-    turns = given.turns or distributions.parse(o.turns or TURNS, "--turns", whole=True)
-    think = given.think or distributions.parse(o.turn_think or "0s", "--turn-think", whole=False)
+    turns = given.turns or distributions.parse(TURNS if o.turns is None else o.turns, "--turns", whole=True)
+    think = given.think or distributions.parse("0s" if o.turn_think is None else o.turn_think,
+                                               "--turn-think", whole=False)  # fmt: skip
     tool_rate = given.tool_rate if given.tool_rate is not None else o.tool_rate or 0.0
     if tool_rate and o.api == "openai-completions":
         field = "--tool-rate" if o.tool_rate else "--load-profile"

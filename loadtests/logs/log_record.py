@@ -39,3 +39,8 @@ class LogRecord:
     block_tokens: int = 0
     response: Recorded | None = None
     offset: float = field(default=0.0)
+
+    @property
+    def whole(self) -> str:
+        """What a replay keeps together, in a sample, on one worker, on one A/B side: the session, else the user."""
+        return self.session or self.user

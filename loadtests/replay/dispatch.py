@@ -92,8 +92,7 @@ def timeline(s: ReplaySettings, worker: int = 0, workers: int = 1, problems: Pro
                 break
             first = rec.offset if first is None else first
             last, n = rec.offset, n + 1
-            whole = rec.session or rec.user  # what stays whole: in the sample, on one worker, on one side
-            if not split.sampled(whole, s.sample, s.seed) or split.shard(whole, workers) != worker:
+            if not split.sampled(rec.whole, s.sample, s.seed) or split.shard(rec.whole, workers) != worker:
                 continue
             lang = rec.lang or s.mix.pick(rec.user, s.seed)
             if s.langs and lang not in s.langs:
@@ -186,7 +185,7 @@ class ReplaySchedule:
             api=rec.api or s.options.api,
             call=call,
             intended=plan.t0 + at,
-            sides=s.sides if s.mode == "mirror" else (split.side(rec.session or rec.user, s.split or 0, s.salt),),
+            sides=s.sides if s.mode == "mirror" else (split.side(rec.whole, s.split or 0, s.salt),),
             replay=ReplayFields(rec.line, rec.user, rec.session, loop, requested),
             turn=rec.turn,
             rec=rec,

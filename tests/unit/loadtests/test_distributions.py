@@ -2,6 +2,7 @@ import json
 import math
 import random
 import statistics
+import sys
 
 import pytest
 
@@ -68,6 +69,16 @@ def test_max_caps_and_counts_are_whole_and_at_least_one(tmp_path):
     assert min(think) >= 0
 
 
+def test_a_far_tail_draws_its_cap_never_an_error(tmp_path):
+    """A lognormal whose exp() overflows, a zipf near 1 whose draw passes any int: the cap, or the largest count."""
+    wide = load(tmp_path, "{distribution: lognormal, mean: 50, sigma: 300, max: 600}", whole=True)
+    assert max(draws(wide, 2000)) == 600
+    uncapped = draws(load(tmp_path, "{distribution: lognormal, mean: 700, sigma: 5}"), 200)
+    assert math.inf in uncapped
+    heavy = draws(load(tmp_path, "{distribution: zipf, alpha: 1.0001}", whole=True), 2000)
+    assert all(1 <= v <= sys.maxsize for v in heavy)
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -100,6 +111,7 @@ def test_run_jsons_record_reads_back_as_the_same_distribution(tmp_path, text):
         ("{distribution: constant, value: 2s}", True, "sessions.d.value: must be a number, got '2s'"),
         ("{distribution: poisson, alpha: 2, average: 3}", True, "sessions.d.average: not a field of poisson"),
         ("{distribution: zipf, alpha: 1}", True, "sessions.d.alpha: zipf needs alpha > 1, got 1"),
+        ("{distribution: poisson, alpha: 10000000000000000000}", True, "sessions.d.alpha: at most 1e+09, got 1e+19"),
         ("{distribution: exponential, average: -1}", False, "sessions.d.average: must be >= 0, got -1"),
         ("{distribution: lognormal, average: 2, mean: 1}", True, "sessions.d.mean: give average (and median_ratio)"),
         ("{distribution: lognormal, mean: 1}", True, "sessions.d.sigma: missing (lognormal needs average"),

@@ -150,6 +150,8 @@ def test_a_profiles_sessions_state_the_draws_and_no_flag_says_them_twice(tmp_pat
         (("--turns", "0"), "--turns: give whole numbers >= 1, got '0'"),
         (("--turns", "5-2"), "--turns: the range runs backwards: '5-2'"),
         (("--turns", "1-2-3"), "--turns: give A or A-B, got '1-2-3'"),
+        (("--turns", ""), "--turns: give A or A-B, got ''"),  # not the default
+        (("--turn-think", ""), "--turn-think: give A or A-B, got ''"),
         (("--turn-think", "soon"), "--turn-think: bad duration 'soon' (use e.g. 500ms, 30s, 2m, 1h)"),
         (
             ("--canary-rate", "0.1"),
