@@ -4,6 +4,7 @@ the target names (`interface`, e.g. eth0 inside the pods)."""
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 from faults.injectors.base import BITS, RATE, FieldError, millis, number
 from faults.k8s.cluster import Cluster, Piece, Step, go_duration
@@ -104,7 +105,7 @@ def netem(params: dict) -> dict:
             if f"{key}_correlation" in params:
                 out[key]["correlation"] = _pct(params, f"{key}_correlation")
     if "rate" in params:
-        out["rate"] = {"rate": params["rate"]}
+        out["rate"] = {"rate": whole_rate(params, "rate")}
     actions = [a for a in NETEM_ACTIONS if a in out]
     return {"action": actions[0] if len(actions) == 1 and "rate" not in out else "netem", **out}
 
@@ -119,4 +120,16 @@ def bandwidth(params: dict) -> dict:
     limit = math.ceil(float(m.group(1)) * BITS[m.group(2)] / 8 * latency_ms / 1000) + burst
     if limit > INT32:
         raise FieldError("params", f"the queue this rate and latency need ({limit} bytes) is over Chaos Mesh's {INT32}")
-    return {"rate": params["rate"], "limit": limit, "buffer": burst}
+    return {"rate": whole_rate(params, "rate"), "limit": limit, "buffer": burst}
+
+
+def whole_rate(params: dict, key: str) -> str:
+    """A tc rate as Chaos Mesh takes it, an integer before the unit (1.5mbit is 1500kbit): its
+    webhook parses an unsigned integer. Its daemon, like tc, then sets bits / 8 bytes a second."""
+    m = RATE.fullmatch(params[key])
+    assert m is not None, "the injector checked the rate"
+    bits = Decimal(m.group(1)) * BITS[m.group(2)]
+    if bits % 1:
+        raise FieldError(f"params.{key}", f"{params[key]}: Chaos Mesh takes a whole number of bits a second")
+    unit = next(u for u in ("gbit", "mbit", "kbit", "bit") if bits % BITS[u] == 0)
+    return f"{int(bits / BITS[unit])}{unit}"

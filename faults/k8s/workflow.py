@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from faults.injectors.base import FieldError
-from faults.k8s import gpu, kv_link, names, network, pods, replica, sse
+from faults.k8s import admission, gpu, kv_link, names, network, pods, replica, sse
 from faults.k8s.cluster import API, Cluster, Piece, Step, go_duration
 from faults.k8s.refused import CACHE_FLUSH, CORRUPT, ROUTER
 from faults.schedule import FaultSpec, Schedule
@@ -148,4 +148,8 @@ def render(plan: Schedule, path: str, cluster: Cluster, horizon: float) -> Rende
         reason = names.check(obj["metadata"]["name"], names.DNS_1035)
         if reason:
             raise UsageError(f"{obj['kind']} {reason}", field="--run")
+    for obj in out.objects():  # what the cluster would refuse at apply: nothing written
+        refused = admission.refusal(obj)
+        if refused:
+            raise UsageError(f"{obj['kind']} {obj['metadata']['name']}: {refused}", file=path)
     return out

@@ -2,8 +2,7 @@
 their CRDs' schemas, read from ../shared/k8s (see its README; never copied here), the core kinds
 against Kubernetes' own through kubernetes-validate, strictly (an unknown field is an error, as
 kubectl's server-side validation makes it), and every object's name, namespace and labels as
-ObjectMeta's validation does; and the rules Chaos Mesh's admission webhooks add to a Workflow's steps
-(api/v1alpha1/workflow_webhook.go, podchaos_webhook.go)."""
+ObjectMeta's validation does; and Chaos Mesh's admission webhooks (faults/k8s/admission, their port)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from faults.k8s import admission
 from tests.procs import ROOT
 
 KUBERNETES = "1.30"
@@ -99,30 +99,11 @@ def _meta_errors(obj: dict) -> list[str]:
     return out
 
 
-def _webhook_errors(obj: dict) -> list[str]:
-    """What Chaos Mesh's webhooks refuse in a Workflow: a chaos step with a `duration` of its own (the
-    step's deadline ends it), a Suspend without a deadline, a container-kill naming no container."""
-    if obj.get("kind") != "Workflow":
-        return []
-    out = []
-    for i, template in enumerate(obj.get("spec", {}).get("templates", [])):
-        kind = template.get("templateType", "")
-        chaos = template.get(kind[0].lower() + kind[1:], {}) if kind.endswith("Chaos") else {}
-        where = f"spec.templates.{i}"
-        if "duration" in chaos:
-            out.append(f"{where}: should not define duration in chaos when using Workflow, use deadline instead")
-        if kind == "Suspend" and not template.get("deadline"):
-            out.append(f"{where}.deadline: a Suspend step needs a deadline")
-        if chaos.get("action") == "container-kill" and not chaos.get("containerNames"):
-            out.append(f"{where}: container-kill names no container (containerNames)")
-    return out
-
-
 def errors(obj: dict) -> list[str]:
     """Every reason the API server would refuse `obj`, each naming where; [] when it would take it."""
     where = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
     schema = crds().get(f"{obj.get('apiVersion')} {obj.get('kind')}")
-    out = _meta_errors(obj) + _webhook_errors(obj)
+    out = _meta_errors(obj) + admission.errors(obj)
     if schema is not None:
         validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
         out += [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)]

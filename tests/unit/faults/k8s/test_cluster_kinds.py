@@ -83,7 +83,8 @@ def test_a_duration_inside_a_workflows_chaos_is_what_the_webhook_refuses(capsys,
         if "networkChaos" in template:
             template["networkChaos"]["duration"] = "20s"
     refused = [e.split(": ", 2)[2] for e in errors(workflow)]
-    assert refused == ["should not define duration in chaos when using Workflow, use deadline instead"] * 3
+    detail = "should not define duration in chaos when using Workflow, use Template#Deadline instead."
+    assert refused == [f"Invalid value: 20s: {detail}"] * 3
 
 
 ONE = "seed: 7\nfaults:\n  - {name: w, kind: %s, target: %s, at: 0s, duration: 10s, params: %s}\n"

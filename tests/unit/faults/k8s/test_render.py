@@ -14,7 +14,7 @@ import yaml
 
 from faults import schedule
 from faults.injectors import KINDS
-from faults.k8s import network, pods
+from faults.k8s import admission, network, pods
 from faults.k8s.cluster import Cluster, Step
 from faults.k8s.workflow import WINDOWS, render
 from faults.schedule import Window
@@ -339,6 +339,13 @@ def test_tbf_becomes_bandwidth_with_the_queue_tc_makes_of_its_latency():
     chaos = _piece("tbf", {"interface": "eth0"}, {"rate": "8mbit"})["networkChaos"]
     assert chaos["action"] == "bandwidth"
     assert chaos["bandwidth"] == {"rate": "8mbit", "limit": 1_000_000 * 50 // 1000 + 32768, "buffer": 32768}
+    # Chaos Mesh's webhook reads an unsigned integer before the unit: 1.5mbit is refused, 1500kbit taken
+    decimal = _piece("tbf", {"interface": "eth0"}, {"rate": "1.5mbit"})["networkChaos"]["bandwidth"]
+    assert decimal["rate"] == "1500kbit"
+    assert decimal["limit"] == 1_500_000 // 8 * 50 // 1000 + 32768  # the same rate
+    netem_rate = _piece("netem", {"interface": "eth0"}, {"rate": "2.25gbit"})["networkChaos"]["rate"]
+    assert netem_rate == {"rate": "2250mbit"}
+    assert admission.errors({"apiVersion": admission.API, "kind": "NetworkChaos", "spec": {"bandwidth": decimal}}) == []
 
 
 def test_docker_actions_become_pod_chaos():
