@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
+from typing import TypeVar
 
 import yaml
 
 from llmchaos.errors import UsageError
 
+T = TypeVar("T")
 MAX_BYTES = 16 << 20  # a config (a schedule, SLOs, a guard, rules) this large is no config
 
 
 def compose(path: str) -> yaml.Node:
     """The document's root node; an unreadable or invalid file is a UsageError with its line."""
+    node = _parse(path, yaml.compose)
+    if node is None:
+        raise UsageError("the file is empty", file=path, line=1)
+    return node
+
+
+def compose_all(path: str) -> list[yaml.Node]:
+    """Each document's root node (a stream of them, as kubectl reads); errors as in `compose`."""
+    nodes = _parse(path, lambda text: [n for n in yaml.compose_all(text) if n is not None])
+    if not nodes:
+        raise UsageError("the file holds no document", file=path, line=1)
+    return nodes
+
+
+def _parse(path: str, parse: Callable[[str], T]) -> T:
     text = ""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, to be refused
@@ -24,7 +42,7 @@ def compose(path: str) -> yaml.Node:
             if st.st_size > MAX_BYTES:
                 raise UsageError(f"{st.st_size:,} bytes, over the {MAX_BYTES >> 20} MiB a config may have", file=path)
             text = f.read()
-        node = yaml.compose(text)
+        return parse(text)
     except OSError as e:
         raise UsageError(str(e.strerror), file=path) from None
     except UnicodeDecodeError as e:
@@ -37,9 +55,6 @@ def compose(path: str) -> yaml.Node:
         raise UsageError(
             f"invalid YAML: {getattr(e, 'problem', e)}", file=path, line=mark.line + 1 if mark else None
         ) from None
-    if node is None:
-        raise UsageError("the file is empty", file=path, line=1)
-    return node
 
 
 def value(node: yaml.Node) -> object:

@@ -1,4 +1,4 @@
-"""`llmchaos k8s render|render-load|wait`."""
+"""`llmchaos k8s render|render-load|wait|check`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ def register(sub: Subparsers) -> None:
     w.add_argument("--step", required=True)
     w.add_argument("--for", dest="until", choices=["start", "end"], required=True)
     w.set_defaults(func=run_wait)
+
+    c = ksub.add_parser("check", help="what the API server and Chaos Mesh's webhooks would refuse, without a cluster")
+    c.add_argument("files", nargs="+", metavar="FILE", help="YAML files of objects (documents separated by ---)")
+    c.add_argument("--crds", action="append", default=[], metavar="PATH", help="CRD files or folders: your cluster's")
+    c.add_argument("--kubernetes", default="1.30", help="the release whose schemas the core kinds are held to")
+    c.set_defaults(func=run_check)
 
 
 def _selector(text: str, flag: str = "--selector") -> dict[str, str]:
@@ -147,3 +153,22 @@ def run_wait(args: argparse.Namespace) -> int:
     from faults.k8s.phases import api_reader, reference, wait
 
     return wait(api_reader(*reference(args.workflow)), args.step, args.until)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from faults.k8s import check
+
+    objects = check.read(args.files)  # every file read first: a bad one refuses the whole check
+    schemas = check.crds(args.crds)
+    kubernetes = check.release(args.kubernetes)
+    refused = 0
+    for path, line, obj in objects:
+        found = check.problems(obj, schemas, kubernetes)
+        refused += bool(found)
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        for problem in found:
+            print(f"{path}:{line}: {obj.get('kind')}/{name}: {problem}")
+    held = f"Kubernetes {kubernetes}, {len(schemas)} kinds from CRDs"
+    print(f"llmchaos k8s check: {len(objects)} objects, {refused} refused ({held})")
+    return 1 if refused else 0
