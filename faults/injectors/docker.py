@@ -4,7 +4,8 @@ Targets: `{container: NAME}` or `{label: "key=value"}`, optionally `host` (the d
 default: DOCKER_HOST, else the local socket). Only running containers that carry an allowed label
 (default `llmchaos.allow=true`) are hit.
 
-Params, by action: `{action: pause}`, `{action: kill, signal: SIGKILL}`, `{action: stop, timeout: 10s}`,
+Params, by action: `{action: pause}` (`cluster: partition`: what `llmchaos k8s render` makes of it,
+here nothing), `{action: kill, signal: SIGKILL}`, `{action: stop, timeout: 10s}`,
 `{action: restart, timeout: 10s}`, `{action: cpu, cpus: 0.2}`, `{action: disconnect, network: NAME}`.
 Revert unpauses, starts again what was running, restores the CPU quota and reconnects the network.
 """
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 OPTIONAL = {
-    "pause": set(),
+    "pause": {"cluster"},
     "kill": {"signal"},
     "stop": {"timeout"},
     "restart": {"timeout"},
@@ -83,6 +84,8 @@ class Docker:
             _signal(params["signal"])
         if "timeout" in params:
             number(params, "timeout", "s", most=3600)
+        if "cluster" in params and params["cluster"] != "partition":
+            raise FieldError("params.cluster", f"expected partition (a pause on a cluster), got {params['cluster']!r}")
         if "cpus" in params and number(params, "cpus", most=1024) == 0:
             raise FieldError("params.cpus", "must be positive (a fraction of one CPU, or more)")
         if "network" in params and not isinstance(params["network"], str):

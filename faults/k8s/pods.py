@@ -1,10 +1,12 @@
 """`docker` windows as a PodChaos step. A container target is a container of the server's pods
 (--selector); a label target (`key=value`, or `key` alone) selects the pods that carry it.
 
-pause -> pod-failure (the pods stop serving for the window and come back after it; a paused
-container held its connections, a failed pod drops them), kill -> container-kill (SIGKILL, the
-kubelet restarts it), stop and restart -> pod-kill with the stop's timeout as grace period (its
-controller starts it again at once). A CPU quota or a network disconnect has no PodChaos."""
+kill -> container-kill (SIGKILL, the kubelet restarts it), stop and restart -> pod-kill with the
+stop's timeout as grace period (its controller starts it again at once). A pause has no PodChaos:
+pod-failure restarts the container (a GPU server reloads its model, minutes, where a pause froze it
+for the window), so it is refused unless the schedule asks for `cluster: partition`, a NetworkChaos
+dropping every packet the pods send for the window (silent, connections held open, as a frozen
+process; the whole pod, not one container of it). A CPU quota or a network disconnect has no PodChaos."""
 
 from __future__ import annotations
 
@@ -15,7 +17,12 @@ from faults.injectors.docker import _signal
 from faults.k8s.cluster import Cluster, Piece, Step, go_duration
 from faults.schedule import FaultSpec
 
-ACTIONS = {"pause": "pod-failure", "kill": "container-kill", "stop": "pod-kill", "restart": "pod-kill"}
+ACTIONS = {"kill": "container-kill", "stop": "pod-kill", "restart": "pod-kill"}
+PAUSE = (
+    "pause: Chaos Mesh's pod-failure restarts the container (a GPU server reloads its model: minutes, not a "
+    "freeze of the window); the faithful one is a partition of its pods, every packet they send dropped: "
+    "params {action: pause, cluster: partition} renders that, as would a netem window with {loss: 100%}"
+)
 NONE = {
     "cpu": "a CPU quota has no Chaos Mesh equivalent (StressChaos adds load, it does not cap)",
     "disconnect": "a Docker network has no pod equivalent",
@@ -32,6 +39,8 @@ def check(spec: FaultSpec, cluster: Cluster) -> None:
         raise FieldError("target.host", "a Docker daemon's address has no meaning on a cluster")
     if action in NONE:
         raise FieldError("params.action", f"{action}: {NONE[action]}")
+    if action == "pause" and spec.params.get("cluster") != "partition":
+        raise FieldError("params.action", PAUSE)
     if action == "kill" and _signal(spec.params.get("signal", "SIGKILL")) != "SIGKILL":
         raise FieldError("params.signal", "Chaos Mesh's container-kill sends SIGKILL only")
     if "label" in target:
@@ -42,21 +51,29 @@ def check(spec: FaultSpec, cluster: Cluster) -> None:
         cluster.server_pods("a container target")
 
 
+def _selector(target: dict, cluster: Cluster) -> dict:
+    if "label" not in target:
+        return cluster.server_pods("a container target")
+    key, eq, value = target["label"].partition("=")
+    return {"namespaces": [cluster.namespace]} | (
+        {"labelSelectors": {key: value}} if eq else {"expressionSelectors": [{"key": key, "operator": "Exists"}]}
+    )
+
+
 def piece(step: Step, cluster: Cluster) -> Piece:
     w = step.window
-    action = ACTIONS[w.params["action"]]
-    chaos: dict = {"action": action, "mode": "all"}
-    if "label" in w.target:
-        key, eq, value = w.target["label"].partition("=")
-        chaos["selector"] = {"namespaces": [cluster.namespace]} | (
-            {"labelSelectors": {key: value}} if eq else {"expressionSelectors": [{"key": key, "operator": "Exists"}]}
+    deadline = go_duration(w.end - w.start)
+    if w.params["action"] == "pause":  # cluster: partition (check refused the others)
+        partition = {"action": "loss", "mode": "all", "selector": _selector(w.target, cluster), "direction": "to"}
+        partition["loss"] = {"loss": "100"}
+        return Piece(
+            {"name": step.name, "templateType": "NetworkChaos", "deadline": deadline, "networkChaos": partition}
         )
-    else:
-        chaos["selector"] = cluster.server_pods("a container target")
+    action = ACTIONS[w.params["action"]]
+    chaos: dict = {"action": action, "mode": "all", "selector": _selector(w.target, cluster)}
+    if "label" not in w.target:
         chaos["containerNames"] = [w.target["container"]]
     if action == "pod-kill":
         timeout = number(w.params, "timeout", "s") if "timeout" in w.params else STOP_TIMEOUT_S
         chaos["gracePeriod"] = round(timeout)
-    return Piece(
-        {"name": step.name, "templateType": "PodChaos", "deadline": go_duration(w.end - w.start), "podChaos": chaos}
-    )
+    return Piece({"name": step.name, "templateType": "PodChaos", "deadline": deadline, "podChaos": chaos})

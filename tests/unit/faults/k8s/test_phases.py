@@ -24,7 +24,8 @@ faults:
   - {name: slow-gpu, kind: gpu_clock, target: {gpu: 0}, at: 0s, duration: 12s, params: {graphics_mhz: 500}}
   - {name: chunk-drop, kind: sse, target: {proxy: "127.0.0.1:9100"}, at: 25s, duration: 30s,
      params: {drop_ratio: 0.15}}
-  - {name: frozen, kind: docker, target: {label: "app=llm"}, at: 40s, duration: 3s, params: {action: pause}}
+  - {name: frozen, kind: docker, target: {label: "app=llm"}, at: 40s, duration: 3s, params: {action: pause,
+     cluster: partition}}
 """
 HORIZON = 100.0
 T0 = 1_780_000_000  # a whole second: Kubernetes records times so

@@ -217,8 +217,10 @@ BAD = [
     ),
     (NETEM % ("d", "docker", '{label: "a=b"}', "0s", "{action: cpu, cpus: 0.5}"), [], "params.action"),
     (NETEM % ("d", "docker", '{label: "a=b", host: "tcp://h:2375"}', "0s", "{action: pause}"), [], "target.host"),
-    (NETEM % ("d", "docker", '{label: "not a label"}', "0s", "{action: pause}"), [], "target.label"),
-    (NETEM % ("d", "docker", "{container: server}", "0s", "{action: pause}"), [], "--selector"),
+    (NETEM % ("d", "docker", '{label: "not a label"}', "0s", "{action: kill}"), [], "target.label"),
+    (NETEM % ("d", "docker", "{container: server}", "0s", "{action: kill}"), [], "--selector"),
+    (NETEM % ("d", "docker", '{label: "a=b"}', "0s", "{action: pause}"), [], "pod-failure restarts the container"),
+    (NETEM % ("d", "docker", '{label: "a=b"}', "0s", "{action: pause, cluster: freeze}"), [], "params.cluster"),
     (NETEM % ("d", "docker", '{label: "a=b"}', "0s", "{action: kill, signal: SIGTERM}"), [], "params.signal"),
     (
         NETEM % ("j", "netem", "{interface: eth0}", "0s", "{delay: 1ms}"),
@@ -352,10 +354,15 @@ def test_docker_actions_become_pod_chaos():
     def chaos(target: dict, params: dict) -> dict:
         return _piece("docker", target, params, pods)["podChaos"]
 
-    assert chaos({"label": "app=llm"}, {"action": "pause"}) == {
-        "action": "pod-failure",
+    # a pause, asked for as a partition: every packet the pods send dropped for the window
+    partition = _piece("docker", {"label": "app=llm"}, {"action": "pause", "cluster": "partition"}, pods)
+    assert partition["templateType"] == "NetworkChaos"
+    assert partition["networkChaos"] == {
+        "action": "loss",
         "mode": "all",
         "selector": {"namespaces": ["staging"], "labelSelectors": {"app": "llm"}},
+        "direction": "to",
+        "loss": {"loss": "100"},
     }
     kill = chaos({"container": "server"}, {"action": "kill"})
     assert (kill["action"], kill["containerNames"], kill["selector"]["labelSelectors"]) == (
