@@ -15,8 +15,7 @@ from llmchaos.errors import UsageError
 from llmchaos.units import YEAR_S
 
 START_LEAD_S = 0.5  # a run starts this long after the command, so the first window is on time
-STOP_S = 5.0  # on SIGINT/SIGTERM, what is still applied is reverted within this (else left in the journal):
-# half the 10 s docker stop and a kubelet wait before SIGKILL; a busy host's Docker API call takes seconds
+STOP_S = 1.0  # on SIGINT/SIGTERM, what is still applied is reverted within this (else left in the journal)
 END_S = 10.0  # at the end, the last reverts get this long
 
 
