@@ -193,7 +193,8 @@ def test_the_gpu_job_ends_without_a_lock_when_the_workflow_is_deleted_first(tmp_
 SCHEDULE = """\
 faults:
   - {name: jitter, kind: netem, target: {interface: eth0}, at: 4s, duration: 3s, params: {delay: 100ms}}
-  - {name: frozen, kind: docker, target: {label: "app=llm"}, at: 6s, duration: 3s, params: {action: pause}}
+  - {name: frozen, kind: docker, target: {label: "app=llm"}, at: 6s, duration: 3s,
+     params: {action: pause, cluster: partition}}
 """
 
 
