@@ -115,8 +115,9 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     # The partitioned KV link made decode recompute: the wait for the KV (0.25 s) and the prefill in
     # TTFT. Only while it was partitioned: a request recomputed (one failed over from the killed
     # engine aside) only if it began before the revert and had its first token after the partition
-    # began (its pull, which comes before the first token, in the window), and of those that began while it held, up to a second before its revert, 80 %
-    # or more recomputed (a later one may reach its pull after the revert, queued behind the window's).
+    # began (its pull, which comes before the first token, in the window); and of those that began
+    # while it held, up to a second before its revert, 80 % or more recomputed (a later one may reach
+    # its pull after the revert, queued behind the window's).
     start, end = ran("kv-partition")
     recomputed = [q for q in requests if q.kv == "recomputed" and not q.failed_over]
     assert recomputed
