@@ -81,8 +81,15 @@ def _definitions(path: str, node: yaml.Node) -> list[tuple[dict, int]]:
     if not isinstance(doc, dict) or (doc.get("apiVersion"), doc.get("kind")) != CRD:
         raise reader.fail(node, "kind", f"not a {CRD[0]} {CRD[1]}")
     spec = doc.get("spec")
-    if not (isinstance(spec, dict) and isinstance(spec.get("versions"), list) and spec.get("group")):
-        raise reader.fail(node, "spec", "a CRD must have its group and versions")
+    if not (
+        isinstance(spec, dict)
+        and isinstance(spec.get("group"), str)
+        and isinstance(spec.get("names"), dict)
+        and isinstance(spec["names"].get("kind"), str)
+        and isinstance(spec.get("versions"), list)
+        and all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in spec["versions"])
+    ):
+        raise reader.fail(node, "spec", "a CRD must have its group, names.kind and named versions")
     return [(doc, yamlfile.line(node))]
 
 

@@ -59,7 +59,7 @@ def register(sub: Subparsers) -> None:
     c = ksub.add_parser("check", help="what the API server and Chaos Mesh's webhooks would refuse, without a cluster")
     c.add_argument("files", nargs="+", metavar="FILE", help="YAML files of objects (documents separated by ---)")
     c.add_argument("--crds", action="append", default=[], metavar="PATH", help="CRD files or folders: your cluster's")
-    c.add_argument("--kubernetes", default="1.30", help="the release whose schemas the core kinds are held to")
+    c.add_argument("--kubernetes", default=None, help="the release whose schemas the core kinds are held to")
     c.set_defaults(func=run_check)
 
 
@@ -160,7 +160,7 @@ def run_check(args: argparse.Namespace) -> int:
 
     objects = check.read(args.files)  # every file read first: a bad one refuses the whole check
     schemas = check.crds(args.crds)
-    kubernetes = check.release(args.kubernetes)
+    kubernetes = check.release(args.kubernetes or check.KUBERNETES)
     refused = 0
     for path, line, obj in objects:
         found = check.problems(obj, schemas, kubernetes)
