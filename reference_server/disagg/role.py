@@ -11,6 +11,7 @@ router's transfer id; a decode engine pulls the KV first, and when the pull fail
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from reference_server.disagg.metrics import KVMetrics
 KV_TRANSFER = "x-llmchaos-kv-transfer"  # router -> prefill: prefill, and keep the KV under this id
 KV_FROM = "x-llmchaos-kv-from"  # router -> decode: pull the KV from HOST:PORT/ID first
 KV_HEADER = "x-llmchaos-kv"  # decode -> client: pulled | recomputed | failed | timed_out
+log = logging.getLogger("llmchaos.kv")
 STALL_S = 0.25  # decode gives a transfer up after this long without a byte (fail-fast, recompute)
 
 
@@ -69,6 +71,7 @@ class Role:
         try:
             await kv_pull.pull(header, tokens, self.opts.timeout_s if hang else STALL_S, deadline, self.metrics)
         except kv_pull.KVFailure as e:
+            log.warning("KV transfer %s failed (%s): %s", header, self.opts.failure, e)
             if self.opts.failure == "recompute":
                 return self._ended(0, "recomputed")
             if not hang:

@@ -198,8 +198,7 @@ def test_later_turns_find_the_conversation_in_the_reference_servers_prefix_cache
     row = next(line for line in md.stdout.split("#### Conversations")[1].splitlines() if line.startswith("| en |"))
     shares = [cell.strip() for cell in row.strip(" |").split("|")][-len(TURN_BUCKETS) :]
     want = [f"{sums[b][0] / sums[b][1]:.0%}" if b in sums else "" for b in TURN_BUCKETS]
-    assert shares == want, row
-    assert all(int(x.rstrip("%")) >= 80 for x in shares[1:] if x), shares  # the conversation so far
+    assert shares == want, row  # each turn's cache hit is held to its own history above, not to a share's floor
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "gemini"])

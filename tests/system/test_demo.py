@@ -121,8 +121,10 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     start, end = ran("kv-partition")
     recomputed = [q for q in requests if q.kv == "recomputed" and not q.failed_over]
     assert recomputed
-    outside = [(q.sent - start, q.ttft) for q in recomputed if not (q.sent < end and q.sent + (q.ttft or 0) > start)]
-    assert outside == [], (outside, end - start, table)
+    outside = [q for q in recomputed if not (q.sent < end and q.sent + (q.ttft or 0) > start)]
+    logs = (f.read_text() for f in (state / "stack" / "logs").iterdir())
+    why = [line for text in logs for line in text.splitlines() if "KV transfer" in line]  # the engines' reasons
+    assert outside == [], ([(q.sent - start, q.ttft, q.phase, q.replica) for q in outside], end - start, why, table)
     held = [q for q in requests if start < q.sent < end - 1]
     assert held
     assert sum(q.kv == "recomputed" for q in held) >= 0.8 * len(held), [q.kv for q in held]
