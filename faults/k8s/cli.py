@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from faults.k8s import names
+from faults.k8s.gpu import ACCESS
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
 from llmchaos.units import YEAR_S
@@ -25,11 +26,12 @@ def register(sub: Subparsers) -> None:
     r.add_argument("--replica-selector", default="", help="a router's replicas: one StatefulSet's pods (replica)")
     r.add_argument("--prefill-selector", default="", help="a disaggregated cluster's prefill pods (kv_link)")
     r.add_argument("--decode-selector", default="", help="its decode pods (kv_link)")
-    r.add_argument("--gpu-node", default="", help="the node whose GPU gpu_clock windows lock")
+    r.add_argument("--gpu-namespace", default="llmchaos-gpu", help="the GPU Jobs' own (Pod Security privileged)")
+    r.add_argument("--gpu-access", choices=ACCESS, default=ACCESS[0], help="how the GPU Job reaches the driver")
+    r.add_argument("--driver-root", default="auto", help="driver-root: the driver's root on the node (auto: found)")
     r.add_argument("--upstream", default="", help="the model's Service URL, behind the SSE proxy (sse)")
     r.add_argument("--image", default=IMAGE, help="the llmchaos image (compose/Dockerfile) in your registry")
-    r.add_argument("--nvidia-smi", default="/usr/bin/nvidia-smi", help="the driver's nvidia-smi on the GPU node")
-    r.add_argument("--run", default=None, help="the Workflow's name (default: the schedule file's name)")
+    r.add_argument("--run", default=None, help="the Workflow's name (default: the file's name and the time's)")
     r.add_argument("--duration", type=positive(float, most=YEAR_S), default=None, help="seconds (needed with 'every')")
     r.add_argument("--out", default=None, help="write DIR/setup.yaml and DIR/run.yaml (default: stdout)")
     r.set_defaults(func=run_render)
@@ -55,6 +57,14 @@ def register(sub: Subparsers) -> None:
     w.add_argument("--step", required=True)
     w.add_argument("--for", dest="until", choices=["start", "end"], required=True)
     w.set_defaults(func=run_wait)
+
+    g = ksub.add_parser("gpu", help="the GPU a server pod on this node holds, by UUID (the GPU node's Job)")
+    g.add_argument("namespace", help="the server pods' namespace")
+    g.add_argument("--selector", required=True, help="the server's pods, KEY=VALUE[,KEY=VALUE]")
+    g.add_argument("--node", required=True, help="this node's name")
+    g.add_argument("--index", type=int, default=0, help="which of the pod's GPUs, from 0")
+    g.add_argument("--proc", default="/proc", help="the node's /proc (the Job runs with hostPID)")
+    g.set_defaults(func=run_gpu)
 
     c = ksub.add_parser("check", help="what the API server and Chaos Mesh's webhooks would refuse, without a cluster")
     c.add_argument("files", nargs="+", metavar="FILE", help="YAML files of objects (documents separated by ---)")
@@ -97,19 +107,20 @@ def run_render(args: argparse.Namespace) -> int:
         raise UsageError("a schedule with 'every' needs --duration", field="--duration")
     if args.upstream:
         upstream_target(args.upstream)
-    if args.gpu_node and not NODE.fullmatch(args.gpu_node):
-        raise UsageError(f"{args.gpu_node!r} is not a node's name", field="--gpu-node")
+    if args.driver_root != "auto" and not args.driver_root.startswith("/"):
+        raise UsageError(f"{args.driver_root!r}: expected auto or an absolute path on the node", field="--driver-root")
     cluster = Cluster(
-        run=_name(args.run or Path(args.schedule).stem, "--run", names.DNS_1035),
+        run=_name(args.run or names.fresh(Path(args.schedule).stem), "--run", names.DNS_1035),
         namespace=_name(args.namespace, "--namespace"),
         selector=_selector(args.selector),
         replicas=_selector(args.replica_selector, "--replica-selector"),
         prefill=_selector(args.prefill_selector, "--prefill-selector"),
         decode=_selector(args.decode_selector, "--decode-selector"),
-        gpu_node=args.gpu_node,
+        gpu_namespace=_name(args.gpu_namespace, "--gpu-namespace"),
+        gpu_access=args.gpu_access,
+        driver_root=args.driver_root,
         upstream=args.upstream,
         image=args.image,
-        nvidia_smi=args.nvidia_smi,
     )
     rendered = render(plan, args.schedule, cluster, args.duration or plan.end())
     if args.out is None:
@@ -153,6 +164,18 @@ def run_wait(args: argparse.Namespace) -> int:
     from faults.k8s.phases import api_reader, reference, wait
 
     return wait(api_reader(*reference(args.workflow)), args.step, args.until)
+
+
+def run_gpu(args: argparse.Namespace) -> int:
+    from faults.k8s.gpu_uuid import choose, pods_on
+
+    selector = ",".join(f"{k}={v}" for k, v in _selector(args.selector).items())
+    if not NODE.fullmatch(args.node):
+        raise UsageError(f"{args.node!r} is not a node's name", field="--node")
+    if args.index < 0:
+        raise UsageError(f"{args.index}: a GPU's place in the pod's list counts from 0", field="--index")
+    print(choose(pods_on(args.namespace, selector, args.node), args.index, Path(args.proc)))
+    return 0
 
 
 def run_check(args: argparse.Namespace) -> int:

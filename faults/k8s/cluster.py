@@ -20,10 +20,11 @@ class Cluster:
     replicas: dict[str, str] = field(default_factory=dict)  # a router's replicas: one StatefulSet's pods
     prefill: dict[str, str] = field(default_factory=dict)  # a disaggregated cluster's prefill pods
     decode: dict[str, str] = field(default_factory=dict)  # and its decode pods
-    gpu_node: str = ""
+    gpu_namespace: str = "llmchaos-gpu"  # the GPU Jobs' own, Pod Security privileged
+    gpu_access: str = "driver-root"  # or runtime-class (gpu.py)
+    driver_root: str = "auto"  # on the node: auto, or the path of the driver's root
     upstream: str = ""  # the model's Service, behind the SSE proxy
     image: str = "llmchaos:0.1.0"  # compose/Dockerfile's
-    nvidia_smi: str = "/usr/bin/nvidia-smi"  # on the GPU node
 
     def server_pods(self, kind: str) -> dict:
         """A Chaos Mesh selector for the server's pods (FieldError when there is no --selector)."""
@@ -65,23 +66,21 @@ def go_duration(seconds: float) -> str:
     return f"{round(seconds)}s"
 
 
-def reader_role(meta: dict, account: str | None = None) -> list[dict]:
-    """A Role that reads Workflows and their steps and nothing else, bound to the ServiceAccount
-    named as the Role (or `account`): what `llmchaos k8s wait` and the load test's phases need."""
+def reader_role(meta: dict, subject: dict | None = None, pods: bool = False) -> list[dict]:
+    """A Role that reads Workflows and their steps (and pods: `pods`) and nothing else, bound to the
+    ServiceAccount named as the Role in its namespace, or `subject` (a ServiceAccount's metadata,
+    maybe of another namespace): what `llmchaos k8s wait`, `k8s gpu` and the load test's phases need."""
     group = API.split("/")[0]
-    subject = {"kind": "ServiceAccount", "name": account or meta["name"], "namespace": meta["namespace"]}
+    account = subject or meta
+    rules = [{"apiGroups": [group], "resources": ["workflows", "workflownodes"], "verbs": ["get", "list"]}]
+    rules += [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}] if pods else []
     return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": meta,
-            "rules": [{"apiGroups": [group], "resources": ["workflows", "workflownodes"], "verbs": ["get", "list"]}],
-        },
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": meta,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
-            "subjects": [subject],
+            "subjects": [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}],
         },
     ]

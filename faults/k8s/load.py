@@ -69,7 +69,8 @@ def render(load: Load) -> list[dict]:
     if load.workflow:  # the operator's pods run as the namespace's default account
         if not load.operator:
             out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": load.meta(account)})
-        out += reader_role(load.meta(account), "default" if load.operator else None)
+        subject = load.meta("default") if load.operator else None
+        out += reader_role(load.meta(account), subject)
     if load.operator:
         return [*out, operator_test(load, args, bool(data))]
     master = f"{load.name}-master"

@@ -4,6 +4,7 @@ options give the same names), short enough for Chaos Mesh, labelled with the run
 from __future__ import annotations
 
 import re
+import time
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123: a step's or a window's name
 DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # RFC 1035, what a Service's name must be: the run's
@@ -33,3 +34,13 @@ def labels(run: str, window: str | None = None) -> dict[str, str]:
 def meta(name: str, namespace: str, run: str, window: str | None = None) -> dict:
     """An object's metadata."""
     return {"name": name, "namespace": namespace, "labels": labels(run, window)}
+
+
+def fresh(stem: str, now: float | None = None) -> str:
+    """A run's name from `stem`, made new by the time (base 36 seconds): a finished Workflow or Job
+    applied again unchanged is left as it is, so each render must name a new run."""
+    n, digits = int(time.time() if now is None else now), ""
+    while n:
+        n, d = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return f"{stem}-{digits or '0'}"

@@ -31,6 +31,7 @@ log = logging.getLogger("llmchaos.faults")
 
 GROUP, VERSION = API.split("/")
 POLL_S = 1.0
+ABORT = "workflow.chaos-mesh.org/abort"  # Chaos Mesh's annotation: "true" aborts a Workflow
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 Snapshot = tuple[dict | None, list[dict]]  # the Workflow (None: there is none) and its namespace's WorkflowNodes
 
@@ -78,6 +79,19 @@ def steps(workflow: dict, nodes: list[dict]) -> list[StepRun]:
             run = replace(run, start=start, end=start + w["duration"])
         out.append(run)
     return out
+
+
+def aborted(workflow: dict, nodes: list[dict]) -> bool:
+    """Whether `workflow` is aborted: its annotation set, or a node of it with the Aborted condition."""
+    if workflow["metadata"].get("annotations", {}).get(ABORT) == "true":
+        return True
+    name = workflow["metadata"]["name"]
+    return any(
+        c.get("type") == "Aborted" and c.get("status") == "True"
+        for n in nodes
+        if n.get("spec", {}).get("workflowName") == name
+        for c in n.get("status", {}).get("conditions") or []
+    )
 
 
 def phase(runs: list[StepRun], t: float) -> str:
@@ -147,6 +161,7 @@ class ClusterPhases:
         self.t0: float | None = None  # the master's test start, as a worker hears it: not needed here
         self.workflow: dict | None = None
         self.runs: list[StepRun] = []
+        self.aborted_at: float | None = None  # when a read first saw the Workflow aborted
         self.poll()
         threading.Thread(target=self._loop, name="llmchaos-k8s-phases", daemon=True).start()
 
@@ -165,9 +180,13 @@ class ClusterPhases:
         now = time.time()
         if workflow is not None:
             self.workflow, self.runs = workflow, steps(workflow, nodes)
-        else:  # deleted (or not there yet): what was on ends now, what was expected never comes
+            if aborted(workflow, nodes):  # Chaos Mesh recovers every chaos at once: seen at this read
+                self.aborted_at = self.aborted_at or now
+        if workflow is None or self.aborted_at is not None:
+            # deleted (or not there yet), or aborted: what was on ends then, what was expected never comes
+            cut = self.aborted_at or now
             self.runs = [
-                replace(r, end=min(r.end or now, now)) for r in self.runs if r.start is not None and r.start <= now
+                replace(r, end=min(r.end or cut, cut)) for r in self.runs if r.start is not None and r.start <= cut
             ]
 
     def phase(self, unix_time: float) -> str:
@@ -231,9 +250,10 @@ def shared(ref: str) -> ClusterPhases:
 
 
 def wait(read: Callable[[], Snapshot], step: str, until: str, poll_s: float = POLL_S) -> int:
-    """Block until `step` has started (`until` start) or ended (end): 0 then; 1 when the Workflow is
-    deleted before the step started. A Workflow not there yet is waited for to start; to end, none
-    is there: its steps are over."""
+    """Block until `step` is on (`until` start: started, its deadline ahead) or over (end: its
+    deadline passed, or the Workflow aborted or deleted): 0 then; 1 when it will never be on (start:
+    the Workflow deleted or aborted first, or the step over already). A Workflow not there yet is
+    waited for to start; to end, none is there: its steps are over."""
     seen = False
     while True:
         try:
@@ -245,10 +265,14 @@ def wait(read: Callable[[], Snapshot], step: str, until: str, poll_s: float = PO
         if workflow is None and (seen or until == "end"):  # deleted: its steps are over
             return 1 if until == "start" else 0
         seen = workflow is not None
+        if workflow is not None and aborted(workflow, nodes):
+            return 1 if until == "start" else 0
         run = next((r for r in steps(workflow, nodes) if r.step == step), None) if workflow else None
         if run is not None and run.recorded and run.start is not None and run.end is not None:
             left = run.end - time.time()
-            if until == "start" or left <= 0:
+            if left <= 0:
+                return 1 if until == "start" else 0
+            if until == "start":
                 return 0
             time.sleep(min(poll_s, left))
         else:

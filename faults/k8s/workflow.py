@@ -43,7 +43,16 @@ KINDS: dict[str, Kind] = {
 }
 WINDOWS = f"{names.GROUP}/windows"  # the Workflow's annotation: each window step's window, for the phases
 MAX_WINDOWS = 200  # a Workflow is one object (etcd keeps them under 1.5 MB) and starts every branch at once
-SETUP_ORDER = ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service", "NetworkPolicy")
+SETUP_ORDER = (
+    "Namespace",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ConfigMap",
+    "Deployment",
+    "Service",
+    "NetworkPolicy",
+)
 
 
 @dataclass
@@ -99,7 +108,7 @@ def render(plan: Schedule, path: str, cluster: Cluster, horizon: float) -> Rende
     templates: list[dict] = []
     branches: list[str] = []
     windows: dict[str, dict] = {}
-    setup: dict[tuple[str, str], dict] = {}
+    setup: dict[tuple[str, str, str], dict] = {}  # (kind, namespace, name): an object once
     files: dict[str, str] = {}
     beside: list[dict] = []
     taken = {cluster.run}  # the entry's
@@ -112,7 +121,7 @@ def render(plan: Schedule, path: str, cluster: Cluster, horizon: float) -> Rende
         taken |= {step.name, f"{step.name}-wait", f"{step.name}-seq"}
         piece: Piece = KINDS[w.kind].piece(step, cluster)
         for obj in piece.setup:
-            setup.setdefault((obj["kind"], obj["metadata"]["name"]), obj)
+            setup.setdefault((obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]), obj)
         files |= piece.files
         beside += piece.beside
         windows[step.name] = {
@@ -133,7 +142,7 @@ def render(plan: Schedule, path: str, cluster: Cluster, horizon: float) -> Rende
         templates.append(piece.template)
     if files:
         name = sse.windows_configmap(cluster)
-        setup[("ConfigMap", name)] = {
+        setup[("ConfigMap", cluster.namespace, name)] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": cluster.meta(name),

@@ -23,9 +23,9 @@ def test_a_cluster_refuses_an_admin_api_window_in_one_line_naming_its_field(tmp_
     path.write_text(text)
     plan = schedule.load(str(path), KINDS)
     with pytest.raises(UsageError) as e:
-        render(plan, str(path), Cluster(run="r", selector={"app": "llm"}, gpu_node="n"), plan.end())
+        render(plan, str(path), Cluster(run="r", selector={"app": "llm"}), plan.end())
     assert str(e.value).startswith(f"{path}:5: faults[0].target.sim: {reason}")
-    r = llmchaos(capsys, "k8s", "render", str(path), "--selector", "app=llm", "--gpu-node", "n")
+    r = llmchaos(capsys, "k8s", "render", str(path), "--selector", "app=llm")
     assert r.returncode == 2
     assert r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1

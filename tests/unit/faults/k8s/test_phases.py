@@ -2,6 +2,7 @@
 single-host runner labels it from the schedule, and by the cluster's times where they differ from the
 plan; the live reader through a Workflow's life; `llmchaos k8s wait`, which the GPU Job follows."""
 
+import copy
 import time
 
 import pytest
@@ -29,7 +30,7 @@ faults:
 """
 HORIZON = 100.0
 T0 = 1_780_000_000  # a whole second: Kubernetes records times so
-CLUSTER = Cluster(run="drills", selector={"app": "llm"}, gpu_node="gpu-1", upstream="http://llm:8000")
+CLUSTER = Cluster(run="drills", selector={"app": "llm"}, upstream="http://llm:8000")
 
 
 @pytest.fixture
@@ -135,6 +136,42 @@ def test_the_live_reader_follows_the_workflow_and_its_deletion(planned):
     assert windows["narrow"].planned_start == t0 + 15
     assert windows["jitter"].actual_end == pytest.approx(deleted, abs=0.5)
     assert "chunk-drop" not in windows  # it never started
+
+
+@pytest.mark.parametrize("how", ["annotation", "condition"])
+def test_an_aborted_workflow_ends_its_windows_at_the_abort(planned, how):
+    """`kubectl annotate workflow drills workflow.chaos-mesh.org/abort=true`, or the Aborted condition
+    Chaos Mesh then sets on the nodes: whatever was on ends at the read that saw it, and what was
+    still to come never starts (its nodes may still come to be, recording nothing injected)."""
+    _, workflow = planned
+    api = Cluster_()
+    t0 = int(time.time()) - 20
+    api.workflow = copy.deepcopy(workflow) | {"status": {"startTime": nodes(workflow, t0)[0]["spec"]["startTime"]}}
+    api.nodes = nodes(workflow, t0, until=time.time())
+    live = phases.ClusterPhases("staging/drills", api.read, poll_s=3600)
+    assert live.phase(time.time()) == "jitter"
+
+    def recorded(until: float) -> list[dict]:
+        out = nodes(workflow, t0, until=until)
+        if how == "condition":  # the entry's node, as Chaos Mesh's abort reconciler marks it
+            out[0].setdefault("status", {})["conditions"] = [
+                {"type": "Aborted", "status": "True", "reason": "WorkflowAborted"}
+            ]
+        return out
+
+    if how == "annotation":
+        api.workflow["metadata"]["annotations"][phases.ABORT] = "true"
+    api.nodes = recorded(time.time())
+    live.poll()
+    seen = time.time()
+    api.nodes = recorded(time.time() + 600)  # every later node recorded, as planned
+    live.poll()
+    assert live.phase(seen + 1) == "baseline"
+    windows = {w.name: w for w in live.stop()[0]}
+    assert windows["jitter"].actual_end == pytest.approx(seen, abs=0.5)
+    assert "chunk-drop" not in windows  # planned after the abort: it never ran
+    assert phases.wait(api.read, "chunk-drop", "start", poll_s=0.01) == 1  # the GPU Job would not lock
+    assert phases.wait(api.read, "jitter-0", "end", poll_s=0.01) == 0  # it would reset now
 
 
 def test_a_step_still_on_when_the_test_stops_says_so(planned):

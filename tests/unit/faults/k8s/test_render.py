@@ -14,7 +14,7 @@ import yaml
 
 from faults import schedule
 from faults.injectors import KINDS
-from faults.k8s import admission, network, pods
+from faults.k8s import admission, names, network, pods
 from faults.k8s.cluster import Cluster, Step
 from faults.k8s.workflow import WINDOWS, render
 from faults.schedule import Window
@@ -24,9 +24,9 @@ from tests.unit.faults.k8s.schemas import errors
 
 GOLDEN = Path(__file__).parent / "golden"
 DRILLS = {
-    "drill-jitter": ["--selector", "app=llm"],
-    "drill-gpu-clock": ["--gpu-node", "gpu-node-1"],
-    "drill-sse-drop": ["--upstream", "http://llm:8000"],
+    "drill-jitter": ["--selector", "app=llm", "--run", "drill-jitter"],
+    "drill-gpu-clock": ["--selector", "app=llm", "--run", "drill-gpu-clock"],
+    "drill-sse-drop": ["--upstream", "http://llm:8000", "--run", "drill-sse-drop"],
 }
 CLUSTER = Cluster(
     run="example",
@@ -35,7 +35,6 @@ CLUSTER = Cluster(
     replicas={"app": "engine"},  # an example's replica and kv_link windows
     prefill={"role": "prefill"},
     decode={"role": "decode"},
-    gpu_node="gpu-node-1",
     upstream="http://llm:8000",
 )
 
@@ -75,8 +74,10 @@ def test_every_example_schedule_renders_to_objects_an_api_server_takes(name):
     objects = rendered.objects()
     assert [o["kind"] for o in rendered.run].count("Workflow") == 1
     assert [e for o in objects for e in errors(o)] == []
-    for o in objects:
-        assert o["metadata"]["namespace"] == "staging"
+    for o in objects:  # the run's namespace, but for the GPU Jobs' own
+        gpu_job = o["kind"] in ("Job", "ServiceAccount") and o["metadata"]["name"].startswith("example-")
+        want = None if o["kind"] == "Namespace" else "llmchaos-gpu" if gpu_job else "staging"
+        assert o["metadata"].get("namespace") == want, o["metadata"]
         assert o["metadata"]["labels"]["llmchaos.dev/run"] == "example"
 
 
@@ -100,29 +101,78 @@ def test_the_readme_shows_each_drill_as_rendered(drill):
     assert block == (GOLDEN / f"{drill}.yaml").read_text(encoding="utf-8")
 
 
-def test_the_drills_objects(tmp_path, capsys):
-    r = k8s(
-        capsys,
-        "render",
-        "compose/schedules/drill-gpu-clock.yaml",
-        "--gpu-node",
-        "gpu-node-1",
-        "--out",
-        str(tmp_path / "o"),
-    )
+def gpu_drill(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[list[dict], list[dict]]:
+    """The GPU drill rendered with `args` to DIR: its setup and its run objects."""
+    r = k8s(capsys, "render", "compose/schedules/drill-gpu-clock.yaml", "--namespace", "staging", "--run", "gpu",
+            "--selector", "app=llm", *args, "--out", str(tmp_path / "o"))  # fmt: skip
     assert r.returncode == 0, r.stderr
     setup = list(yaml.safe_load_all((tmp_path / "o" / "setup.yaml").read_text()))
     run = list(yaml.safe_load_all((tmp_path / "o" / "run.yaml").read_text()))
-    assert [o["kind"] for o in setup] == ["ServiceAccount", "Role", "RoleBinding"]
-    assert [o["kind"] for o in run] == ["Workflow", "Job"]
+    assert [e for o in setup + run for e in errors(o)] == []
+    return setup, run
+
+
+def test_the_gpu_job_runs_beside_a_server_pod_in_a_privileged_namespace_of_its_own(tmp_path, capsys):
+    setup, run = gpu_drill(tmp_path, capsys)
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in setup] == [
+        ("Namespace", None),
+        ("ServiceAccount", "llmchaos-gpu"),
+        ("Role", "staging"),  # reads the Workflow and lists the server's pods where they are
+        ("RoleBinding", "staging"),
+    ]
+    assert setup[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert setup[3]["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-gpu", "namespace": "llmchaos-gpu"}]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]} in setup[2]["rules"]
+    assert [(o["kind"], o["metadata"]["namespace"]) for o in run] == [("Workflow", "staging"), ("Job", "llmchaos-gpu")]
     job = run[1]["spec"]
-    pod = job["spec"] if "spec" in job else job["template"]["spec"]
-    assert pod["nodeName"] == "gpu-node-1"
+    pod = job["template"]["spec"]
+    assert "nodeName" not in pod  # placed by the scheduler beside a server pod, wherever that moved
+    (term,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {
+        "labelSelector": {"matchLabels": {"app": "llm"}},
+        "namespaces": ["staging"],
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["hostPID"]
-    assert pod["containers"][0]["securityContext"] == {"privileged": True}
-    assert "nvidia.com/gpu" not in str(pod["containers"][0]["resources"])  # the server holds the GPUs
+    assert "runtimeClassName" not in pod
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {"privileged": True}
+    assert "nvidia.com/gpu" not in str(container["resources"])  # the server holds the GPUs
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert (env["ACCESS"], env["DRIVER_ROOT"], env["HOST_ROOT"]) == ("driver-root", "auto", "/proc/1/root")
+    assert (env["GPU_INDEX"], env["SELECTOR"], env["NAMESPACE"], env["WORKFLOW"]) == ("0", "app=llm", "staging", "gpu")
+    assert container["terminationMessagePath"] == env["TERMINATION_LOG"] == "/dev/termination-log"
     assert job["activeDeadlineSeconds"] == 30 + 60 + 120
+    assert job["ttlSecondsAfterFinished"] > 0  # gone after its record is read: the drill can run again
     assert run[0]["spec"]["templates"][-1] == {"name": "slow-gpu", "templateType": "Suspend", "deadline": "60s"}
+
+
+def test_the_gpu_job_can_reach_the_driver_through_the_nvidia_runtime(tmp_path, capsys):
+    _, run = gpu_drill(tmp_path, capsys, "--gpu-access", "runtime-class")
+    pod = run[1]["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "nvidia"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert (env["ACCESS"], env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == (
+        "runtime-class",
+        "all",  # every GPU mounted, none requested: the server pod holds them
+        "utility",  # nvidia-smi and NVML
+    )
+    assert "DRIVER_ROOT" not in env
+
+
+def test_each_render_names_a_new_run_unless_told_its_name(capsys):
+    def run_name(*args: str) -> str:
+        r = k8s(capsys, "render", "compose/schedules/drill-jitter.yaml", "--selector", "app=llm", *args)
+        assert r.returncode == 0, r.stderr
+        return next(yaml.safe_load_all(r.stdout))["metadata"]["labels"]["llmchaos.dev/run"]
+
+    assert run_name("--run", "nightly") == "nightly"
+    first = run_name()
+    assert first.startswith("drill-jitter-")
+    assert names.fresh("drill-jitter", 1_800_000_000) == "drill-jitter-tro8w0"
+    assert names.fresh("drill-jitter", 1_800_000_001) != names.fresh("drill-jitter", 1_800_000_000)
 
 
 def test_an_sse_window_with_corrupt_ratio_renders_its_params_as_given(tmp_path):
@@ -205,10 +255,10 @@ BAD = [
     (NETEM % ("j", "netem", "{interface: eth0}", "0s", "{reorder: 5%}"), ["--selector", "a=b"], "params.reorder"),
     (
         NETEM % ("g", "gpu_clock", '{sim: "http://127.0.0.1:8000"}', "0s", "{graphics_mhz: 500}"),
-        ["--gpu-node", "n"],
+        ["--selector", "a=b"],
         "target.sim",
     ),
-    (NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 500}"), [], "--gpu-node"),
+    (NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 500}"), [], "--selector"),
     (NETEM % ("s", "sse", '{proxy: "127.0.0.1:9100"}', "0s", "{drop_ratio: 0.1}"), [], "--upstream"),
     (
         NETEM % ("s", "sse", "{proxy: proxy}", "0s", "{drop_ratio: 0.1}"),
@@ -238,15 +288,24 @@ BAD = [
         ["--selector", "app=llm,app=x"],
         "--selector: app given twice",
     ),
-    (NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 500}"), ["--gpu-node", "a..b"], "--gpu-node"),
+    (
+        NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 500}"),
+        ["--selector", "a=b", "--driver-root", "run/nvidia"],
+        "--driver-root",
+    ),
+    (
+        NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 500}"),
+        ["--selector", "a=b", "--gpu-namespace", "GPU"],
+        "--gpu-namespace",
+    ),
     (  # rendered as 660,660 under an annotation of 660.5
         NETEM % ("g", "gpu_clock", "{gpu: 0}", "0s", "{graphics_mhz: 660.5}"),
-        ["--gpu-node", "n"],
+        ["--selector", "a=b"],
         "params.graphics_mhz: must be a whole number of MHz",
     ),
     (
         NETEM % ("g", "gpu_clock", "{gpu: 99999999999999999999}", "0s", "{graphics_mhz: 660}"),
-        ["--gpu-node", "n"],
+        ["--selector", "a=b"],
         "target.gpu: must be a GPU index, 0 to 1023",
     ),
     (  # it had become the proxy's argument
