@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 from faults.k8s import names
-from faults.k8s.gpu import ACCESS
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
 from llmchaos.units import YEAR_S
 
+GPU_ACCESS = ("driver-root", "runtime-class")  # how the GPU Job reaches the driver (faults/k8s/gpu.py)
 IMAGE = "llmchaos:0.1.0"  # compose/Dockerfile's, as docker-compose.yml tags it
 NODE = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")  # RFC 1123
 
@@ -27,7 +27,7 @@ def register(sub: Subparsers) -> None:
     r.add_argument("--prefill-selector", default="", help="a disaggregated cluster's prefill pods (kv_link)")
     r.add_argument("--decode-selector", default="", help="its decode pods (kv_link)")
     r.add_argument("--gpu-namespace", default="llmchaos-gpu", help="the GPU Jobs' own (Pod Security privileged)")
-    r.add_argument("--gpu-access", choices=ACCESS, default=ACCESS[0], help="how the GPU Job reaches the driver")
+    r.add_argument("--gpu-access", choices=GPU_ACCESS, default=GPU_ACCESS[0], help="how the GPU Job reaches the driver")
     r.add_argument("--driver-root", default="auto", help="driver-root: the driver's root on the node (auto: found)")
     r.add_argument("--upstream", default="", help="the model's Service URL, behind the SSE proxy (sse)")
     r.add_argument("--image", default=IMAGE, help="the llmchaos image (compose/Dockerfile) in your registry")

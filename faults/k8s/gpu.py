@@ -28,7 +28,6 @@ from faults.schedule import FaultSpec
 
 GRACE_S = 120  # the Job's deadline past its window's end: pulling the image, the API's delays
 TTL_S = 3600  # a finished Job stays this long: its record read, then gone, so the drill can run again
-ACCESS = ("driver-root", "runtime-class")
 TAINT = "nvidia.com/gpu"  # what the GPU operator and the cloud GPU node pools taint GPU nodes with
 TERMINATION_LOG = "/dev/termination-log"
 SCRIPT = r"""set -u
