@@ -1,8 +1,10 @@
 """What an API server would refuse of objects, without a cluster: each object's name, namespace and
 labels as ObjectMeta's validation checks them; a custom kind against its CRD's schema (the CRDs
 given: the ones your cluster runs); the core kinds against Kubernetes' own (kubernetes-validate),
-strictly, as `kubectl apply`'s server-side field validation refuses an unknown field; and Chaos
-Mesh's admission webhooks (faults/k8s/admission)."""
+strictly, as `kubectl apply`'s server-side field validation refuses an unknown field; Chaos Mesh's
+admission webhooks (faults/k8s/admission); and the pods each object makes against the Pod Security
+level enforced where they go (podsecurity.py): a Namespace among the objects, by its label, else
+the one given for every namespace."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from faults.k8s import admission, names
+from faults.k8s import admission, names, podsecurity
 from faults.k8s.pods import LABEL_KEY, LABEL_VALUE
 from llmchaos import yamlfile
 from llmchaos.errors import UsageError
@@ -168,6 +170,33 @@ def problems(obj: dict, schemas: Schemas, kubernetes: str = KUBERNETES) -> list[
         return ["apiVersion, kind: Required value"]
     out = _meta(obj) + _schema_errors(obj, api, kind, schemas, kubernetes)
     return out or admission.errors(obj)
+
+
+def enforced(objects: Iterable[dict], default: str | None) -> dict[str, str]:
+    """The Pod Security level each namespace enforces: the Namespaces' own labels among `objects`
+    (a missing or unknown one is `privileged`, as the admission reads it), `default` for any other
+    (a key "" for them), nothing when there is none."""
+    out = {"": default} if default else {}
+    for o in objects:
+        if o.get("kind") == "Namespace" and isinstance(o.get("metadata"), dict):
+            level = (o["metadata"].get("labels") or {}).get(podsecurity.LABEL, "privileged")
+            out[o["metadata"].get("name", "")] = level if level in podsecurity.LEVELS else "privileged"
+    return out
+
+
+def pod_security(obj: dict, levels: dict[str, str]) -> list[str]:
+    """What the pods `obj` makes violate of the level their namespace enforces."""
+    meta = obj.get("metadata")
+    namespace = meta.get("namespace", "default") if isinstance(meta, dict) else "default"
+    level = levels.get(str(namespace), levels.get(""))
+    if level is None or level == "privileged":
+        return []
+    out = []
+    for where, pod, notes in podsecurity.pod_specs(obj):
+        found = podsecurity.violations(pod, level, notes)
+        if found:
+            out.append(f'{where}: violates PodSecurity "{level}:latest": {", ".join(found)}')
+    return out
 
 
 def _schema_errors(obj: dict, api: str, kind: str, schemas: Schemas, kubernetes: str) -> list[str]:

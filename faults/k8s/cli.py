@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from faults.k8s import names
+from faults.k8s.podsecurity import LEVELS
 from llmchaos.cli import Subparsers, positive
 from llmchaos.errors import UsageError
 from llmchaos.units import YEAR_S
@@ -70,6 +71,12 @@ def register(sub: Subparsers) -> None:
     c.add_argument("files", nargs="+", metavar="FILE", help="YAML files of objects (documents separated by ---)")
     c.add_argument("--crds", action="append", default=[], metavar="PATH", help="CRD files or folders: your cluster's")
     c.add_argument("--kubernetes", default=None, help="the release whose schemas the core kinds are held to")
+    c.add_argument(
+        "--pod-security",
+        choices=LEVELS,
+        default=None,
+        help="the Pod Security level enforced in namespaces the files hold no Namespace of",
+    )
     c.set_defaults(func=run_check)
 
 
@@ -184,9 +191,10 @@ def run_check(args: argparse.Namespace) -> int:
     objects = check.read(args.files)  # every file read first: a bad one refuses the whole check
     schemas = check.crds(args.crds)
     kubernetes = check.release(args.kubernetes or check.KUBERNETES)
+    levels = check.enforced((obj for _, _, obj in objects), args.pod_security)
     refused = 0
     for path, line, obj in objects:
-        found = check.problems(obj, schemas, kubernetes)
+        found = check.problems(obj, schemas, kubernetes) or check.pod_security(obj, levels)
         refused += bool(found)
         meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None

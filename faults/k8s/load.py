@@ -14,12 +14,15 @@ from faults import schedule
 from faults.injectors import KINDS
 from faults.k8s import names
 from faults.k8s.cluster import reader_role
+from faults.k8s.podsecurity import HOME, USER, container_context
 from llmchaos import slo, yamlfile
 from llmchaos.errors import UsageError
 
 LOCUSTFILE = "/src/loadtests/locustfile.py"
 MOUNT, OPERATOR_MOUNT = "/etc/llmchaos", "/lotest/src"
 WEB, MASTER, METRICS = 8089, 5557, 9646
+MASTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
+WORKER_RESOURCES = {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}  # one core: Locust's
 QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?")
 
 
@@ -91,11 +94,17 @@ def render(load: Load) -> list[dict]:
         ],
         "volumeMounts": mounts,
         "readinessProbe": {"httpGet": {"path": "/", "port": "web"}, "periodSeconds": 5},
+        "env": [HOME],
+        "securityContext": container_context(),
+        "resources": MASTER_RESOURCES,
     }
     worker_container = {
         "name": "worker",
         "image": load.image,
         "command": ["locust", "-f", LOCUSTFILE, "--worker", f"--master-host={master}"],
+        "env": [HOME],
+        "securityContext": container_context(),
+        "resources": WORKER_RESOURCES,
     }
     pvc_spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": load.results_size}}}
     return [
@@ -119,7 +128,7 @@ def render(load: Load) -> list[dict]:
                 ],
             },
         },
-        _deployment(load, f"{load.name}-worker", load.workers, worker_container, [], account),
+        _deployment(load, f"{load.name}-worker", load.workers, worker_container, [], account, spread=True),
     ]
 
 
@@ -128,13 +137,28 @@ def _pods(load: Load, name: str) -> dict[str, str]:
 
 
 def _deployment(
-    load: Load, name: str, replicas: int, container: dict, volumes: list[dict], account: str, recreate: bool = False
+    load: Load,
+    name: str,
+    replicas: int,
+    container: dict,
+    volumes: list[dict],
+    account: str,
+    recreate: bool = False,
+    spread: bool = False,
 ) -> dict:
     """A Deployment of `container`; the master's is recreated, not rolled (its volume is ReadWriteOnce)."""
     meta = load.meta(name)
     pod: dict = {"containers": [container]}
-    pod |= {"volumes": volumes} if volumes else {}
-    pod |= {"serviceAccountName": account} if load.workflow else {}
+    pod |= {"volumes": volumes, "securityContext": {"fsGroup": USER}} if volumes else {}  # the results: ours to write
+    # an account only to read the Workflow; else no token at all
+    pod |= {"serviceAccountName": account} if load.workflow else {"automountServiceAccountToken": False}
+    if spread:  # the workers over nodes where they can: one node's CPU is not the load's ceiling
+        term = {"labelSelector": {"matchLabels": _pods(load, name)}, "topologyKey": "kubernetes.io/hostname"}
+        pod["affinity"] = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+            }
+        }
     spec: dict = {
         "replicas": replicas,
         "selector": {"matchLabels": _pods(load, name)},

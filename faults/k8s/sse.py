@@ -12,12 +12,15 @@ import yaml
 
 from faults.injectors.base import FieldError
 from faults.k8s.cluster import Cluster, Piece, Step, go_duration
+from faults.k8s.podsecurity import HOME, container_context
 from faults.proxy.wire import CONTROL
 from faults.schedule import FaultSpec
 
 CONTROL_PORT = 9199
 TASK_GRACE_S = 120  # the step's deadline past its window: the pod's start, the image's pull
 MOUNT = "/etc/llmchaos/windows"
+TASK_RESOURCES = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+PROXY_RESOURCES = {"requests": {"cpu": "250m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 
 
 def _port(target: dict) -> int:
@@ -60,6 +63,9 @@ def piece(step: Step, cluster: Cluster) -> Piece:
             "image": cluster.image,
             "command": ["llmchaos", "faults", "run", f"{MOUNT}/{w.name}.yaml"],
             "volumeMounts": [{"name": "windows", "mountPath": MOUNT, "readOnly": True}],
+            "env": [HOME],  # faults run's journal goes under it
+            "securityContext": container_context(),
+            "resources": TASK_RESOURCES,
         },
         "volumes": [{"name": "windows", "configMap": {"name": windows_configmap(cluster)}}],
     }
@@ -85,7 +91,10 @@ def proxy(name: str, port: int, cluster: Cluster) -> list[dict]:
             {"name": "control", "containerPort": CONTROL_PORT},
         ],
         "readinessProbe": {"httpGet": {"path": CONTROL, "port": "control"}, "periodSeconds": 5},
+        "securityContext": container_context(),
+        "resources": PROXY_RESOURCES,
     }
+    pod = {"automountServiceAccountToken": False, "containers": [container]}  # it reads no API
     meta = cluster.meta(name)
     return [
         {
@@ -95,7 +104,7 @@ def proxy(name: str, port: int, cluster: Cluster) -> list[dict]:
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": pods},
-                "template": {"metadata": {"labels": meta["labels"] | pods}, "spec": {"containers": [container]}},
+                "template": {"metadata": {"labels": meta["labels"] | pods}, "spec": pod},
             },
         },
         {
