@@ -154,6 +154,9 @@ class FaultSession:
     def absorb(self, update: PhaseUpdate) -> None:
         self.heard.absorb(update)
 
+    def close(self) -> None:
+        """Nothing: the master's last update decides the fault hosts' phases, on every process."""
+
     def _publish(self, segments: list[Segment], final: bool) -> None:
         """The master's fault hosts decided `segments` (the last time: settled for good)."""
         if final:

@@ -114,6 +114,10 @@ class Timeline(Protocol):
         """End whatever is active; the windows as they ran and the fault hosts, for run.json."""
         ...
 
+    def close(self) -> None:
+        """The test stopped, in this process: decide what is still undecided, as it stands."""
+        ...
+
     def active(self) -> list[Active]:
         """Each fault and whether it is active now."""
         ...

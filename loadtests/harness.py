@@ -170,7 +170,10 @@ class Harness:
 
     def _collect(self, rec: RequestRecord) -> None:
         """Into the collector, labelled with its start's phase once that is decided (a fault host's
-        window: once acknowledged)."""
+        window: once acknowledged; a cluster's step: once its record is read), those that waited
+        first (a cluster's reader decides as it reads, with no message to say so)."""
+        if self._unsettled and self.timeline is not None and self.timeline.settled(self._unsettled[0].intended):
+            self._settle()  # the oldest waiting is decided now: the others likely too
         if self.timeline is not None:
             if not self.timeline.settled(rec.intended):
                 self._unsettled.append(rec)
@@ -215,6 +218,9 @@ class Harness:
             if self.writer is not None:
                 self.writer.fault_windows, self.writer.fault_hosts = ended
         gevent.joinall(list(self._ending))
+        if self.timeline is not None:  # what waits for its phase is labelled as the timeline stands
+            self.timeline.close()
+            self._settle()
         if self.master is not None:
             self.master.collect_finals()
 

@@ -48,6 +48,7 @@ def register(sub: Subparsers) -> None:
     lo.add_argument("--push-gateway", default="", help="the Pushgateway's URL from inside the cluster")
     lo.add_argument("--results-size", default="1Gi", help="the results' PersistentVolumeClaim")
     lo.add_argument("--k8s-workflow", default="", help="the Workflow whose steps give the phases")
+    lo.add_argument("--gpu-namespace", default="", help="where its GPU Jobs run (k8s render's): their lock records")
     lo.add_argument("--operator", action="store_true", help="a LocustTest for the Locust Kubernetes operator")
     lo.add_argument("--out", default=None, help="write DIR/load.yaml (default: stdout)")
     lo.add_argument("locust_args", nargs=argparse.REMAINDER, help="after --: more of Locust's options, for the master")
@@ -154,12 +155,17 @@ def run_render_load(args: argparse.Namespace) -> int:
         push_gateway=args.push_gateway,
         results_size=args.results_size,
         workflow=_name(args.k8s_workflow, "--k8s-workflow") if args.k8s_workflow else "",
+        gpu_namespace=_name(args.gpu_namespace, "--gpu-namespace") if args.gpu_namespace else "",
         operator=args.operator,
         locust_args=tuple(extra),
     )
     if load.operator and (spaced := next((a for a in load.locust_args if not a or any(c.isspace() for c in a)), None)):
         raise UsageError(  # the operator splits its command seed on spaces
             f"the Locust operator cannot pass {spaced!r} whole: its command is split at every space", field="--operator"
+        )
+    if load.gpu_namespace and not load.workflow:
+        raise UsageError(
+            "the GPU Jobs' records are read for a Workflow's phases: give --k8s-workflow", field="--gpu-namespace"
         )
     if load.workflow and "schedule" in load.files:
         raise UsageError("give one source of phases: --schedule runs faults in the master", field="--k8s-workflow")
@@ -170,7 +176,7 @@ def run_render_load(args: argparse.Namespace) -> int:
 def run_wait(args: argparse.Namespace) -> int:
     from faults.k8s.phases import api_reader, reference, wait
 
-    return wait(api_reader(*reference(args.workflow)), args.step, args.until)
+    return wait(api_reader(*reference(args.workflow), records=False), args.step, args.until)
 
 
 def run_gpu(args: argparse.Namespace) -> int:

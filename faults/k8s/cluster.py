@@ -66,13 +66,18 @@ def go_duration(seconds: float) -> str:
     return f"{round(seconds)}s"
 
 
-def reader_role(meta: dict, subject: dict | None = None, pods: bool = False) -> list[dict]:
-    """A Role that reads Workflows and their steps (and pods: `pods`) and nothing else, bound to the
-    ServiceAccount named as the Role in its namespace, or `subject` (a ServiceAccount's metadata,
-    maybe of another namespace): what `llmchaos k8s wait`, `k8s gpu` and the load test's phases need."""
+CHAOS = ["networkchaos", "podchaos"]  # what a window's chaos step makes, whose records say it applied
+
+
+def reader_role(meta: dict, subject: dict | None = None, pods: bool = False, chaos: bool = False) -> list[dict]:
+    """A Role that reads Workflows and their steps (and pods: `pods`; the steps' chaos objects:
+    `chaos`) and nothing else, bound to the ServiceAccount named as the Role in its namespace, or
+    `subject` (a ServiceAccount's metadata, maybe of another namespace): what `llmchaos k8s wait`,
+    `k8s gpu` and the load test's phases need."""
     group = API.split("/")[0]
     account = subject or meta
-    rules = [{"apiGroups": [group], "resources": ["workflows", "workflownodes"], "verbs": ["get", "list"]}]
+    read = ["workflows", "workflownodes"] + (CHAOS if chaos else [])
+    rules = [{"apiGroups": [group], "resources": read, "verbs": ["get", "list"]}]
     rules += [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}] if pods else []
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},

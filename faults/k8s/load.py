@@ -37,6 +37,7 @@ class Load:
     push_gateway: str = ""
     results_size: str = "1Gi"
     workflow: str = ""  # --k8s-workflow
+    gpu_namespace: str = ""  # where its GPU Jobs run: read for their lock records
     operator: bool = False
     locust_args: tuple[str, ...] = ()
 
@@ -73,7 +74,10 @@ def render(load: Load) -> list[dict]:
         if not load.operator:
             out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": load.meta(account)})
         subject = load.meta("default") if load.operator else None
-        out += reader_role(load.meta(account), subject)
+        out += reader_role(load.meta(account), subject, pods=True, chaos=True)  # the steps and what they did
+        if load.gpu_namespace:  # the GPU Jobs' records, in their own namespace
+            where = names.meta(account, load.gpu_namespace, load.name)
+            out += reader_role(where, subject or load.meta(account), pods=True)
     if load.operator:
         return [*out, operator_test(load, args, bool(data))]
     master = f"{load.name}-master"

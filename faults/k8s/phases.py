@@ -1,27 +1,35 @@
 """The phases of a run from the cluster: when each window's step of a Chaos Mesh Workflow really
-started and ended, as its WorkflowNodes record them, read through the Kubernetes API.
+started and ended, as its WorkflowNodes record them, and whether its fault was applied, as the
+objects its step made record it (faults/k8s/evidence.py), read through the Kubernetes API.
 
-A step starts at its node's `startTime` and ends at its node's `deadline` (Chaos Mesh recovers a chaos
-and ends a Suspend there); a Task step (an SSE window) holds its fault for the window's length from
-its start. Before its node exists, a step is expected when the Suspend before it ends (that node's
-`deadline`), else at the Workflow's start plus its offset: so a request is labelled on time without
-waiting for the next read, and by the record once there is one. A request is labelled as on one
-host: the windows its start falls in, sorted and joined by '+', else `baseline`. `ClusterPhases`
-keeps that timeline fresh for the load test (`--k8s-workflow`)."""
+A step's node gives its planned stretch: from its `startTime` to its `deadline` (Chaos Mesh recovers a
+chaos and ends a Suspend there); before its node exists, it is expected when the Suspend before it
+ends (that node's `deadline`), else at the Workflow's start plus its offset. The window itself runs
+from its fault's first recorded Apply (a Task's pod's start, a GPU Job's lock) to its recovery (or
+the node's deadline, or a Task's window length). A step with no record of an Apply (a selector that
+matched nothing, a failed Apply, a chaos object a webhook refused, a Task pod Pending, a GPU Job never
+scheduled or ended without a lock) is `NAME:unconfirmed` over its planned stretch, never the fault's
+name; a request whose start falls where a step is still undecided waits to be labelled until it is
+(`settled`). An abort (`workflow.chaos-mesh.org/abort` or the Aborted condition) ends every window at
+the read that saw it; a deleted Workflow ends what was on then. A request is labelled as on one host:
+the windows its start falls in, sorted and joined by '+', else `baseline`. `ClusterPhases` keeps that
+timeline fresh for the load test (`--k8s-workflow`), each read label-selected by the Workflow."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import cast
 
-from faults.k8s.cluster import API
+from faults.k8s import evidence, names
+from faults.k8s.cluster import API, CHAOS
+from faults.k8s.evidence import Evidence, Seen, stamp
 from faults.k8s.workflow import WINDOWS
 from faults.timeline import Active, FaultClock, PhaseUpdate
 from llmchaos.errors import UsageError
@@ -31,9 +39,11 @@ log = logging.getLogger("llmchaos.faults")
 
 GROUP, VERSION = API.split("/")
 POLL_S = 1.0
+GPU_RECORD_S = 30.0  # how long past its step a GPU Job's record may take: its pod's end, the kubelet's report
+UNCONFIRMED = ":unconfirmed"
 ABORT = "workflow.chaos-mesh.org/abort"  # Chaos Mesh's annotation: "true" aborts a Workflow
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-Snapshot = tuple[dict | None, list[dict]]  # the Workflow (None: there is none) and its namespace's WorkflowNodes
+Snapshot = Seen | tuple[dict | None, list[dict]]  # a read; (the Workflow, its nodes) alone is a read of no more
 
 
 @dataclass(frozen=True)
@@ -48,32 +58,43 @@ class StepRun:
     start: float | None = None  # unix times, as the cluster recorded them (or expects them)
     end: float | None = None
     recorded: bool = False  # its own node has started: the times are the cluster's record
+    node: str = ""  # that node's name
+    job: str = ""  # a GPU window's Job, NAMESPACE/NAME
+    applied: bool | None = None  # its fault's Apply recorded (times: the fault's), or never (why); None: undecided
+    why: str | None = None
 
     def covers(self, t: float) -> bool:
         return self.start is not None and self.start <= t < (self.end if self.end is not None else float("inf"))
 
+    def label(self) -> str:
+        return self.window + (UNCONFIRMED if self.applied is False else "")
 
-def stamp(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
+
+def seen(read: Snapshot) -> Seen:
+    return read if isinstance(read, Seen) else Seen(*read)
 
 
 def steps(workflow: dict, nodes: list[dict]) -> list[StepRun]:
     """Every window step of `workflow`, with its start and end where they are known."""
     windows = json.loads(workflow["metadata"].get("annotations", {}).get(WINDOWS, "{}"))
     ran: dict[str, dict] = {}
+    names: dict[str, str] = {}
     for node in nodes:
         spec = node.get("spec", {})
         if spec.get("workflowName") == workflow["metadata"]["name"] and "startTime" in spec:
             ran[spec.get("templateName", "")] = spec
+            names[spec.get("templateName", "")] = node.get("metadata", {}).get("name", "")
     began = workflow.get("status", {}).get("startTime") or workflow["metadata"].get("creationTimestamp")
     out = []
     for step, w in windows.items():
-        run = StepRun(step, w["window"], w["kind"], w["target"], w["params"], w["at"], w["duration"])
+        run = StepRun(
+            step, w["window"], w["kind"], w["target"], w["params"], w["at"], w["duration"], job=w.get("job", "")
+        )
         own, wait = ran.get(step), ran.get(f"{step}-wait", {})
         if own is not None:
             start = stamp(own["startTime"])
             end = stamp(own["deadline"]) if "deadline" in own and w["kind"] != "sse" else start + w["duration"]
-            run = replace(run, start=start, end=end, recorded=True)
+            run = replace(run, start=start, end=end, recorded=True, node=names[step])
         elif "deadline" in wait or began:
             start = stamp(wait["deadline"]) if "deadline" in wait else stamp(began) + w["at"]
             run = replace(run, start=start, end=start + w["duration"])
@@ -94,9 +115,35 @@ def aborted(workflow: dict, nodes: list[dict]) -> bool:
     )
 
 
+def confirm(run: StepRun, found: Evidence | None, now: float) -> StepRun:
+    """`run` (its node's times) with what the cluster recorded of its fault: the fault's own times
+    once it applied; unconfirmed when it never did (the cluster said why, or its step is over with
+    no record); else undecided."""
+    if run.applied is not None or run.start is None or run.end is None:
+        return run
+    if found is not None and found.applied is not None:
+        end = found.recovered or (found.applied + run.duration if run.kind == "sse" else run.end)
+        return replace(run, start=found.applied, end=end, applied=True)
+    if found is not None and found.why:
+        return replace(run, applied=False, why=found.why)
+    if now > run.end + (GPU_RECORD_S if run.kind == "gpu_clock" else 0.0):
+        return replace(run, applied=False, why=_silence(run, found))
+    return run
+
+
+def _silence(run: StepRun, found: Evidence | None) -> str:
+    if not run.recorded:
+        return "its step never started"
+    if run.kind == "gpu_clock":
+        return "no record of the GPU Job's lock" if found else "no pod of its GPU Job"
+    if found is None:
+        return "no Task pod" if run.kind == "sse" else "no chaos object: refused at its creation (a webhook)?"
+    return "no record of an Apply"
+
+
 def phase(runs: list[StepRun], t: float) -> str:
     """The phase of a request that started at unix time `t`."""
-    return "+".join(sorted({r.window for r in runs if r.covers(t)})) or "baseline"
+    return "+".join(sorted({r.label() for r in runs if r.covers(t)})) or "baseline"
 
 
 def default_namespace() -> str:
@@ -121,9 +168,11 @@ def reference(ref: str) -> tuple[str, str]:
     return namespace or default_namespace(), name
 
 
-def api_reader(namespace: str, name: str) -> Callable[[], Snapshot]:
-    """Reads the Workflow and the WorkflowNodes through the official client: in a pod with its
-    ServiceAccount, elsewhere with the kubeconfig (UsageError when there is neither)."""
+def api_reader(namespace: str, name: str, records: bool = True) -> Callable[[], Seen]:
+    """Reads the Workflow and, label-selected, its nodes and (`records`) its chaos objects, Task pods
+    and GPU Jobs' pods, through the official client: in a pod with its ServiceAccount, elsewhere with
+    the kubeconfig (UsageError when there is neither). A kind this account may not read is read as
+    none (its windows come out unconfirmed), with a warning once."""
     from kubernetes import client, config
 
     try:
@@ -133,35 +182,71 @@ def api_reader(namespace: str, name: str) -> Callable[[], Snapshot]:
             config.load_kube_config()
         except (config.ConfigException, OSError) as e:
             raise UsageError(f"no cluster to read: not in a pod, and no kubeconfig ({e})") from None
-    api = client.CustomObjectsApi()
+    custom, core = client.CustomObjectsApi(), client.CoreV1Api()
+    ours = f"{evidence.WORKFLOW}={name}"
+    refused: set[str] = set()
 
-    def read() -> Snapshot:
+    def listed(what: str, call: Callable[..., object], *args: str, **query: str) -> tuple[dict, ...]:
         try:
-            workflow = cast(dict, api.get_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", name))
+            found = call(*args, **query)
+        except client.ApiException as e:
+            if e.status not in (403, 404):
+                raise
+            if what not in refused:
+                refused.add(what)
+                log.warning("k8s workflow %s/%s: cannot list %s (%s %s)", namespace, name, what, e.status, e.reason)
+            return ()
+        plain = found if isinstance(found, dict) else client.ApiClient().sanitize_for_serialization(found)
+        return tuple(cast(list[dict], plain["items"]))
+
+    def read() -> Seen:
+        try:
+            workflow = cast(dict, custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", name))
         except client.ApiException as e:
             if e.status == 404:
-                return None, []
+                return Seen(None, [])
             raise
-        found = cast(dict, api.list_namespaced_custom_object(GROUP, VERSION, namespace, "workflownodes"))
-        return workflow, found["items"]
+        nodes = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "workflownodes", label_selector=ours)
+        if not records:
+            return Seen(workflow, cast(dict, nodes)["items"])
+        lists = custom.list_namespaced_custom_object
+        chaos = tuple(o for p in CHAOS for o in listed(p, lists, GROUP, VERSION, namespace, p, label_selector=ours))
+        pods = listed("pods", core.list_namespaced_pod, namespace, label_selector=ours)
+        windows = json.loads(workflow["metadata"].get("annotations", {}).get(WINDOWS, "{}")).values()
+        jobs = sorted({w["job"].split("/")[0] for w in windows if w.get("job")})
+        run = f"{names.RUN}={name}"
+        gpu = tuple(o for ns in jobs for o in listed(f"pods in {ns}", core.list_namespaced_pod, ns, label_selector=run))
+        return Seen(workflow, cast(dict, nodes)["items"], chaos, pods, gpu)
 
     return read
 
 
 class ClusterPhases:
     """The load test's phases from a Workflow, polled every `poll_s` in a thread of its own: a
-    `Timeline` (faults/timeline.py) whose every phase is settled (the cluster's record, or what it
-    is expected to do until there is one). The master and each worker read the cluster themselves."""
+    `Timeline` (faults/timeline.py) whose phase at a time is settled once the cluster has been read
+    past it and every step over it is decided (applied, or unconfirmed). The master and each worker
+    read the cluster themselves."""
 
-    def __init__(self, ref: str, read: Callable[[], Snapshot] | None = None, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self,
+        ref: str,
+        read: Callable[[], Snapshot] | None = None,
+        poll_s: float = POLL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.ref = ref
+        self.clock = clock  # unix time now: when a step is over without a record
         self.namespace, self.name = reference(ref)
         self.read = read or api_reader(self.namespace, self.name)
         self.poll_s = poll_s
         self.t0: float | None = None  # the master's test start, as a worker hears it: not needed here
         self.workflow: dict | None = None
         self.runs: list[StepRun] = []
+        self.found: dict[str, Evidence] = {}  # each step's record once read (a chaos object goes at its deadline)
         self.aborted_at: float | None = None  # when a read first saw the Workflow aborted
+        self.read_at = -math.inf  # the last read's start: phases are known up to it
+        self.closed = False  # the test stopped: what is undecided is unconfirmed
+        self.lock = threading.Lock()
         self.poll()
         threading.Thread(target=self._loop, name="llmchaos-k8s-phases", daemon=True).start()
 
@@ -171,29 +256,57 @@ class ClusterPhases:
             self.poll()
 
     def poll(self) -> None:
-        """Read the cluster once; a step still on when its Workflow is deleted ends now."""
+        """Read the cluster once; a step still on when its Workflow is deleted or aborted ends then."""
+        now = self.clock()
         try:
-            workflow, nodes = self.read()
+            got = seen(self.read())
         except Exception as e:  # noqa: BLE001 - the API unreachable a moment: the last timeline stands
             log.warning("k8s workflow %s/%s: %s", self.namespace, self.name, str(e).splitlines()[0])
             return
-        now = time.time()
-        if workflow is not None:
-            self.workflow, self.runs = workflow, steps(workflow, nodes)
-            if aborted(workflow, nodes):  # Chaos Mesh recovers every chaos at once: seen at this read
-                self.aborted_at = self.aborted_at or now
-        if workflow is None or self.aborted_at is not None:
-            # deleted (or not there yet), or aborted: what was on ends then, what was expected never comes
-            cut = self.aborted_at or now
-            self.runs = [
-                replace(r, end=min(r.end or cut, cut)) for r in self.runs if r.start is not None and r.start <= cut
-            ]
+        with self.lock:
+            if got.workflow is not None:
+                self.workflow = got.workflow
+                runs = steps(got.workflow, got.nodes)
+                node = {n.get("metadata", {}).get("name"): n for n in got.nodes}
+                for r in runs:
+                    found = (
+                        evidence.of_step(r.kind, node.get(r.node, {}), got, r.job.partition("/")[2]) if r.node else None
+                    )
+                    if found is not None and (found.applied is not None or found.why or r.step not in self.found):
+                        self.found[r.step] = found
+                self.runs = [confirm(r, self.found.get(r.step), now) for r in runs]
+                if aborted(got.workflow, got.nodes):  # Chaos Mesh recovers every chaos at once: seen at this read
+                    self.aborted_at = self.aborted_at or now
+            if got.workflow is None or self.aborted_at is not None:
+                # deleted (or not there yet), or aborted: what was on ends then, what was to come never starts
+                cut = self.aborted_at or now
+                self.runs = [self._cut(r, cut) for r in self.runs if r.start is not None and r.start <= cut]
+            self.read_at = max(self.read_at, now)
+
+    def _cut(self, r: StepRun, cut: float) -> StepRun:
+        r = replace(r, end=min(r.end or cut, cut))
+        return r if r.applied is not None else replace(r, applied=False, why="no record of an Apply when it ended")
 
     def phase(self, unix_time: float) -> str:
-        return phase(self.runs, unix_time)
+        with self.lock:
+            return phase(self.runs, unix_time)
 
     def settled(self, unix_time: float) -> bool:
-        return True
+        with self.lock:
+            if self.closed:
+                return True
+            return unix_time <= self.read_at and not any(r.applied is None and r.covers(unix_time) for r in self.runs)
+
+    def close(self) -> None:
+        """The test stopped: a step still undecided is unconfirmed, and every phase is settled."""
+        with self.lock:
+            self.closed = True
+            self.runs = [
+                r
+                if r.applied is not None or not r.recorded
+                else replace(r, applied=False, why="undecided when the test ended")
+                for r in self.runs
+            ]
 
     def start(self, t0: float) -> FaultClock:
         self.t0 = t0
@@ -206,35 +319,45 @@ class ClusterPhases:
         """Nothing: a worker reads the cluster's record itself."""
 
     def stop(self) -> tuple[list[FaultWindow], list[FaultHost]]:
-        """The windows that started, as the cluster ran them (the Workflow runs on without us); no
-        fault hosts."""
+        """The windows whose steps started, as the cluster ran them (the Workflow runs on without
+        us): an unconfirmed one with no actual times, its planned stretch as `unconfirmed` and why in
+        `error`; no fault hosts."""
         self.poll()
-        now = time.time()
+        self.close()
+        now = self.clock()
         wf = self.workflow or {}
         started = wf.get("status", {}).get("startTime") or wf.get("metadata", {}).get("creationTimestamp")
         t0 = stamp(started) if started else now
-        windows = [
-            FaultWindow(
+        windows = []
+        for r in sorted(self.runs, key=lambda r: (r.start or 0.0, r.step)):
+            if not r.recorded or r.start is None:
+                continue
+            ended = r.end is not None and r.end <= now
+            w = FaultWindow(
                 name=r.window,
                 kind=r.kind,
                 target=r.target,
                 params=r.params,
                 planned_start=t0 + r.at,
                 planned_end=t0 + r.at + r.duration,
-                actual_start=r.start,
-                actual_end=r.end if r.end is not None and r.end <= now else None,
-                error=None if r.end is not None and r.end <= now else "still on in the cluster when the test ended",
             )
-            for r in sorted(self.runs, key=lambda r: (r.start or 0.0, r.step))
-            if r.recorded
-        ]
+            if r.applied:
+                w.actual_start, w.actual_end = r.start, r.end if ended else None
+                w.error = None if ended else "still on in the cluster when the test ended"
+            else:
+                w.unconfirmed = [(r.start, r.end if r.end is not None else now)]
+                w.error = f"unconfirmed: {r.why}"
+            windows.append(w)
         return windows, []
 
     def active(self) -> list[Active]:
         """(window, kind, target, active now) for each window, for llmchaos_fault_active."""
-        now, out = time.time(), dict[str, Active]()
-        for r in self.runs:
-            on = out.get(r.window, (r.window, r.kind, json.dumps(r.target, sort_keys=True), False))[3] or r.covers(now)
+        now, out = self.clock(), dict[str, Active]()
+        with self.lock:
+            runs = list(self.runs)
+        for r in runs:
+            on = out.get(r.window, (r.window, r.kind, json.dumps(r.target, sort_keys=True), False))[3]
+            on = on or (r.applied is True and r.covers(now))
             out[r.window] = (r.window, r.kind, json.dumps(r.target, sort_keys=True), on)
         return list(out.values())
 
@@ -254,17 +377,18 @@ def wait(read: Callable[[], Snapshot], step: str, until: str, poll_s: float = PO
     deadline passed, or the Workflow aborted or deleted): 0 then; 1 when it will never be on (start:
     the Workflow deleted or aborted first, or the step over already). A Workflow not there yet is
     waited for to start; to end, none is there: its steps are over."""
-    seen = False
+    was_there = False
     while True:
         try:
-            workflow, nodes = read()
+            got = seen(read())
         except Exception as e:  # noqa: BLE001 - the API unreachable a moment: ask again
             log.warning("k8s wait %s: %s", step, str(e).splitlines()[0])
             time.sleep(poll_s)
             continue
-        if workflow is None and (seen or until == "end"):  # deleted: its steps are over
+        workflow, nodes = got.workflow, got.nodes
+        if workflow is None and (was_there or until == "end"):  # deleted: its steps are over
             return 1 if until == "start" else 0
-        seen = workflow is not None
+        was_there = workflow is not None
         if workflow is not None and aborted(workflow, nodes):
             return 1 if until == "start" else 0
         run = next((r for r in steps(workflow, nodes) if r.step == step), None) if workflow else None

@@ -132,6 +132,8 @@ def render(plan: Schedule, path: str, cluster: Cluster, horizon: float) -> Rende
             "at": w.start,
             "duration": w.end - w.start,
         }
+        for job in (o for o in piece.beside if o["kind"] == "Job"):  # a GPU window's: where its record is
+            windows[step.name]["job"] = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
         if w.start > 0:
             wait = {"name": f"{step.name}-wait", "templateType": "Suspend", "deadline": go_duration(w.start)}
             templates += [{"name": f"{step.name}-seq", "templateType": "Serial", "children": [wait["name"], step.name]}]

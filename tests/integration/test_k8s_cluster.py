@@ -19,13 +19,14 @@ import pytest
 
 from faults import schedule
 from faults.injectors import KINDS
-from faults.k8s import phases
 from faults.k8s.cluster import Cluster
 from faults.k8s.workflow import render
 from tests.integration.loadtest_helpers import locust, only_run
 from tests.procs import ROOT, serve, wait_for
+from tests.servers.chaos_mesh import ChaosMesh
 from tests.servers.kube_api import KubeAPI, running
 from tests.unit.faults.k8s.recorded import iso, nodes
+from tests.unit.faults.k8s.test_phases import replayed
 
 CLUSTER = Cluster(run="drills", namespace="staging", selector={"app": "llm"})
 UID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
@@ -275,7 +276,8 @@ def test_the_gpu_job_finds_the_gpu_by_the_pods_own_list(tmp_path, devices, pods,
 
 
 def test_the_gpu_job_resets_on_sigterm(tmp_path):
-    _, (workflow, job) = rendered(tmp_path, GPU % (1, "[500, 800]"))  # the seeds' range
+    # the seeds' range; a step long enough that a busy machine's slow start still finds it on
+    _, (workflow, job) = rendered(tmp_path, GPU.replace("duration: 2s", "duration: 60s") % (1, "[500, 800]"))
     t0 = int(time.time())
     with running(KubeAPI(workflow, lambda now: nodes(workflow, t0, until=now), PODS), tmp_path) as config:
         proc = gpu_job(tmp_path, config, job)
@@ -339,7 +341,14 @@ def test_a_load_test_labels_its_requests_by_the_steps_the_cluster_ran(tmp_path, 
                 workflow["status"] = {"startTime": iso(started[0])}
             return super().answer(path, query)
 
-    api = Starting(workflow, lambda now: nodes(workflow, started[0], until=now) if now >= started[0] else [])
+    def mesh() -> ChaosMesh:  # the fake controller, once the Workflow has started
+        return ChaosMesh(workflow, started[0])
+
+    api = Starting(
+        workflow,
+        lambda now: mesh().nodes(now) if now >= started[0] else [],
+        objects=lambda now: mesh().objects(now) if now >= started[0] else [],
+    )
     with serve("--sim-time-scale", "0.2") as server, running(api, tmp_path) as config:
         monkeypatch.setenv("KUBECONFIG", str(config))
         proc = locust(
@@ -351,10 +360,14 @@ def test_a_load_test_labels_its_requests_by_the_steps_the_cluster_ran(tmp_path, 
     assert run["config"]["k8s_workflow"] == "staging/drills"
     (t0,) = started
     windows = {w["name"]: w for w in run["faults"]}
-    assert (windows["jitter"]["actual_start"], windows["jitter"]["actual_end"]) == (t0 + 4, t0 + 7)
-    assert (windows["frozen"]["actual_start"], windows["frozen"]["actual_end"]) == (t0 + 6, t0 + 9)
-    truth = phases.steps(workflow, nodes(workflow, t0))
-    labelled = [(r["phase"], phases.phase(truth, r["intended"])) for r in requests if r["phase"] != "warmup"]
+    # from each chaos's Apply, a second into its step, to its step's deadline
+    assert (windows["jitter"]["actual_start"], windows["jitter"]["actual_end"]) == (t0 + 5, t0 + 7)
+    assert (windows["frozen"]["actual_start"], windows["frozen"]["actual_end"]) == (t0 + 7, t0 + 9)
+    lists = [(path, q) for path, q in api.queries if not path.endswith("/workflows/drills")]
+    assert {path.rsplit("/", 1)[1] for path, _ in lists} == {"workflownodes", "networkchaos", "podchaos", "pods"}
+    assert all(q["labelSelector"] == ["chaos-mesh.org/workflow=drills"] for _, q in lists)  # never the namespace's all
+    truth = replayed(workflow, t0, t0 + 20)  # the same cluster read every second
+    labelled = [(r["phase"], truth.phase(r["intended"])) for r in requests if r["phase"] != "warmup"]
     assert labelled
     assert [got for got, _ in labelled] == [want for _, want in labelled]
     assert {"baseline", "jitter", "frozen", "frozen+jitter"} >= {got for got, _ in labelled} >= {"jitter", "frozen"}

@@ -6,7 +6,6 @@ import time
 
 from faults.k8s import phases
 from tests.unit.faults.k8s import test_phases as unit
-from tests.unit.faults.k8s.recorded import nodes
 
 Cluster_ = unit.Cluster_
 planned = unit.planned  # the fixture: the drills schedule and its Workflow
@@ -25,8 +24,7 @@ def test_wait_returns_when_the_step_starts_and_when_it_ends(planned):
     starting.start()
     time.sleep(0.2)
     assert result == {}  # no Workflow yet: it is waited for
-    api.workflow = workflow
-    api.nodes = nodes(workflow, t0, until=t0)
+    api.mesh = unit.running(workflow, t0)
     starting.join(20)
     follow("end")
     assert result["start"][0] == 0

@@ -15,40 +15,64 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from faults.k8s.cluster import API
+
 PREFIX = "/apis/chaos-mesh.org/v1alpha1/namespaces/"
+LISTS = {"pods": ("v1", "PodList"), "networkchaos": (API, "NetworkChaosList"), "podchaos": (API, "PodChaosList")}
+NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
 
 
 class KubeAPI:
-    def __init__(self, workflow: dict | None, nodes: Callable[[float], list[dict]], pods: Sequence[dict] = ()) -> None:
-        self.workflow, self.nodes = workflow, nodes  # workflow None: deleted (404)
+    """`workflow` (None: deleted, 404), its nodes as of each read (`nodes(now)`), and more objects
+    (pods, chaos objects: `pods` always, `objects(now)` as of each read), each list selected by the
+    query's labelSelector and fieldSelector as the API server selects."""
+
+    def __init__(
+        self,
+        workflow: dict | None,
+        nodes: Callable[[float], list[dict]],
+        pods: Sequence[dict] = (),
+        objects: Callable[[float], list[dict]] | None = None,
+    ) -> None:
+        self.workflow, self.nodes = workflow, nodes
         self.pods = list(pods)
+        self.objects = objects
         self.paths: list[str] = []
+        self.queries: list[tuple[str, dict[str, list[str]]]] = []
 
     def answer(self, path: str, query: dict[str, list[str]] | None = None) -> tuple[int, dict]:
         self.paths.append(path)
-        if path.startswith("/api/v1/namespaces/") and path.endswith("/pods"):
-            return 200, {"apiVersion": "v1", "kind": "PodList", "items": self.listed(path.split("/")[4], query or {})}
-        wf = self.workflow
-        if path.startswith(PREFIX) and path.endswith("/workflownodes"):  # a list: 200, empty once it is deleted
-            items = self.nodes(time.time()) if wf is not None else []  # (its nodes are its own: deleted with it)
-            return 200, {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "WorkflowNodeList", "items": items}
+        self.queries.append((path, query or {}))
+        parts, wf = path.strip("/").split("/"), self.workflow
+        now = time.time()
+        if path.endswith("/workflownodes"):  # a list: 200, empty once it is deleted (its nodes are its own)
+            items = self.nodes(now) if wf is not None else []
+            return 200, {"apiVersion": API, "kind": "WorkflowNodeList", "items": select(items, query or {})}
+        if parts[-1] in LISTS and parts[-3] == "namespaces":
+            api, kind = LISTS[parts[-1]]
+            more = self.objects(now) if self.objects and wf is not None else []
+            kinds = {"pods": "Pod", "networkchaos": "NetworkChaos", "podchaos": "PodChaos"}[parts[-1]]
+            items = [
+                o for o in self.pods + more if o.get("kind", "Pod") == kinds and o["metadata"]["namespace"] == parts[-2]
+            ]
+            return 200, {"apiVersion": api, "kind": kind, "items": select(items, query or {})}
         if wf is not None and path == f"{PREFIX}{wf['metadata']['namespace']}/workflows/{wf['metadata']['name']}":
             return 200, wf
-        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
+        return 404, NOT_FOUND
 
-    def listed(self, namespace: str, query: dict[str, list[str]]) -> list[dict]:
-        """The pods of `namespace` the query's labelSelector (KEY=VALUE,...) and fieldSelector
-        (spec.nodeName=NODE, the one field selector `k8s gpu` sends) select."""
-        labels = dict(kv.split("=", 1) for kv in query.get("labelSelector", [""])[0].split(",") if kv)
-        fields = dict(kv.split("=", 1) for kv in query.get("fieldSelector", [""])[0].split(",") if kv)
-        assert set(fields) <= {"spec.nodeName"}, fields
-        return [
-            p
-            for p in self.pods
-            if p["metadata"]["namespace"] == namespace
-            and labels.items() <= p["metadata"].get("labels", {}).items()
-            and fields.get("spec.nodeName", p["spec"].get("nodeName")) == p["spec"].get("nodeName")
-        ]
+
+def select(items: list[dict], query: dict[str, list[str]]) -> list[dict]:
+    """`items` the query's labelSelector (KEY=VALUE,...) and fieldSelector (spec.nodeName=NODE, the one
+    field selector sent here) select."""
+    labels = dict(kv.split("=", 1) for kv in query.get("labelSelector", [""])[0].split(",") if kv)
+    fields = dict(kv.split("=", 1) for kv in query.get("fieldSelector", [""])[0].split(",") if kv)
+    assert set(fields) <= {"spec.nodeName"}, fields
+    return [
+        o
+        for o in items
+        if labels.items() <= (o["metadata"].get("labels") or {}).items()
+        and fields.get("spec.nodeName", o.get("spec", {}).get("nodeName")) == o.get("spec", {}).get("nodeName")
+    ]
 
 
 @contextlib.contextmanager

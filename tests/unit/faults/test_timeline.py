@@ -18,8 +18,7 @@ from faults.k8s.workflow import render
 from faults.session import FaultSession, following
 from faults.timeline import FaultClock, Phases, PhaseUpdate, Segment, Timeline
 from llmchaos.run import FaultWindow
-from tests.unit.faults.k8s.recorded import nodes
-from tests.unit.faults.k8s.test_phases import CLUSTER, HORIZON, SCHEDULE
+from tests.unit.faults.k8s.test_phases import CLUSTER, HORIZON, SCHEDULE, replayed
 
 REMOTE = """faults:
   - {name: slow, kind: gpu_clock, target: {host: gpu-1, sim: "http://127.0.0.1:9"}, at: 10s, duration: 10s,
@@ -70,13 +69,9 @@ def from_cluster(tmp_path, monkeypatch) -> tuple[Timeline, float]:
     path.write_text(SCHEDULE)
     workflow = render(schedule.load(str(path), KINDS), str(path), CLUSTER, HORIZON).run[0]
     started = int(time.time()) - 30
-    cluster = (
-        workflow | {"status": {"startTime": nodes(workflow, started)[0]["spec"]["startTime"]}},
-        nodes(workflow, started),
-    )
-    ref = "staging/drills"
-    monkeypatch.setitem(phases._SHARED, ref, phases.ClusterPhases(ref, lambda: cluster, poll_s=3600))
-    return phases.ClusterPhases(ref, lambda: cluster, poll_s=3600), float(started)
+    until = started + 2 * HORIZON + 30  # past every instant asked: each settled
+    monkeypatch.setitem(phases._SHARED, "staging/drills", replayed(workflow, started, until))
+    return replayed(workflow, started, until), float(started)
 
 
 @pytest.mark.parametrize("opened", [from_schedule, from_cluster])

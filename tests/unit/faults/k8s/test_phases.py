@@ -13,6 +13,8 @@ from faults.k8s import phases
 from faults.k8s.cluster import Cluster
 from faults.k8s.workflow import render
 from faults.session import FaultSession
+from llmchaos.run import FaultWindow
+from tests.servers.chaos_mesh import UNSCHEDULABLE, ChaosMesh
 from tests.unit.faults.k8s.recorded import nodes
 from tests.unit.faults.k8s.schemas import errors
 
@@ -99,42 +101,48 @@ def test_nodes_of_another_workflow_are_not_ours(planned):
 
 
 class Cluster_:
-    """What the API answers, changed by the test as the Workflow's life goes on."""
+    """What the API answers, changed by the test as the Workflow's life goes on: nothing, then a
+    fake Chaos Mesh running it (tests/servers/chaos_mesh.py), then nothing again (deleted)."""
 
     def __init__(self) -> None:
-        self.workflow: dict | None = None
-        self.nodes: list[dict] = []
+        self.mesh: ChaosMesh | None = None
         self.reads = 0
 
     def read(self) -> phases.Snapshot:
         self.reads += 1
-        return self.workflow, self.nodes
+        return self.mesh.seen(time.time()) if self.mesh else (None, [])
+
+
+def running(workflow: dict, t0: int, **fail: str) -> ChaosMesh:
+    started = copy.deepcopy(workflow) | {"status": {"startTime": nodes(workflow, t0)[0]["spec"]["startTime"]}}
+    return ChaosMesh(started, t0, fail={k.replace("_", "-"): v for k, v in fail.items()})
 
 
 def test_the_live_reader_follows_the_workflow_and_its_deletion(planned):
     _, workflow = planned
     api = Cluster_()
-    t0 = int(time.time()) - 20  # the Workflow started 20 s ago
+    t0 = int(time.time()) - 18  # the Workflow started 18 s ago: jitter and narrow are on
     live = phases.ClusterPhases("staging/drills", api.read, poll_s=3600)
     assert (live.namespace, live.name) == ("staging", "drills")
     assert live.phase(time.time()) == "baseline"
     assert live.stop() == ([], [])  # no window ran, and a cluster has no fault hosts
-    api.workflow = workflow | {"status": {"startTime": nodes(workflow, t0)[0]["spec"]["startTime"]}}
-    api.nodes = nodes(workflow, t0, until=time.time())
+    api.mesh = running(workflow, t0)
     live.poll()
-    assert live.phase(t0 + 16) == "jitter+narrow"
-    assert live.phase(time.time()) == "jitter"  # 10 s into its first 20 s window
+    assert live.phase(t0 + 16) == "jitter+narrow"  # each from its Apply, a second into its step
+    assert live.phase(t0 + 15.5) == "jitter"  # narrow's step had started, its fault not yet
+    assert live.phase(time.time()) == "jitter+narrow"
     assert ("jitter", "netem", '{"interface": "eth0"}', True) in live.active()
-    api.workflow, api.nodes = None, []  # kubectl delete workflow drills: Chaos Mesh recovers everything
+    api.mesh = None  # kubectl delete workflow drills: Chaos Mesh recovers everything
     live.poll()
     deleted = time.time()
     assert live.phase(deleted + 1) == "baseline"
     assert live.phase(t0 + 16) == "jitter+narrow"  # what ran before stays as it ran
     windows = {w.name: w for w in live.stop()[0]}
-    assert windows["narrow"].actual_start == t0 + 15
-    assert windows["narrow"].actual_end == t0 + 20
+    assert windows["narrow"].actual_start == t0 + 16  # its Apply
     assert windows["narrow"].planned_start == t0 + 15
+    assert (windows["slow-gpu"].actual_start, windows["slow-gpu"].actual_end) == (t0 + 1, t0 + 13)  # its Job's record
     assert windows["jitter"].actual_end == pytest.approx(deleted, abs=0.5)
+    assert windows["narrow"].actual_end == pytest.approx(deleted, abs=0.5)
     assert "chunk-drop" not in windows  # it never started
 
 
@@ -146,26 +154,14 @@ def test_an_aborted_workflow_ends_its_windows_at_the_abort(planned, how):
     _, workflow = planned
     api = Cluster_()
     t0 = int(time.time()) - 20
-    api.workflow = copy.deepcopy(workflow) | {"status": {"startTime": nodes(workflow, t0)[0]["spec"]["startTime"]}}
-    api.nodes = nodes(workflow, t0, until=time.time())
+    api.mesh = running(workflow, t0)
     live = phases.ClusterPhases("staging/drills", api.read, poll_s=3600)
     assert live.phase(time.time()) == "jitter"
-
-    def recorded(until: float) -> list[dict]:
-        out = nodes(workflow, t0, until=until)
-        if how == "condition":  # the entry's node, as Chaos Mesh's abort reconciler marks it
-            out[0].setdefault("status", {})["conditions"] = [
-                {"type": "Aborted", "status": "True", "reason": "WorkflowAborted"}
-            ]
-        return out
-
-    if how == "annotation":
-        api.workflow["metadata"]["annotations"][phases.ABORT] = "true"
-    api.nodes = recorded(time.time())
+    api.mesh.abort(int(time.time()))
+    if how == "condition":  # the nodes' condition alone, as a reader that missed the annotation sees it
+        del api.mesh.workflow["metadata"]["annotations"][phases.ABORT]
     live.poll()
     seen = time.time()
-    api.nodes = recorded(time.time() + 600)  # every later node recorded, as planned
-    live.poll()
     assert live.phase(seen + 1) == "baseline"
     windows = {w.name: w for w in live.stop()[0]}
     assert windows["jitter"].actual_end == pytest.approx(seen, abs=0.5)
@@ -177,29 +173,102 @@ def test_an_aborted_workflow_ends_its_windows_at_the_abort(planned, how):
 def test_a_step_still_on_when_the_test_stops_says_so(planned):
     _, workflow = planned
     api = Cluster_()
-    t0 = int(time.time()) - 26
-    api.workflow, api.nodes = workflow, nodes(workflow, t0, until=time.time())
+    t0 = int(time.time()) - 27
+    api.mesh = running(workflow, t0)
     windows = {w.name: w for w in phases.ClusterPhases("staging/drills", api.read, poll_s=3600).stop()[0]}
+    assert windows["chunk-drop"].actual_start == t0 + 26  # its Task pod's start
     assert windows["chunk-drop"].actual_end is None
     assert windows["chunk-drop"].error == "still on in the cluster when the test ended"
     assert windows["slow-gpu"].error is None
-    assert windows["slow-gpu"].actual_end == t0 + 12
+    assert windows["slow-gpu"].actual_end == t0 + 13
 
 
-def test_the_reader_keeps_its_timeline_when_the_api_fails_a_moment(planned):
+class Clock:
+    """A run's time, stepped by the test: the fake cluster and the reader both read it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reader(mesh: ChaosMesh, clock: Clock) -> phases.ClusterPhases:
+    return phases.ClusterPhases("staging/drills", lambda: mesh.seen(clock.now), poll_s=3600, clock=clock)
+
+
+def replayed(workflow: dict, t0: int, until: float, **fail: str) -> phases.ClusterPhases:
+    """A reader that read the fake cluster every second from before `t0` to `until`."""
+    clock = Clock(t0 - 1)
+    live = reader(running(workflow, t0, **fail), clock)
+    while clock.now < until:
+        clock.now += 1
+        live.poll()
+    return live
+
+
+FAILED = {  # each failure the fake controller plays, on a step of the drills, and what the reader says
+    "narrow": ("nothing-selected", "selected no pod"),
+    "frozen": ("apply-failed", "Apply failed: connection refused"),
+    "jitter-0": ("webhook", "no chaos object: refused at its creation (a webhook)?"),
+    "chunk-drop": ("pending", "its pod is Pending"),
+    "slow-gpu": ("unscheduled", f"the GPU Job was not scheduled: Unschedulable {UNSCHEDULABLE}"),
+}
+
+
+def test_each_failure_of_the_cluster_comes_out_unconfirmed(planned):
     _, workflow = planned
-    t0 = int(time.time()) - 20
-    answers = [(workflow, nodes(workflow, t0, until=time.time())), ConnectionError("api server gone a moment")]
+    live = replayed(workflow, T0, T0 + HORIZON, **{step: how for step, (how, _) in FAILED.items()})
+    windows: dict[str, FaultWindow] = {}
+    for w in live.stop()[0]:
+        windows.setdefault(w.name, w)  # a repeated window's first
+    for step, (_, why) in FAILED.items():
+        window = step.removesuffix("-0")
+        w = windows[window]
+        assert (w.actual_start, w.actual_end) == (None, None), w
+        assert w.error == f"unconfirmed: {why}"
+        (stretch,) = w.unconfirmed  # its step's planned stretch, from its node
+        assert live.phase(stretch[0] + 0.5).split("+").count(f"{window}:unconfirmed") == 1
+    assert live.phase(T0 + 56.5) == "jitter"  # jitter's second window applied: its first only was refused
+    assert live.phase(T0 + 11) == "jitter:unconfirmed+slow-gpu:unconfirmed"
 
-    def read():
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
-    live = phases.ClusterPhases("drills", read, poll_s=3600)
+def test_without_failures_every_window_runs_from_its_apply(planned):
+    _, workflow = planned
+    live = replayed(workflow, T0, T0 + HORIZON)
+    assert [(w.name, w.actual_start, w.actual_end, w.error) for w in live.stop()[0]] == [
+        ("slow-gpu", T0 + 1, T0 + 13, None),  # its Job's lock and reset
+        ("jitter", T0 + 11, T0 + 30, None),  # the first Apply, the node's deadline (its object gone then)
+        ("narrow", T0 + 16, T0 + 20, None),
+        ("chunk-drop", T0 + 26, T0 + 56, None),  # its Task pod's container, start to end
+        ("frozen", T0 + 41, T0 + 43, None),
+        ("jitter", T0 + 56, T0 + 75, None),
+    ]
+
+
+def test_a_request_in_an_undecided_step_waits_for_its_record(planned):
+    """A step on, its fault's Apply not read yet: a request started in it waits (not settled) until
+    the record says applied (labelled from the Apply's time on) or the step ends without one."""
+    _, workflow = planned
+    clock = Clock(T0 + 15.2)  # narrow's node started; its Apply comes at T0 + 16
+    mesh = running(workflow, T0)
+    live = reader(mesh, clock)
+    assert live.settled(T0 + 12)  # jitter's, applied at T0 + 11
+    assert live.phase(T0 + 12) == "jitter+slow-gpu"
+    assert not live.settled(T0 + 15.1)  # narrow's step on, its Apply not read
+    assert not live.settled(T0 + 15.3)  # after the read: not known at all
+    clock.now = T0 + 16.2
     live.poll()
-    assert live.phase(t0 + 16) == "jitter+narrow"
+    assert live.settled(T0 + 15.1)
+    assert live.phase(T0 + 15.5) == "jitter"  # before narrow's Apply: not in it
+    assert live.phase(T0 + 16) == "jitter+narrow"
+    clock.now = T0 + 41.5
+    mesh.lag = 2  # frozen's Apply late: T0 + 42
+    live.poll()
+    assert not live.settled(T0 + 41.2)
+    live.close()  # the test stopped: what waits is decided as it stands
+    assert live.settled(T0 + 41.2)
+    assert live.phase(T0 + 41.2) == "chunk-drop+frozen:unconfirmed"
 
 
 def test_wait_for_a_step_of_a_deleted_workflow(planned):

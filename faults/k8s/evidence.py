@@ -1,0 +1,112 @@
+"""What the cluster's own objects say a window step did, beyond its WorkflowNode's planned times:
+whether its fault was applied, and when it was applied and recovered.
+
+- A chaos step (NetworkChaos, PodChaos): the chaos object its node created (labelled
+  `chaos-mesh.org/controlled-by: NODE`), its `status.experiment.containerRecords[].events`: the first
+  Apply that succeeded, the last Recover; a Selected condition that is False (its selector matched no
+  pod) or an Apply that only failed says why it never applied. A node with no chaos object was
+  refused its object (a webhook) or not reached yet.
+- A Task step (an SSE window): its pod (the same label), from its container's start; a pod that never
+  started (Pending) applied nothing.
+- A GPU window's Suspend step: its Job's pod (`job-name: RUN-STEP`, in the GPU namespace), the lock
+  and reset times of its termination message (faults/k8s/gpu.py), once it has ended; never scheduled,
+  or ended without a lock, it applied nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+CONTROLLED_BY = "chaos-mesh.org/controlled-by"
+WORKFLOW = "chaos-mesh.org/workflow"
+JOB_NAME = "job-name"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    applied: float | None = None  # unix times, as the cluster recorded them
+    recovered: float | None = None
+    why: str | None = None  # why it applied nothing, where the cluster says
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One read of the cluster: the Workflow (None: there is none), its nodes, the chaos objects and
+    the pods (Task pods) labelled with it, and the pods of its GPU Jobs."""
+
+    workflow: dict | None
+    nodes: list[dict]
+    chaos: tuple[dict, ...] = ()
+    pods: tuple[dict, ...] = ()
+    gpu_pods: tuple[dict, ...] = ()
+
+
+def stamp(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _labelled(objects: tuple[dict, ...], key: str, value: str) -> dict | None:
+    return next((o for o in objects if (o.get("metadata", {}).get("labels") or {}).get(key) == value), None)
+
+
+def chaos(obj: dict | None) -> Evidence | None:
+    """A chaos object's record; None when there is none yet."""
+    if obj is None:
+        return None
+    status = obj.get("status") or {}
+    records = (status.get("experiment") or {}).get("containerRecords") or []
+    events = [e for r in records for e in r.get("events") or [] if e.get("timestamp")]
+    applied = [stamp(e["timestamp"]) for e in events if e.get("operation") == "Apply" and e.get("type") == "Succeeded"]
+    recovered = [
+        stamp(e["timestamp"]) for e in events if e.get("operation") == "Recover" and e.get("type") == "Succeeded"
+    ]
+    if applied:
+        return Evidence(min(applied), max(recovered) if recovered else None)
+    failed = [e.get("message") or "" for e in events if e.get("operation") == "Apply" and e.get("type") == "Failed"]
+    if failed:
+        return Evidence(why=f"Apply failed: {failed[-1]}")
+    selected = next((c for c in status.get("conditions") or [] if c.get("type") == "Selected"), None)
+    if selected is not None and selected.get("status") == "False":
+        return Evidence(why=f"selected no pod{': ' + selected['reason'] if selected.get('reason') else ''}")
+    return Evidence()
+
+
+def task(pod: dict | None) -> Evidence | None:
+    """A Task pod's container: started (applied) and ended; None when there is no pod yet."""
+    if pod is None:
+        return None
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    state = statuses[0].get("state") or {} if statuses else {}
+    started = (state.get("running") or state.get("terminated") or {}).get("startedAt")
+    finished = (state.get("terminated") or {}).get("finishedAt")
+    if started:
+        return Evidence(stamp(started), stamp(finished) if finished else None)
+    return Evidence(why=f"its pod is {(pod.get('status') or {}).get('phase', 'Pending')}")
+
+
+def gpu_job(pod: dict | None) -> Evidence | None:
+    """A GPU Job's pod: its termination message's lock and reset, once it has ended."""
+    if pod is None:
+        return None
+    status = pod.get("status") or {}
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return Evidence(why=f"the GPU Job was not scheduled: {c.get('reason', '')} {c.get('message', '')}".strip())
+    statuses = status.get("containerStatuses") or []
+    ended = (statuses[0].get("state") or {}).get("terminated") if statuses else None
+    if not ended:
+        return Evidence()
+    said = dict(line.split(" ", 1) for line in (ended.get("message") or "").splitlines() if " " in line)
+    if "locked" not in said:
+        return Evidence(why=f"the GPU Job ended without a lock (exit {ended.get('exitCode')}: {ended.get('reason')})")
+    return Evidence(float(said["locked"]), float(said["reset"]) if "reset" in said else None)
+
+
+def of_step(kind: str, node: dict, seen: Seen, job: str) -> Evidence | None:
+    """What the cluster says of the step whose node is `node` (its Job `job`, a GPU window's)."""
+    name = node.get("metadata", {}).get("name", "")
+    if kind == "gpu_clock":
+        return gpu_job(_labelled(seen.gpu_pods, JOB_NAME, job))
+    if kind == "sse":
+        return task(_labelled(seen.pods, CONTROLLED_BY, name))
+    return chaos(_labelled(seen.chaos, CONTROLLED_BY, name))
