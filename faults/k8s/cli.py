@@ -1,4 +1,4 @@
-"""`llmchaos k8s render|render-load|wait|check`."""
+"""`llmchaos k8s render|render-load|wait|collect|gpu|check`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from llmchaos.units import YEAR_S
 
 GPU_ACCESS = ("driver-root", "runtime-class")  # how the GPU Job reaches the driver (faults/k8s/gpu.py)
 IMAGE = "llmchaos:0.1.0"  # compose/Dockerfile's, as docker-compose.yml tags it
-NODE = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")  # RFC 1123
+# RFC 1123 subdomain: a node's name, a StorageClass's
+NODE = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
 
 
 def register(sub: Subparsers) -> None:
@@ -47,6 +48,7 @@ def register(sub: Subparsers) -> None:
         lo.add_argument(f"--{option}", default=None, help=f"the load test's --{option} file, put in a ConfigMap")
     lo.add_argument("--push-gateway", default="", help="the Pushgateway's URL from inside the cluster")
     lo.add_argument("--results-size", default="1Gi", help="the results' PersistentVolumeClaim")
+    lo.add_argument("--storage-class", default="", help="its StorageClass (default: the cluster's default)")
     lo.add_argument("--k8s-workflow", default="", help="the Workflow whose steps give the phases")
     lo.add_argument("--gpu-namespace", default="", help="where its GPU Jobs run (k8s render's): their lock records")
     lo.add_argument("--operator", action="store_true", help="a LocustTest for the Locust Kubernetes operator")
@@ -59,6 +61,12 @@ def register(sub: Subparsers) -> None:
     w.add_argument("--step", required=True)
     w.add_argument("--for", dest="until", choices=["start", "end"], required=True)
     w.set_defaults(func=run_wait)
+
+    co = ksub.add_parser("collect", help="a load run's results home from its volume, for report and compare")
+    co.add_argument("run", metavar="[NAMESPACE/]RUN", help="render-load's --name (and --namespace)")
+    co.add_argument("dir", help="where the results directory goes")
+    co.add_argument("--image", default=IMAGE, help="the image of the pod that reads the volume (render-load's)")
+    co.set_defaults(func=run_collect)
 
     g = ksub.add_parser("gpu", help="the GPU a server pod on this node holds, by UUID (the GPU node's Job)")
     g.add_argument("namespace", help="the server pods' namespace")
@@ -145,6 +153,8 @@ def run_render_load(args: argparse.Namespace) -> int:
     from faults.k8s.load import Load, render
 
     extra = args.locust_args[1:] if args.locust_args[:1] == ["--"] else args.locust_args
+    if args.storage_class and not NODE.fullmatch(args.storage_class):
+        raise UsageError(f"{args.storage_class!r} is not a StorageClass's name", field="--storage-class")
     load = Load(
         host=args.host,
         name=_name(args.name, "--name", names.DNS_1035),
@@ -154,6 +164,7 @@ def run_render_load(args: argparse.Namespace) -> int:
         files={o: getattr(args, o) for o in ("schedule", "slo", "guard") if getattr(args, o)},
         push_gateway=args.push_gateway,
         results_size=args.results_size,
+        storage_class=args.storage_class,
         workflow=_name(args.k8s_workflow, "--k8s-workflow") if args.k8s_workflow else "",
         gpu_namespace=_name(args.gpu_namespace, "--gpu-namespace") if args.gpu_namespace else "",
         operator=args.operator,
@@ -177,6 +188,16 @@ def run_wait(args: argparse.Namespace) -> int:
     from faults.k8s.phases import api_reader, reference, wait
 
     return wait(api_reader(*reference(args.workflow), records=False), args.step, args.until)
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from faults.k8s.collect import collect
+    from faults.k8s.phases import reference
+
+    namespace, run = reference(args.run, "RUN")
+    for found in collect(_name(namespace, "RUN"), _name(run, "RUN", names.DNS_1035), Path(args.dir), args.image):
+        print(f"collected {found}: llmchaos report {found}")
+    return 0
 
 
 def run_gpu(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from faults.k8s import kube
 from llmchaos.errors import UsageError
 
 log = logging.getLogger("llmchaos.faults")
@@ -31,15 +32,9 @@ class Pod:
 def pods_on(namespace: str, selector: str, node: str) -> list[Pod]:
     """The pods of `selector` in `namespace` on `node`, by name, through the API (in a pod: its
     ServiceAccount)."""
-    from kubernetes import client, config
+    from kubernetes import client
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        try:
-            config.load_kube_config()
-        except (config.ConfigException, OSError) as e:
-            raise UsageError(f"no cluster to read: not in a pod, and no kubeconfig ({e})") from None
+    kube.configure()
     try:
         found = client.CoreV1Api().list_namespaced_pod(
             namespace, label_selector=selector, field_selector=f"spec.nodeName={node}"

@@ -23,6 +23,7 @@ MOUNT, OPERATOR_MOUNT = "/etc/llmchaos", "/lotest/src"
 WEB, MASTER, METRICS = 8089, 5557, 9646
 MASTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
 WORKER_RESOURCES = {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}  # one core: Locust's
+JOB_TTL_S = 86400  # a finished headless run's Jobs stay a day (their pods' logs), then go; the results stay
 QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?")
 
 
@@ -36,6 +37,7 @@ class Load:
     files: dict[str, str] = field(default_factory=dict)  # option (schedule, slo, guard) -> the user's file
     push_gateway: str = ""
     results_size: str = "1Gi"
+    storage_class: str = ""  # the results' PersistentVolumeClaim's; the cluster's default without
     workflow: str = ""  # --k8s-workflow
     gpu_namespace: str = ""  # where its GPU Jobs run: read for their lock records
     operator: bool = False
@@ -43,6 +45,11 @@ class Load:
 
     def meta(self, name: str) -> dict:
         return names.meta(name, self.namespace, self.name)
+
+    @property
+    def headless(self) -> bool:
+        """A run with no one at its web UI: Jobs that end with the test, not Deployments."""
+        return "--headless" in self.locust_args
 
 
 def _read(option: str, path: str) -> str:
@@ -87,17 +94,18 @@ def render(load: Load) -> list[dict]:
         volumes.append({"name": "files", "configMap": {"name": f"{load.name}-files"}})
         mounts.append({"name": "files", "mountPath": MOUNT, "readOnly": True})
     command = ["locust", "-f", LOCUSTFILE, "--master", "--results-dir=/results", f"--prometheus-port={METRICS}"]
+    if load.headless and not any(a.startswith("--expect-workers") for a in load.locust_args):
+        command.append(f"--expect-workers={load.workers}")  # it starts the test once all have connected
+    ports = {"master": MASTER, "metrics": METRICS} | ({} if load.headless else {"web": WEB})
+    # ready once it takes workers (a headless master serves no web UI); else once its UI answers
+    ready = {"tcpSocket": {"port": "master"}} if load.headless else {"httpGet": {"path": "/", "port": "web"}}
     master_container = {
         "name": "master",
         "image": load.image,
         "command": command + args + list(load.locust_args),
-        "ports": [
-            {"name": "web", "containerPort": WEB},
-            {"name": "master", "containerPort": MASTER},
-            {"name": "metrics", "containerPort": METRICS},
-        ],
+        "ports": [{"name": n, "containerPort": p} for n, p in ports.items()],
         "volumeMounts": mounts,
-        "readinessProbe": {"httpGet": {"path": "/", "port": "web"}, "periodSeconds": 5},
+        "readinessProbe": ready | {"periodSeconds": 5},
         "env": [HOME],
         "securityContext": container_context(),
         "resources": MASTER_RESOURCES,
@@ -110,7 +118,8 @@ def render(load: Load) -> list[dict]:
         "securityContext": container_context(),
         "resources": WORKER_RESOURCES,
     }
-    pvc_spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": load.results_size}}}
+    pvc_spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": load.results_size}}}
+    pvc_spec |= {"storageClassName": load.storage_class} if load.storage_class else {}
     return [
         *out,
         {
@@ -119,20 +128,17 @@ def render(load: Load) -> list[dict]:
             "metadata": load.meta(f"{load.name}-results"),
             "spec": pvc_spec,
         },
-        _deployment(load, master, 1, master_container, volumes, account, recreate=True),
+        _workload(load, master, 1, master_container, volumes, account),
         {
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": load.meta(master),
             "spec": {
                 "selector": _pods(load, master),
-                "ports": [
-                    {"name": n, "port": p, "targetPort": n}
-                    for n, p in (("web", WEB), ("master", MASTER), ("metrics", METRICS))
-                ],
+                "ports": [{"name": n, "port": p, "targetPort": n} for n, p in ports.items()],
             },
         },
-        _deployment(load, f"{load.name}-worker", load.workers, worker_container, [], account, spread=True),
+        _workload(load, f"{load.name}-worker", load.workers, worker_container, [], account, spread=True),
     ]
 
 
@@ -140,17 +146,12 @@ def _pods(load: Load, name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "llmchaos-locust", "app.kubernetes.io/instance": name}
 
 
-def _deployment(
-    load: Load,
-    name: str,
-    replicas: int,
-    container: dict,
-    volumes: list[dict],
-    account: str,
-    recreate: bool = False,
-    spread: bool = False,
+def _workload(
+    load: Load, name: str, replicas: int, container: dict, volumes: list[dict], account: str, spread: bool = False
 ) -> dict:
-    """A Deployment of `container`; the master's is recreated, not rolled (its volume is ReadWriteOnce)."""
+    """`replicas` pods of `container`: a Deployment (the master's recreated, not rolled: its volume is
+    ReadWriteOnce), or for a headless run a Job that ends with the test, none retried (a second
+    master would be another test) and gone a day after, its results on their volume."""
     meta = load.meta(name)
     pod: dict = {"containers": [container]}
     pod |= {"volumes": volumes, "securityContext": {"fsGroup": USER}} if volumes else {}  # the results: ours to write
@@ -163,12 +164,14 @@ def _deployment(
                 "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
             }
         }
-    spec: dict = {
-        "replicas": replicas,
-        "selector": {"matchLabels": _pods(load, name)},
-        "template": {"metadata": {"labels": meta["labels"] | _pods(load, name)}, "spec": pod},
-    }
-    spec |= {"strategy": {"type": "Recreate"}} if recreate else {}
+    template = {"metadata": {"labels": meta["labels"] | _pods(load, name)}, "spec": pod}
+    if load.headless:
+        template["spec"] = pod | {"restartPolicy": "Never"}
+        spec: dict = {"parallelism": replicas, "completions": replicas, "backoffLimit": 0}
+        spec |= {"ttlSecondsAfterFinished": JOB_TTL_S, "template": template}
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    spec = {"replicas": replicas, "selector": {"matchLabels": _pods(load, name)}, "template": template}
+    spec |= {"strategy": {"type": "Recreate"}} if volumes else {}  # a ReadWriteOnce volume: one pod at a time
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
-from faults.k8s import evidence, names
+from faults.k8s import evidence, kube, names
 from faults.k8s.cluster import API, CHAOS
 from faults.k8s.evidence import Evidence, Seen, stamp
 from faults.k8s.workflow import WINDOWS
@@ -155,16 +156,18 @@ def default_namespace() -> str:
     from kubernetes import config
 
     try:
-        return str(config.list_kube_config_contexts()[1]["context"].get("namespace", "default"))
+        return str(
+            config.list_kube_config_contexts(os.environ.get("KUBECONFIG"))[1]["context"].get("namespace", "default")
+        )
     except Exception:  # noqa: BLE001 - no kubeconfig, or one without contexts: the API's default
         return "default"
 
 
-def reference(ref: str) -> tuple[str, str]:
+def reference(ref: str, field: str = "--k8s-workflow") -> tuple[str, str]:
     """(namespace, name) from `[NAMESPACE/]NAME`."""
     namespace, _, name = ref.rpartition("/")
     if not name:
-        raise UsageError(f"expected [NAMESPACE/]NAME, got {ref!r}", field="--k8s-workflow")
+        raise UsageError(f"expected [NAMESPACE/]NAME, got {ref!r}", field=field)
     return namespace or default_namespace(), name
 
 
@@ -173,15 +176,9 @@ def api_reader(namespace: str, name: str, records: bool = True) -> Callable[[], 
     and GPU Jobs' pods, through the official client: in a pod with its ServiceAccount, elsewhere with
     the kubeconfig (UsageError when there is neither). A kind this account may not read is read as
     none (its windows come out unconfirmed), with a warning once."""
-    from kubernetes import client, config
+    from kubernetes import client
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        try:
-            config.load_kube_config()
-        except (config.ConfigException, OSError) as e:
-            raise UsageError(f"no cluster to read: not in a pod, and no kubeconfig ({e})") from None
+    kube.configure()
     custom, core = client.CustomObjectsApi(), client.CoreV1Api()
     ours = f"{evidence.WORKFLOW}={name}"
     refused: set[str] = set()

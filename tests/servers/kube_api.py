@@ -24,8 +24,9 @@ NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason"
 
 class KubeAPI:
     """`workflow` (None: deleted, 404), its nodes as of each read (`nodes(now)`), and more objects
-    (pods, chaos objects: `pods` always, `objects(now)` as of each read), each list selected by the
-    query's labelSelector and fieldSelector as the API server selects."""
+    (pods, PersistentVolumeClaims, chaos objects: `pods` always, `objects(now)` as of each read),
+    each list selected by the query's labelSelector and fieldSelector as the API server selects; a
+    pod created (Running at once) or deleted."""
 
     def __init__(
         self,
@@ -40,11 +41,37 @@ class KubeAPI:
         self.paths: list[str] = []
         self.queries: list[tuple[str, dict[str, list[str]]]] = []
 
+    def change(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
+        """POST a pod (stored, and Running at once: a kubelet that starts it) or DELETE one."""
+        parts = path.strip("/").split("/")
+        self.paths.append(f"{method} {path}")
+        if method == "POST" and parts[-1] == "pods" and body is not None:
+            body = body | {"kind": "Pod", "status": {"phase": "Running"}}
+            body["metadata"] = body["metadata"] | {"namespace": parts[-2]}
+            self.pods.append(body)
+            return 201, body
+        if method == "DELETE" and parts[-2] == "pods":
+            found = [
+                p for p in self.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == (parts[-3], parts[-1])
+            ]
+            self.pods = [p for p in self.pods if p not in found]
+            return (200, found[0]) if found else (404, NOT_FOUND)
+        return 405, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 405}
+
     def answer(self, path: str, query: dict[str, list[str]] | None = None) -> tuple[int, dict]:
         self.paths.append(path)
         self.queries.append((path, query or {}))
         parts, wf = path.strip("/").split("/"), self.workflow
         now = time.time()
+        if parts[-2] in ("pods", "persistentvolumeclaims") and parts[-4] == "namespaces":  # one object by name
+            kind = "Pod" if parts[-2] == "pods" else "PersistentVolumeClaim"
+            found = [
+                o
+                for o in self.pods
+                if o.get("kind", "Pod") == kind
+                and (o["metadata"]["namespace"], o["metadata"]["name"]) == (parts[-3], parts[-1])
+            ]
+            return (200, found[0]) if found else (404, NOT_FOUND)
         if path.endswith("/workflownodes"):  # a list: 200, empty once it is deleted (its nodes are its own)
             items = self.nodes(now) if wf is not None else []
             return 200, {"apiVersion": API, "kind": "WorkflowNodeList", "items": select(items, query or {})}
@@ -82,7 +109,18 @@ def running(api: KubeAPI, tmp: Path) -> Iterator[Path]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             url = urlsplit(self.path)
-            status, body = api.answer(url.path, parse_qs(url.query))
+            self.reply(*api.answer(url.path, parse_qs(url.query)))
+
+        def do_POST(self) -> None:
+            size = int(self.headers.get("content-length") or 0)
+            self.reply(*api.change("POST", urlsplit(self.path).path, json.loads(self.rfile.read(size) or b"null")))
+
+        def do_DELETE(self) -> None:
+            size = int(self.headers.get("content-length") or 0)
+            self.rfile.read(size)
+            self.reply(*api.change("DELETE", urlsplit(self.path).path, None))
+
+        def reply(self, status: int, body: dict) -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")

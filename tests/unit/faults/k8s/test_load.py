@@ -69,6 +69,8 @@ def test_the_operators_locust_test(tmp_path, capsys):
     ("args", "named"),
     [
         (["--host", "http://x", "--results-size", "lots"], "--results-size"),
+        (["--host", "http://x", "--storage-class", "Fast_SSD"], "--storage-class"),
+        (["--host", "http://x", "--gpu-namespace", "llmchaos-gpu"], "--gpu-namespace: the GPU Jobs' records"),
         (["--host", "http://x", "--name", "Load"], "--name"),
         (["--host", "http://x", "--slo", "/nonexistent/slo.yaml"], "/nonexistent/slo.yaml"),
         (["--host", "http://x", "--slo", "compose/schedules/drill-jitter.yaml"], "unknown language"),

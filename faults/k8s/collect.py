@@ -1,0 +1,162 @@
+"""`llmchaos k8s collect NAMESPACE/RUN DIR`: a load run's results home from its volume, so that
+`llmchaos report` and `compare` read them as a local run's.
+
+The results are on the run's PersistentVolumeClaim (`RUN-results`, ReadWriteOnce), which no pod
+mounts once the headless master's Job has ended. So a pod of our own mounts it read-only (restricted,
+as every pod we make), the directory leaves it as a gzipped tar through the API's exec stream (what
+`kubectl cp` does, in base64: the client's stream is text), and the pod is deleted, whatever
+happened. No kubectl needed: the official client, in a pod with its ServiceAccount, elsewhere with
+the kubeconfig."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import logging
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
+
+from faults.k8s import kube, names
+from faults.k8s.podsecurity import HOME, USER, container_context
+from llmchaos.errors import UsageError
+
+log = logging.getLogger("llmchaos.faults")
+
+MOUNT = "/results"
+TAR = ["sh", "-c", f"tar czf - -C {MOUNT} . | base64"]
+START_S = 300.0  # the pod's wait to start: scheduling beside the volume, the image's pull
+Exec = Callable[["CoreV1Api", str, str, list[str]], str]  # (CoreV1Api, namespace, pod, command) -> its stdout
+
+
+def api() -> CoreV1Api:
+    from kubernetes import client
+
+    kube.configure()
+    return client.CoreV1Api()
+
+
+def exec_stream(core: CoreV1Api, namespace: str, pod: str, command: list[str]) -> str:
+    """`command`'s stdout in `pod`, through the API's exec stream; UsageError on a non-zero exit."""
+    from kubernetes.stream import stream
+
+    resp = stream(
+        core.connect_get_namespaced_pod_exec,
+        pod,
+        namespace,
+        command=command,
+        stdout=True,
+        stderr=True,
+        stdin=False,
+        tty=False,
+        _preload_content=False,
+    )
+    out, err = [], []
+    while resp.is_open():
+        resp.update(timeout=1)
+        if resp.peek_stdout():
+            out.append(resp.read_stdout())
+        if resp.peek_stderr():
+            err.append(resp.read_stderr())
+    resp.close()
+    if resp.returncode:
+        raise UsageError(f"reading the results in pod {pod}: exit {resp.returncode}: {''.join(err).strip()}")
+    return "".join(out)
+
+
+def reader_pod(namespace: str, run: str, image: str) -> dict:
+    """A pod that mounts the run's results read-only and waits to be read."""
+    container = {
+        "name": "results",
+        "image": image,
+        "command": ["sleep", "3600"],  # deleted once read: at most an hour if this side dies
+        "volumeMounts": [{"name": "results", "mountPath": MOUNT, "readOnly": True}],
+        "env": [HOME],
+        "securityContext": container_context(),
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+    }
+    claim = {"claimName": f"{run}-results", "readOnly": True}
+    spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "securityContext": {"fsGroup": USER},
+        "containers": [container],
+        "volumes": [{"name": "results", "persistentVolumeClaim": claim}],
+    }
+    meta = names.meta(f"{run}-collect", namespace, run)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def collect(
+    namespace: str,
+    run: str,
+    dest: Path,
+    image: str,
+    core: CoreV1Api | None = None,
+    run_exec: Exec = exec_stream,
+    start_s: float = START_S,
+) -> list[Path]:
+    """Bring RUN's results directory into `dest`; the run directories it holds."""
+    from kubernetes import client
+
+    core = core if core is not None else api()
+    claim = f"{run}-results"
+    try:
+        core.read_namespaced_persistent_volume_claim(claim, namespace)
+    except client.ApiException as e:
+        raise UsageError(
+            f"no results volume {namespace}/{claim} ({e.status} {e.reason}): is RUN render-load's --name?"
+        ) from None
+    master = f"app.kubernetes.io/instance={run}-master"
+    pods = core.list_namespaced_pod(namespace, label_selector=master).items
+    running = [
+        str(p.metadata.name) for p in pods if p.metadata and p.status and p.status.phase in ("Pending", "Running")
+    ]
+    if running:
+        raise UsageError(f"the load test is still running ({', '.join(running)}): collect once its master has ended")
+    pod = reader_pod(namespace, run, image)
+    name = pod["metadata"]["name"]
+    core.create_namespaced_pod(namespace, pod)  # type: ignore[arg-type]  # the client takes a manifest's dict
+    try:
+        _started(core, namespace, name, start_s)
+        text = run_exec(core, namespace, name, TAR)
+    finally:
+        try:
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        except client.ApiException as e:  # gone already; anything else is worth a line, not the results
+            if e.status != 404:
+                log.warning("k8s collect: deleting pod %s/%s: %s %s", namespace, name, e.status, e.reason)
+    return unpack(text, dest)
+
+
+def _started(core: CoreV1Api, namespace: str, name: str, start_s: float) -> None:
+    deadline = time.monotonic() + start_s
+    while True:
+        status = core.read_namespaced_pod(name, namespace).status
+        phase = status.phase if status else None
+        if phase == "Running":
+            return
+        if phase in ("Failed", "Succeeded") or time.monotonic() > deadline:
+            conditions = (status.conditions if status else None) or []
+            why = "; ".join(f"{c.type}={c.status} {c.reason or ''}".strip() for c in conditions)
+            raise UsageError(f"pod {namespace}/{name} did not start to read the results ({phase}: {why})")
+        time.sleep(1.0)
+
+
+def unpack(text: str, dest: Path) -> list[Path]:
+    """The base64 of a gzipped tar into `dest`, nothing outside it (tarfile's data filter); the run
+    directories (those with a run.json) in it."""
+    try:
+        data = base64.b64decode("".join(text.split()), validate=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            dest.mkdir(parents=True, exist_ok=True)
+            tar.extractall(dest, filter="data")
+    except (binascii.Error, tarfile.TarError, EOFError) as e:
+        raise UsageError(f"the results came back damaged: {e}") from None
+    return sorted(p.parent for p in dest.rglob("run.json"))
