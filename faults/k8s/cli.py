@@ -170,10 +170,6 @@ def run_render_load(args: argparse.Namespace) -> int:
         operator=args.operator,
         locust_args=tuple(extra),
     )
-    if load.operator and (spaced := next((a for a in load.locust_args if not a or any(c.isspace() for c in a)), None)):
-        raise UsageError(  # the operator splits its command seed on spaces
-            f"the Locust operator cannot pass {spaced!r} whole: its command is split at every space", field="--operator"
-        )
     if load.gpu_namespace and not load.workflow:
         raise UsageError(
             "the GPU Jobs' records are read for a Workflow's phases: give --k8s-workflow", field="--gpu-namespace"

@@ -2,8 +2,9 @@
 (the harness installed, its sources in /src). A Locust master (web UI, its Service), N workers, the
 schedule, SLO and guard files in a ConfigMap, the results on a PersistentVolumeClaim, the Pushgateway's
 URL; with `--k8s-workflow`, an account that reads the Workflow, for the phases. With `operator`, a
-`LocustTest` (locust.io/v1) for the Locust Kubernetes operator instead of the master and workers: it
-mounts the ConfigMap at /lotest/src and no volume, so results leave through the Pushgateway."""
+`LocustTest` (locust.io/v2) for the Locust Kubernetes operator instead of the master and workers: it
+runs the image with Locust's arguments alone (compose/Dockerfile's `load` target: ENTRYPOINT locust),
+mounts the ConfigMap at /lotest/src and, on the master, the results' volume."""
 
 from __future__ import annotations
 
@@ -85,10 +86,14 @@ def render(load: Load) -> list[dict]:
         if load.gpu_namespace:  # the GPU Jobs' records, in their own namespace
             where = names.meta(account, load.gpu_namespace, load.name)
             out += reader_role(where, subject or load.meta(account), pods=True)
-    if load.operator:
-        return [*out, operator_test(load, args, bool(data))]
-    master = f"{load.name}-master"
+    pvc_spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": load.results_size}}}
+    pvc_spec |= {"storageClassName": load.storage_class} if load.storage_class else {}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": load.meta(f"{load.name}-results")}
+    out.append(claim | {"spec": pvc_spec})
     volumes = [{"name": "results", "persistentVolumeClaim": {"claimName": f"{load.name}-results"}}]
+    if load.operator:
+        return [*out, operator_test(load, args, bool(data), volumes)]
+    master = f"{load.name}-master"
     mounts: list[dict] = [{"name": "results", "mountPath": "/results"}]
     if data:
         volumes.append({"name": "files", "configMap": {"name": f"{load.name}-files"}})
@@ -118,16 +123,8 @@ def render(load: Load) -> list[dict]:
         "securityContext": container_context(),
         "resources": WORKER_RESOURCES,
     }
-    pvc_spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": load.results_size}}}
-    pvc_spec |= {"storageClassName": load.storage_class} if load.storage_class else {}
     return [
         *out,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": load.meta(f"{load.name}-results"),
-            "spec": pvc_spec,
-        },
         _workload(load, master, 1, master_container, volumes, account),
         {
             "apiVersion": "v1",
@@ -175,13 +172,24 @@ def _workload(
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
 
 
-def operator_test(load: Load, args: list[str], files: bool) -> dict:
-    """The operator's LocustTest: it runs the master headless and starts the test itself."""
+def operator_test(load: Load, args: list[str], files: bool, volumes: list[dict]) -> dict:
+    """The operator's LocustTest (v2): it runs the master headless, starts the test itself and ends
+    it (autoquit); our arguments go whole as `extraArgs` (its `command` is split at spaces)."""
+    seed = f"--locustfile {LOCUSTFILE}"
+    results = ["--results-dir=/results", f"--prometheus-port={METRICS}"]
+    master = {"command": seed, "extraArgs": [*args, *results, *load.locust_args], "resources": MASTER_RESOURCES}
+    master |= {"autostart": True, "autoquit": {"enabled": True, "timeout": 60}}
     spec: dict = {
         "image": load.image,
-        "masterCommandSeed": " ".join([f"--locustfile {LOCUSTFILE}", *args, *load.locust_args]),
-        "workerCommandSeed": f"--locustfile {LOCUSTFILE}",
-        "workerReplicas": load.workers,
+        "master": master,
+        "worker": {"command": seed, "replicas": load.workers, "resources": WORKER_RESOURCES},
+        "volumes": volumes,
+        "volumeMounts": [{"name": "results", "mountPath": "/results", "target": "master"}],
+        "env": {"variables": [HOME]},
+        "security": {
+            "podSecurityContext": {"fsGroup": USER, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": container_context(),
+        },
     }
-    spec |= {"configMap": f"{load.name}-files"} if files else {}
-    return {"apiVersion": "locust.io/v1", "kind": "LocustTest", "metadata": load.meta(load.name), "spec": spec}
+    spec |= {"testFiles": {"configMapRef": f"{load.name}-files"}} if files else {}
+    return {"apiVersion": "locust.io/v2", "kind": "LocustTest", "metadata": load.meta(load.name), "spec": spec}
