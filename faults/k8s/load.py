@@ -177,7 +177,7 @@ def operator_test(load: Load, args: list[str], files: bool, volumes: list[dict])
     it (autoquit); our arguments go whole as `extraArgs` (its `command` is split at spaces)."""
     seed = f"--locustfile {LOCUSTFILE}"
     results = ["--results-dir=/results", f"--prometheus-port={METRICS}"]
-    master = {"command": seed, "extraArgs": [*args, *results, *load.locust_args], "resources": MASTER_RESOURCES}
+    master: dict = {"command": seed, "extraArgs": [*args, *results, *load.locust_args], "resources": MASTER_RESOURCES}
     master |= {"autostart": True, "autoquit": {"enabled": True, "timeout": 60}}
     spec: dict = {
         "image": load.image,
