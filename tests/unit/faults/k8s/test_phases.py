@@ -4,6 +4,7 @@ plan; the live reader through a Workflow's life; `llmchaos k8s wait`, which the 
 
 import copy
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from faults.k8s.cluster import Cluster
 from faults.k8s.workflow import render
 from faults.session import FaultSession
 from llmchaos.run import FaultWindow
+from tests.procs import ROOT
 from tests.servers.chaos_mesh import UNSCHEDULABLE, ChaosMesh
 from tests.unit.faults.k8s.recorded import nodes
 from tests.unit.faults.k8s.schemas import errors
@@ -231,6 +233,13 @@ def test_each_failure_of_the_cluster_comes_out_unconfirmed(planned):
         assert live.phase(stretch[0] + 0.5).split("+").count(f"{window}:unconfirmed") == 1
     assert live.phase(T0 + 56.5) == "jitter"  # jitter's second window applied: its first only was refused
     assert live.phase(T0 + 11) == "jitter:unconfirmed+slow-gpu:unconfirmed"
+
+
+def test_the_runbook_shows_each_failure_as_the_reader_words_it():
+    runbook = (Path(ROOT) / "docs" / "kubernetes.md").read_text(encoding="utf-8")
+    for _, why in FAILED.values():
+        shown = why.replace(UNSCHEDULABLE, "...").replace("connection refused", "MESSAGE")
+        assert f'`error: "unconfirmed: {shown}"`' in runbook, shown
 
 
 def test_without_failures_every_window_runs_from_its_apply(planned):
