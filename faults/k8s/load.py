@@ -179,6 +179,7 @@ def operator_test(load: Load, args: list[str], files: bool, volumes: list[dict])
     results = ["--results-dir=/results", f"--prometheus-port={METRICS}"]
     master: dict = {"command": seed, "extraArgs": [*args, *results, *load.locust_args], "resources": MASTER_RESOURCES}
     master |= {"autostart": True, "autoquit": {"enabled": True, "timeout": 60}}
+    master |= {"labels": _pods(load, f"{load.name}-master")}  # as our own master's: k8s collect waits for it
     spec: dict = {
         "image": load.image,
         "master": master,

@@ -71,6 +71,8 @@ def test_the_operators_locust_test(tmp_path, capsys):
     assert spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == "llmchaos-load-results"
     assert "PersistentVolumeClaim" in [o["kind"] for o in objects]
     assert spec["security"]["containerSecurityContext"]["runAsNonRoot"] is True
+    # labelled as render-load's own master, so k8s collect waits for it to end
+    assert spec["master"]["labels"]["app.kubernetes.io/instance"] == "llmchaos-load-master"
     binding = next(o for o in objects if o["kind"] == "RoleBinding")
     assert binding["subjects"][0]["name"] == "default"  # the operator's pods' account
     assert [e for o in objects[:-1] for e in errors(o)] == []
