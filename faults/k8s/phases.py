@@ -118,17 +118,15 @@ def aborted(workflow: dict, nodes: list[dict]) -> bool:
 
 def confirm(run: StepRun, found: Evidence | None, now: float) -> StepRun:
     """`run` (its node's times) with what the cluster recorded of its fault: the fault's own times
-    once it applied; unconfirmed when it never did (the cluster said why, or its step is over with
-    no record); else undecided."""
+    once it applied; unconfirmed once its step is over with no Apply (why: what the cluster said
+    last, as Chaos Mesh and the kubelet retry until then); else undecided."""
     if run.applied is not None or run.start is None or run.end is None:
         return run
     if found is not None and found.applied is not None:
         end = found.recovered or (found.applied + run.duration if run.kind == "sse" else run.end)
         return replace(run, start=found.applied, end=end, applied=True)
-    if found is not None and found.why:
-        return replace(run, applied=False, why=found.why)
     if now > run.end + (GPU_RECORD_S if run.kind == "gpu_clock" else 0.0):
-        return replace(run, applied=False, why=_silence(run, found))
+        return replace(run, applied=False, why=found.why if found and found.why else _silence(run, found))
     return run
 
 
@@ -269,8 +267,13 @@ class ClusterPhases:
                     found = (
                         evidence.of_step(r.kind, node.get(r.node, {}), got, r.job.partition("/")[2]) if r.node else None
                     )
-                    if found is not None and (found.applied is not None or found.why or r.step not in self.found):
-                        self.found[r.step] = found
+                    known = self.found.get(r.step)
+                    if (
+                        found is not None
+                        and (known is None or known.applied is None)
+                        and (found != Evidence() or not known)
+                    ):
+                        self.found[r.step] = found  # a record once read stands: an applied one is never unsaid
                 self.runs = [confirm(r, self.found.get(r.step), now) for r in runs]
                 if aborted(got.workflow, got.nodes):  # Chaos Mesh recovers every chaos at once: seen at this read
                     self.aborted_at = self.aborted_at or now

@@ -271,6 +271,13 @@ def test_a_request_in_an_undecided_step_waits_for_its_record(planned):
     assert live.settled(T0 + 15.1)
     assert live.phase(T0 + 15.5) == "jitter"  # before narrow's Apply: not in it
     assert live.phase(T0 + 16) == "jitter+narrow"
+    clock.now = T0 + 25.5  # chunk-drop's Task pod made, still Pending (its image, its node): not yet a failure
+    live.poll()
+    assert not live.settled(T0 + 25.2)
+    clock.now = T0 + 26.5
+    live.poll()
+    assert live.phase(T0 + 26.2) == "chunk-drop+jitter"  # its container started at T0 + 26
+    assert live.phase(T0 + 25.2) == "jitter"
     clock.now = T0 + 41.5
     mesh.lag = 2  # frozen's Apply late: T0 + 42
     live.poll()
