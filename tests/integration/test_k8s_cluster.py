@@ -281,9 +281,7 @@ def test_the_gpu_job_resets_on_sigterm(tmp_path):
     t0 = int(time.time())
     with running(KubeAPI(workflow, lambda now: nodes(workflow, t0, until=now), PODS), tmp_path) as config:
         proc = gpu_job(tmp_path, config, job)
-        deadline = time.time() + 30
-        while not any("-lgc" in args for _, args in smi_calls(tmp_path)) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: "locked" in record(tmp_path), proc, "the job locked the GPU")  # and recorded it
         proc.send_signal(signal.SIGTERM)  # the Job deleted, or its activeDeadlineSeconds passed
         assert proc.wait(30) == 143
     assert [args for _, args in smi_calls(tmp_path)][-2:] == ["-i GPU-aaaa -lgc 500,800", "-i GPU-aaaa -rgc"]
