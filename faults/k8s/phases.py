@@ -44,7 +44,6 @@ GPU_RECORD_S = 30.0  # how long past its step a GPU Job's record may take: its p
 UNCONFIRMED = ":unconfirmed"
 ABORT = "workflow.chaos-mesh.org/abort"  # Chaos Mesh's annotation: "true" aborts a Workflow
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-Snapshot = Seen | tuple[dict | None, list[dict]]  # a read; (the Workflow, its nodes) alone is a read of no more
 
 
 @dataclass(frozen=True)
@@ -69,10 +68,6 @@ class StepRun:
 
     def label(self) -> str:
         return self.window + (UNCONFIRMED if self.applied is False else "")
-
-
-def seen(read: Snapshot) -> Seen:
-    return read if isinstance(read, Seen) else Seen(*read)
 
 
 def steps(workflow: dict, nodes: list[dict]) -> list[StepRun]:
@@ -225,7 +220,7 @@ class ClusterPhases:
     def __init__(
         self,
         ref: str,
-        read: Callable[[], Snapshot] | None = None,
+        read: Callable[[], Seen] | None = None,
         poll_s: float = POLL_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -254,7 +249,7 @@ class ClusterPhases:
         """Read the cluster once; a step still on when its Workflow is deleted or aborted ends then."""
         now = self.clock()
         try:
-            got = seen(self.read())
+            got = self.read()
         except Exception as e:  # noqa: BLE001 - the API unreachable a moment: the last timeline stands
             log.warning("k8s workflow %s/%s: %s", self.namespace, self.name, str(e).splitlines()[0])
             return
@@ -372,7 +367,7 @@ def shared(ref: str) -> ClusterPhases:
     return _SHARED[ref]
 
 
-def wait(read: Callable[[], Snapshot], step: str, until: str, poll_s: float = POLL_S) -> int:
+def wait(read: Callable[[], Seen], step: str, until: str, poll_s: float = POLL_S) -> int:
     """Block until `step` is on (`until` start: started, its deadline ahead) or over (end: its
     deadline passed, or the Workflow aborted or deleted): 0 then; 1 when it will never be on (start:
     the Workflow deleted or aborted first, or the step over already). A Workflow not there yet is
@@ -380,7 +375,7 @@ def wait(read: Callable[[], Snapshot], step: str, until: str, poll_s: float = PO
     was_there = False
     while True:
         try:
-            got = seen(read())
+            got = read()
         except Exception as e:  # noqa: BLE001 - the API unreachable a moment: ask again
             log.warning("k8s wait %s: %s", step, str(e).splitlines()[0])
             time.sleep(poll_s)

@@ -12,6 +12,7 @@ from faults import schedule
 from faults.injectors import KINDS
 from faults.k8s import phases
 from faults.k8s.cluster import Cluster
+from faults.k8s.evidence import Seen
 from faults.k8s.workflow import render
 from faults.session import FaultSession
 from llmchaos.run import FaultWindow
@@ -110,9 +111,9 @@ class Cluster_:
         self.mesh: ChaosMesh | None = None
         self.reads = 0
 
-    def read(self) -> phases.Snapshot:
+    def read(self) -> Seen:
         self.reads += 1
-        return self.mesh.seen(time.time()) if self.mesh else (None, [])
+        return self.mesh.seen(time.time()) if self.mesh else Seen(None, [])
 
 
 def running(workflow: dict, t0: int, **fail: str) -> ChaosMesh:
@@ -287,15 +288,32 @@ def test_a_request_in_an_undecided_step_waits_for_its_record(planned):
     assert live.phase(T0 + 41.2) == "chunk-drop+frozen:unconfirmed"
 
 
+def test_the_reader_keeps_its_timeline_when_the_api_fails_a_moment(planned):
+    _, workflow = planned
+    t0 = int(time.time()) - 18  # jitter and narrow on, each applied
+    mesh = running(workflow, t0)
+    answers = [mesh.seen(time.time()), ConnectionError("api server gone a moment")]
+
+    def read():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    live = phases.ClusterPhases("drills", read, poll_s=3600)
+    live.poll()
+    assert live.phase(t0 + 16) == "jitter+narrow"
+
+
 def test_wait_for_a_step_of_a_deleted_workflow(planned):
     _, workflow = planned
     api = Cluster_()
     api.workflow = workflow
-    answers = iter([(workflow, []), (None, [])])
+    answers = iter([Seen(workflow, []), Seen(None, [])])
     assert phases.wait(lambda: next(answers), "slow-gpu", "start", poll_s=0.01) == 1
-    answers = iter([(workflow, []), (None, [])])
+    answers = iter([Seen(workflow, []), Seen(None, [])])
     assert phases.wait(lambda: next(answers), "slow-gpu", "end", poll_s=0.01) == 0
-    assert phases.wait(lambda: (None, []), "slow-gpu", "end") == 0  # none there: its steps are over
+    assert phases.wait(lambda: Seen(None, []), "slow-gpu", "end") == 0  # none there: its steps are over
 
 
 def test_requests_are_labelled_on_time_before_a_steps_node_is_read(planned):
