@@ -11,7 +11,6 @@ the kubeconfig."""
 from __future__ import annotations
 
 import base64
-import binascii
 import io
 import logging
 import tarfile
@@ -122,7 +121,15 @@ def collect(
         raise UsageError(f"the load test is still running ({', '.join(running)}): collect once its master has ended")
     pod = reader_pod(namespace, run, image)
     name = pod["metadata"]["name"]
-    core.create_namespaced_pod(namespace, pod)  # type: ignore[arg-type]  # the client takes a manifest's dict
+    try:
+        core.create_namespaced_pod(namespace, pod)  # type: ignore[arg-type]  # the client takes a manifest's dict
+    except client.ApiException as e:
+        if e.status == 409:  # its name is taken: one collect at a time, or one killed left its pod (an hour)
+            raise UsageError(
+                f"pod {namespace}/{name} exists: another collect is reading, or a killed one left it "
+                f"(kubectl -n {namespace} delete pod {name})"
+            ) from None
+        raise UsageError(f"creating pod {namespace}/{name}: {e.status} {e.reason}") from None
     try:
         _started(core, namespace, name, start_s)
         text = run_exec(core, namespace, name, TAR)
@@ -155,8 +162,14 @@ def unpack(text: str, dest: Path) -> list[Path]:
     try:
         data = base64.b64decode("".join(text.split()), validate=True)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            tops = {m.name.removeprefix("./") for m in tar.getmembers() if m.isdir() and len(Path(m.name).parts) == 1}
+            there = sorted(t for t in tops if (dest / t).exists())
+            if there:  # never mixed into a run already here
+                raise UsageError(f"{dest / there[0]} exists: collect into another directory", field="DIR")
             dest.mkdir(parents=True, exist_ok=True)
             tar.extractall(dest, filter="data")
-    except (binascii.Error, tarfile.TarError, EOFError) as e:
+    except (ValueError, tarfile.TarError, EOFError) as e:  # ValueError: not base64 (binascii.Error is one)
         raise UsageError(f"the results came back damaged: {e}") from None
+    except OSError as e:
+        raise UsageError(f"cannot write the results: {e.strerror or e}", file=str(dest)) from None
     return sorted(p.parent for p in dest.rglob("run.json"))

@@ -14,6 +14,7 @@ whether its fault was applied, and when it was applied and recovered.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -45,6 +46,24 @@ def stamp(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
+def _stamp(value: object) -> float | None:
+    """A record's RFC 3339 time; None when it is none (a record this reader cannot read counts as no
+    record, never as a time)."""
+    try:
+        return stamp(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _seconds(value: object) -> float | None:
+    """The GPU Job's unix seconds; None when they are none (or NaN, or infinite)."""
+    try:
+        t = float(str(value))
+    except ValueError:
+        return None
+    return t if math.isfinite(t) else None
+
+
 def _labelled(objects: tuple[dict, ...], key: str, value: str) -> dict | None:
     return next((o for o in objects if (o.get("metadata", {}).get("labels") or {}).get(key) == value), None)
 
@@ -55,14 +74,17 @@ def chaos(obj: dict | None) -> Evidence | None:
         return None
     status = obj.get("status") or {}
     records = (status.get("experiment") or {}).get("containerRecords") or []
-    events = [e for r in records for e in r.get("events") or [] if e.get("timestamp")]
-    applied = [stamp(e["timestamp"]) for e in events if e.get("operation") == "Apply" and e.get("type") == "Succeeded"]
-    recovered = [
-        stamp(e["timestamp"]) for e in events if e.get("operation") == "Recover" and e.get("type") == "Succeeded"
+    events = [
+        (e.get("operation"), e.get("type"), t, e.get("message") or "")
+        for r in records
+        for e in r.get("events") or []
+        if (t := _stamp(e.get("timestamp"))) is not None
     ]
+    applied = [t for op, kind, t, _ in events if (op, kind) == ("Apply", "Succeeded")]
+    recovered = [t for op, kind, t, _ in events if (op, kind) == ("Recover", "Succeeded")]
     if applied:
         return Evidence(min(applied), max(recovered) if recovered else None)
-    failed = [e.get("message") or "" for e in events if e.get("operation") == "Apply" and e.get("type") == "Failed"]
+    failed = [message for op, kind, _, message in events if (op, kind) == ("Apply", "Failed")]
     if failed:
         return Evidence(why=f"Apply failed: {failed[-1]}")
     selected = next((c for c in status.get("conditions") or [] if c.get("type") == "Selected"), None)
@@ -76,11 +98,11 @@ def task(pod: dict | None) -> Evidence | None:
     if pod is None:
         return None
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    state = statuses[0].get("state") or {} if statuses else {}
-    started = (state.get("running") or state.get("terminated") or {}).get("startedAt")
-    finished = (state.get("terminated") or {}).get("finishedAt")
-    if started:
-        return Evidence(stamp(started), stamp(finished) if finished else None)
+    state = (statuses[0].get("state") or {}) if statuses else {}
+    started = _stamp((state.get("running") or state.get("terminated") or {}).get("startedAt"))
+    finished = _stamp((state.get("terminated") or {}).get("finishedAt"))
+    if started is not None:
+        return Evidence(started, finished)
     return Evidence(why=f"its pod is {(pod.get('status') or {}).get('phase', 'Pending')}")
 
 
@@ -96,10 +118,11 @@ def gpu_job(pod: dict | None) -> Evidence | None:
     ended = (statuses[0].get("state") or {}).get("terminated") if statuses else None
     if not ended:
         return Evidence()
-    said = dict(line.split(" ", 1) for line in (ended.get("message") or "").splitlines() if " " in line)
-    if "locked" not in said:
+    said = dict(line.split(" ", 1) for line in str(ended.get("message") or "").splitlines() if " " in line)
+    locked = _seconds(said.get("locked"))
+    if locked is None:
         return Evidence(why=f"the GPU Job ended without a lock (exit {ended.get('exitCode')}: {ended.get('reason')})")
-    return Evidence(float(said["locked"]), float(said["reset"]) if "reset" in said else None)
+    return Evidence(locked, _seconds(said.get("reset")))
 
 
 def of_step(kind: str, node: dict, seen: Seen, job: str) -> Evidence | None:

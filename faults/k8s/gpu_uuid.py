@@ -49,7 +49,13 @@ def visible(uid: str, proc: Path) -> list[str] | None:
     """NVIDIA_VISIBLE_DEVICES of a process of the pod `uid` (its cgroup path names the UID, with
     '_' for '-' under systemd's driver), as a list; None when no process of it lists devices."""
     forms = (uid, uid.replace("-", "_"))
-    for entry in proc.iterdir():
+    try:
+        entries = list(proc.iterdir())
+    except OSError as e:
+        raise UsageError(
+            f"cannot list the node's processes: {e.strerror or e}", file=str(proc), field="--proc"
+        ) from None
+    for entry in entries:
         if not entry.name.isdigit():
             continue
         try:

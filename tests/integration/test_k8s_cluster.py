@@ -275,6 +275,17 @@ def test_the_gpu_job_finds_the_gpu_by_the_pods_own_list(tmp_path, devices, pods,
     assert calls == ([f"{smi} --query-supported-clocks=graphics --format=csv,noheader,nounits"] if smi else [])
 
 
+def test_the_gpu_job_without_the_nodes_processes_says_so_and_locks_nothing(tmp_path):
+    _, (workflow, job) = rendered(tmp_path, GPU % (1, 500))  # hostPID missing: no node /proc to read
+    with running(KubeAPI(workflow, lambda now: [], PODS), tmp_path) as config:
+        proc = gpu_job(tmp_path, config, job, HOST_PROC=str(tmp_path / "no-proc"))
+        assert proc.wait(30) == 1
+        stderr = proc.stderr.read() if proc.stderr else ""
+    assert "cannot list the node's processes" in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert smi_calls(tmp_path) == []
+
+
 def test_the_gpu_job_resets_on_sigterm(tmp_path):
     # the seeds' range; a step long enough that a busy machine's slow start still finds it on
     _, (workflow, job) = rendered(tmp_path, GPU.replace("duration: 2s", "duration: 60s") % (1, "[500, 800]"))

@@ -138,9 +138,42 @@ def test_collect_refuses_while_the_master_runs_and_without_a_volume(tmp_path, mo
     assert not any(p.startswith("POST") for p in api.paths)  # nothing created
 
 
-def test_damaged_results_are_one_line(tmp_path):
+def test_collect_refuses_when_a_reading_pod_is_there_already(tmp_path, monkeypatch):
+    claim = {"kind": "PersistentVolumeClaim", "metadata": {"name": "nightly-results", "namespace": NS}, "spec": {}}
+    left = {  # a collect killed half-way left its pod
+        "kind": "Pod",
+        "metadata": {"name": "nightly-collect", "namespace": NS, "labels": {}},
+        "spec": {"containers": [{"name": "results", "image": "llmchaos:0.1.0"}]},
+        "status": {"phase": "Running"},
+    }
+    api = KubeAPI(None, lambda now: [], [claim, left])
+    with running(api, tmp_path) as config:
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        with pytest.raises(UsageError, match=r"pod staging/nightly-collect exists: .*kubectl -n staging delete pod"):
+            collect.collect(NS, "nightly", tmp_path / "home", "llmchaos:0.1.0", run_exec=stand_in_exec(tmp_path))
+    assert [p["metadata"]["name"] for p in api.pods if p["kind"] == "Pod"] == ["nightly-collect"]  # not ours: kept
+
+
+def packed(tmp_path: Path) -> str:
+    """A results directory with one run, as the reading pod's command sends it."""
+    (tmp_path / "pvc" / "20261207T010203").mkdir(parents=True)
+    (tmp_path / "pvc" / "20261207T010203" / "run.json").write_text("{}")
+    return stand_in_exec(tmp_path / "pvc")(None, NS, "nightly-collect", collect.TAR)
+
+
+def test_damaged_results_or_a_destination_taken_are_one_line(tmp_path):
     with pytest.raises(UsageError, match="the results came back damaged"):
         collect.unpack("bm90IGEgdGFy", tmp_path)  # base64 of "not a tar"
+    with pytest.raises(UsageError, match="the results came back damaged"):
+        collect.unpack("\x00\xff not base64 at all", tmp_path)
+    text = packed(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(UsageError, match="cannot write the results"):
+        collect.unpack(text, tmp_path / "a-file")  # DIR is a file
+    home = tmp_path / "home"
+    assert collect.unpack(text, home) == [home / "20261207T010203"]
+    with pytest.raises(UsageError, match="20261207T010203 exists: collect into another directory"):
+        collect.unpack(text, home)  # never mixed into a run already there
 
 
 def test_collect_without_a_cluster_is_one_line_and_exit_2(tmp_path):

@@ -46,6 +46,17 @@ class KubeAPI:
         parts = path.strip("/").split("/")
         self.paths.append(f"{method} {path}")
         if method == "POST" and parts[-1] == "pods" and body is not None:
+            if any(
+                (p["metadata"]["namespace"], p["metadata"]["name"]) == (parts[-2], body["metadata"]["name"])
+                for p in self.pods
+            ):
+                return 409, {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "reason": "AlreadyExists",
+                    "code": 409,
+                }
             body = body | {"kind": "Pod", "status": {"phase": "Running"}}
             body["metadata"] = body["metadata"] | {"namespace": parts[-2]}
             self.pods.append(body)
