@@ -28,7 +28,11 @@ from llmchaos.procs import free_port
 TOKEN = "llmchaos-demo"
 PRICE_PER_GPU_HOUR = 3.0  # an example figure for $/Mtok, said as such where it is printed
 LLMCHAOS = [sys.executable, "-m", "llmchaos.cli"]
-CLUSTER = ("--disaggregate", "1:2", "--server-args", "--kv-failure recompute --kv-bytes-scale 0.01")
+KV_STALL_S = 1.0  # decode gives a pull up after this long without a byte: longer than a busy host's waits for a CPU
+CLUSTER = (
+    *("--disaggregate", "1:2"),
+    *("--server-args", f"--kv-failure recompute --kv-stall {KV_STALL_S:g} --kv-bytes-scale 0.01"),
+)
 KILLED = 2  # the second decode engine (0 prefills, 1 and 2 decode)
 WINDOWS = (  # name, kind, start and length as fractions of the run, params
     ("first-token-delay", "sse", 0.16, 0.1, "{first_event_delay: 0.25, drop_ratio: 0.15}"),

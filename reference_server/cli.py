@@ -138,6 +138,12 @@ def cluster(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument("--kv-timeout", type=positive(float), default=None, help="seconds (hang; default 300)")
     c.add_argument(
+        "--kv-stall",
+        type=positive(float),
+        default=None,
+        help="seconds without a KV byte before decode gives a transfer up (fail-fast, recompute; default 0.25)",
+    )
+    c.add_argument(
         "--kv-bytes-scale",
         type=positive(float),
         default=None,
@@ -158,7 +164,7 @@ def _check_cluster(args: argparse.Namespace) -> None:
         raise UsageError(f"at most {MAX_ENGINES} engines, got {engines}", field=field)
     if args.router and args.replicas == 1 and not args.disaggregate:
         raise UsageError("a router needs --replicas N (N >= 2) or --disaggregate P:D", field="--router")
-    for name in ("kv_failure", "kv_timeout", "kv_bytes_scale"):
+    for name in ("kv_failure", "kv_timeout", "kv_stall", "kv_bytes_scale"):
         if getattr(args, name) is not None and not (args.disaggregate or args.role):
             raise UsageError("only a disaggregated cluster sends KV: add --disaggregate P:D", field=_flag(name))
     if args.kv_bytes_scale is not None and args.kv_bytes_scale > 1:
@@ -226,7 +232,7 @@ def run(args: argparse.Namespace) -> None:
     from llmchaos import languages
     from reference_server.config import EngineConfig
     from reference_server.disagg.kv_server import Wire
-    from reference_server.disagg.role import Options
+    from reference_server.disagg.role import STALL_S, Options
     from reference_server.executors import ExecutorOptions, create
     from reference_server.server import serve
 
@@ -265,7 +271,14 @@ def run(args: argparse.Namespace) -> None:
     disagg = None
     if args.role:
         wire = Wire(p.kv.bytes_per_token, p.kv.link_gbps, args.kv_bytes_scale or 1.0)
-        kv = Options(args.role, args.kv_failure or "recompute", args.kv_timeout or 300.0, args.host, args.kv_port or 0)
+        kv = Options(
+            args.role,
+            args.kv_failure or "recompute",
+            args.kv_timeout or 300.0,
+            args.host,
+            args.kv_port or 0,
+            args.kv_stall or STALL_S,
+        )
         disagg = (kv, wire)
     serve(cfg, executor, args.host, args.port, opts, args.startup_delay, args.drain_timeout, args.log_level, disagg)
 

@@ -3,7 +3,7 @@ request means for it: a prefill engine computes the prompt (one token) and offer
 router's transfer id; a decode engine pulls the KV first, and when the pull fails does what
 `--kv-failure` says, the three behaviours engines have shipped:
 
-- `fail-fast`: 503 once no KV byte came for STALL_S (an error at once);
+- `fail-fast`: 503 once no KV byte came for `--kv-stall` (an error at once);
 - `recompute`: prefill the prompt here instead (ok, the prefill's time later);
 - `hang`: wait for the KV until `--kv-timeout` from the request's arrival, no response head
   meanwhile, then 504 (SGLang's and vLLM's waits on a transfer that never comes)."""
@@ -26,7 +26,7 @@ KV_TRANSFER = "x-llmchaos-kv-transfer"  # router -> prefill: prefill, and keep t
 KV_FROM = "x-llmchaos-kv-from"  # router -> decode: pull the KV from HOST:PORT/ID first
 KV_HEADER = "x-llmchaos-kv"  # decode -> client: pulled | recomputed | failed | timed_out
 log = logging.getLogger("llmchaos.kv")
-STALL_S = 0.25  # decode gives a transfer up after this long without a byte (fail-fast, recompute)
+STALL_S = 0.25  # the default --kv-stall: decode gives a transfer up after this long without a byte
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class Options:
     timeout_s: float = 300.0
     host: str = "127.0.0.1"
     kv_port: int = 0  # prefill: where its KV server listens
+    stall_s: float = STALL_S  # fail-fast, recompute: no byte for this long and the transfer failed
 
 
 class KVFailed(Exception):
@@ -69,7 +70,8 @@ class Role:
         token's logits, as vLLM's connectors leave it) and the KV's way; KVFailed when it fails."""
         hang, deadline = self.opts.failure == "hang", arrived + self.opts.timeout_s
         try:
-            await kv_pull.pull(header, tokens, self.opts.timeout_s if hang else STALL_S, deadline, self.metrics)
+            stall = self.opts.timeout_s if hang else self.opts.stall_s
+            await kv_pull.pull(header, tokens, stall, deadline, self.metrics)
         except kv_pull.KVFailure as e:
             log.warning("KV transfer %s failed (%s): %s", header, self.opts.failure, e)
             if self.opts.failure == "recompute":

@@ -164,7 +164,7 @@ def kv_bytes(s: Server, role: str) -> float:
 @pytest.mark.parametrize("mode", ["fail-fast", "recompute", "hang"])
 def test_a_partitioned_kv_link_fails_as_the_decode_engine_is_told(mode):
     cluster = ("--disaggregate", "1:1", "--kv-failure", mode, "--kv-timeout", "1.5", "--kv-bytes-scale", "0.01")
-    with serve(*cluster, "--admin-token", TOKEN) as s:
+    with serve(*cluster, "--kv-stall", "0.6", "--admin-token", TOKEN) as s:
         ok = ask(s, chat("a prompt of some length " * 10))
         assert ok.status_code == 200
         assert (ok.headers["x-llmchaos-kv"], ok.headers["x-llmchaos-prefill-replica"]) == ("pulled", "0")
@@ -180,8 +180,8 @@ def test_a_partitioned_kv_link_fails_as_the_decode_engine_is_told(mode):
             r.read()
         want = {"fail-fast": (503, "failed"), "recompute": (200, "recomputed"), "hang": (504, "timed_out")}[mode]
         assert (r.status_code, r.headers["x-llmchaos-kv"]) == want, r.text
-        if mode == "hang":
-            assert head_s >= 1.5  # no head at all until the KV timeout
+        # no head at all until decode gave the KV up: after --kv-stall without a byte, or the KV timeout
+        assert head_s >= (1.5 if mode == "hang" else 0.6), head_s
         assert series(s, "llmchaos_kv_transfers_total", result=want[1]) == 1
         assert admin(s, "DELETE", "/admin/kv_link")["action"] is None
         assert ask(s, chat("after the partition " * 10)).headers["x-llmchaos-kv"] == "pulled"
@@ -207,6 +207,8 @@ def test_the_kv_link_reads_back_each_fault_and_refuses_a_bad_one():
         (("--replicas", "2", "--disaggregate", "1:1"), "--disaggregate"),
         (("--router", "prefix"), "--router"),
         (("--kv-failure", "hang"), "--kv-failure"),
+        (("--kv-stall", "1"), "--kv-stall"),
+        (("--disaggregate", "1:1", "--kv-stall", "0"), "--kv-stall"),
         (("--disaggregate", "1:1", "--kv-bytes-scale", "2"), "--kv-bytes-scale"),
         (("--replicas", "1000"), "--replicas"),
         (("--disaggregate", "40:40"), "--disaggregate"),

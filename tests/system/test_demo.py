@@ -16,6 +16,7 @@ import psutil
 import pytest
 from pyroute2 import netns
 
+from compose.demo import KV_STALL_S
 from llmchaos import run as results
 from tests.procs import ROOT
 
@@ -90,8 +91,14 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
         "ttft": median([q.ttft for q in locked]) / median([q.ttft for q in near]),
         "itl": median([g for q in locked for g in q.gaps]) / median([g for q in near for g in q.gaps]),
     }
-    assert slower["ttft"] > 1.3, (slower, table)  # the prefill's math at 660 of 1980 MHz
-    assert slower["ttft"] > slower["itl"], (slower, table)  # decode follows memory bandwidth, which the lock leaves
+    lock_start = ran("gpu-at-660mhz")[0]
+    # what a failure shows first (a CI log keeps a message's start): each request's start in the window, TTFT, KV way
+    seen = {
+        part: [(round(q.sent - lock_start, 1), round(q.ttft or 0, 3), q.kv) for q in phased]
+        for part, phased in (("locked", locked), ("near", near))
+    }
+    assert slower["ttft"] > 1.3, (slower, seen, table)  # the prefill's math at 660 of 1980 MHz
+    assert slower["ttft"] > slower["itl"], (slower, seen, table)  # decode follows memory bandwidth, not the lock
     assert "clock lock at 660 MHz (en, p50 over baseline): TTFT x" in r.stdout
     # the generator's error bar on what it measured, per language, and printed with the verdict
     assert {(b.metric, b.percentile) for b in loaded.run.validity.bounds if b.phase is None} >= {
@@ -112,12 +119,12 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     killed = [q for q in requests if q.phase == "replica-kill"]
     assert killed
     assert sum(q.replica == "2" for q in killed) <= 0.1 * len(killed), [q.replica for q in killed]
-    # The partitioned KV link made decode recompute: the wait for the KV (0.25 s) and the prefill in
-    # TTFT. Only while it was partitioned: a request recomputed (one failed over from the killed
+    # The partitioned KV link made decode recompute: the wait for the KV (KV_STALL_S) and the prefill
+    # in TTFT. Only while it was partitioned: a request recomputed (one failed over from the killed
     # engine aside) only if it began before the revert and had its first token after the partition
     # began (its pull, which comes before the first token, in the window); and of those that began
-    # while it held, up to a second before its revert, 80 % or more recomputed (a later one may reach
-    # its pull after the revert, queued behind the window's).
+    # while it held, up to the wait and half a second before its revert, 80 % or more recomputed (a
+    # later one may reach its pull after the revert, queued behind the window's).
     start, end = ran("kv-partition")
     recomputed = [q for q in requests if q.kv == "recomputed" and not q.failed_over]
     assert recomputed
@@ -125,12 +132,12 @@ def test_the_demo_shows_each_fault_phase_and_cleans_up(tmp_path):
     logs = (f.read_text() for f in (state / "stack" / "logs").iterdir())
     why = [line for text in logs for line in text.splitlines() if "KV transfer" in line]  # the engines' reasons
     assert outside == [], ([(q.sent - start, q.ttft, q.phase, q.replica) for q in outside], end - start, why, table)
-    held = [q for q in requests if start < q.sent < end - 1]
+    held = [q for q in requests if start < q.sent < end - KV_STALL_S - 0.5]
     assert held
     shown = [(round(q.sent - start, 2), q.ttft, q.kv, q.replica, q.failed_over) for q in held]  # what a failure shows
     assert sum(q.kv == "recomputed" for q in held) >= 0.8 * len(held), (shown, end - start, why, table)
     partitioned = median([q.ttft for q in requests if q.phase == "kv-partition"])
-    assert partitioned > median([q.ttft for q in beside("kv-partition")]) + 0.2, table
+    assert partitioned > median([q.ttft for q in beside("kv-partition")]) + 0.8 * KV_STALL_S, table
     # Nothing left: no process of the stack (its state dir, or the veth address, in its command line),
     # no fault in the journal, not its namespace (other tests make and remove theirs meanwhile).
     (bind,) = set(re.findall(r"http://(198\.18\.\d+\.1):", r.stdout))
