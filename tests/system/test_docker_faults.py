@@ -5,6 +5,7 @@ then `llmchaos faults recover`). Each container counts its own progress into a f
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -27,13 +28,33 @@ from tests.system.dockerd import ALLOW, change_cost, sleeper, sock
 TICKER = "while :; do n=0; while [ $n -lt 1000 ]; do n=$((n+1)); done; echo x >> /out/ticks; done"
 
 
-class Ticks:
-    """Samples a container's tick file every 20 ms: how much work it did in any interval. Each sample
-    is the file's size and the times just before and after reading it, so a sampler woken late (a
-    busy machine) never dates a size before it was read."""
+def cpu_used(pid: int) -> Callable[[], float]:
+    """The CPU seconds used so far by the cgroup process `pid` runs in (a container's: the kernel's
+    own account, cgroup v1's cpuacct.usage or v2's cpu.stat)."""
+    groups = {
+        c: path.lstrip("/")
+        for _, c, path in (x.split(":", 2) for x in Path(f"/proc/{pid}/cgroup").read_text().splitlines())
+    }
+    v1 = next((path for c, path in groups.items() if "cpuacct" in c.split(",")), None)
+    if v1 is not None:
+        usage = Path("/sys/fs/cgroup/cpuacct", v1, "cpuacct.usage")
+        return lambda: int(usage.read_text()) / 1e9
+    stat = Path("/sys/fs/cgroup", groups[""], "cpu.stat")  # v2: its one hierarchy
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.samples = path, [(time.time(), time.time(), 0)]
+    def v2() -> float:
+        return int(dict(f.split() for f in stat.read_text().splitlines())["usage_usec"]) / 1e6
+
+    return v2
+
+
+class Ticks:
+    """Samples a container's tick file and its cgroup's CPU seconds every 20 ms: how much work it did
+    in any interval, and how much CPU it had. Each sample holds the times just before and after it
+    was read, so a sampler woken late (a busy machine) never dates a reading before it was taken."""
+
+    def __init__(self, path: Path, cpu: Callable[[], float]) -> None:
+        self.path, self.cpu = path, cpu
+        self.samples = [(time.time(), time.time(), 0, cpu())]
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -42,14 +63,25 @@ class Ticks:
         while not self.stop.wait(0.02):
             before = time.time()
             size = self.path.stat().st_size // 2 if self.path.exists() else 0
-            self.samples.append((before, time.time(), size))
+            try:
+                used = self.cpu()
+            except OSError:  # a killed container's cgroup is gone until it starts again
+                used = math.nan
+            self.samples.append((before, time.time(), size, used))
 
-    def rate(self, a: float, b: float) -> float:
-        """Ticks a second between the first and the last size read wholly within [a, b]."""
+    def _rate(self, a: float, b: float, field: int) -> float:
         inside = [s for s in self.samples if a <= s[0] and s[1] <= b]
         assert len(inside) >= 2, f"no two samples within [{a}, {b}]"
-        (_, first_t, first), (last_t, _, last) = inside[0], inside[-1]
-        return (last - first) / (last_t - first_t)
+        first, last = inside[0], inside[-1]
+        return (last[field] - first[field]) / (last[0] - first[1])
+
+    def rate(self, a: float, b: float) -> float:
+        """Ticks a second between the first and the last reading taken wholly within [a, b]."""
+        return self._rate(a, b, 2)
+
+    def cpus(self, a: float, b: float) -> float:
+        """The CPUs the container used, on average, between the first and last reading within [a, b]."""
+        return self._rate(a, b, 3)
 
     def close(self) -> None:
         self.stop.set()
@@ -70,7 +102,8 @@ def ticker(daemon, tmp_path) -> Iterator[tuple[docker.models.containers.Containe
         name=f"llmc-ticker-{uuid.uuid4().hex[:6]}",
         volumes={str(out): {"bind": "/out"}},
     )
-    ticks = Ticks(out / "ticks")
+    c.reload()
+    ticks = Ticks(out / "ticks", cpu_used(c.attrs["State"]["Pid"]))
     try:
         yield c, ticks
     finally:
@@ -170,8 +203,13 @@ def test_pause_throttle_and_kill_on_schedule_then_restored(daemon, ticker, tmp_p
         assert reverted - w["planned_end"] < on_time, (w, reverted, noise.worst, cost)
     # a paused or killed container does no work until the window's end, when the revert is first called
     assert ticks.rate(paused + 0.05, freeze["planned_end"]) == 0
-    throttled = ticks.rate(throttled_at + 0.2, throttle["planned_end"])
-    assert 0 < throttled < 0.35 * baseline, (throttled, baseline)
+    # throttled to 0.1 CPU, as the kernel counts it: its quota of each 100 ms period, and a period's
+    # quota at each end of the readings (held to its baseline's ticks instead, a busy machine's
+    # slower baseline made a full 0.1 CPU look too fast)
+    throttled_from = throttled_at + 0.2
+    assert ticks.rate(throttled_from, throttle["planned_end"]) > 0
+    cpus = ticks.cpus(throttled_from, throttle["planned_end"])
+    assert 0 < cpus <= 0.1 + 0.02 / (throttle["planned_end"] - throttled_from - 0.04), cpus
     assert ticks.rate(killed + 0.05, crash["planned_end"]) == 0  # logged once the signal is sent
     # ticking again, not held down (the throttle's 0.1 CPU would be under 0.35 of it); how fast is the
     # machine's: the container is not in the timing tests' CPU group, and the suite's load shares its CPU
