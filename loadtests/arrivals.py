@@ -117,8 +117,8 @@ class Arrivals:
 
     def _dispatch(self, plan: ArrivalPlan) -> None:
         for k, due, lang in schedule(plan):
-            wait = due - time.time()
-            if wait > 0:
+            # again when woken early: libev dates a sleep from its loop's last look at the clock
+            while (wait := due - time.time()) > 0:
                 gevent.sleep(wait)
             self.queues[lang].put((k, due))
 

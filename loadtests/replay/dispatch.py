@@ -235,13 +235,20 @@ class ReplaySchedule:
         due.intended = max(due.intended or 0.0, at)
         assert due.session is not None
         self._busy[due.session].appendleft(due)
-        timer = gevent.spawn_later(at - time.time(), self._wake, due.session)
-        self._timers.add(timer)
-        timer.link(self._timers.discard)
+        self._wake_at(due.session, at)
         return True
 
-    def _wake(self, session: str) -> None:
-        """after-end: the session's turn held for its time after the turn before's end goes now."""
+    def _wake_at(self, session: str, at: float) -> None:
+        timer = gevent.spawn_later(at - time.time(), self._wake, session, at)
+        self._timers.add(timer)
+        timer.link(self._timers.discard)
+
+    def _wake(self, session: str, at: float) -> None:
+        """after-end: the session's turn held for its time after the turn before's end goes now (at
+        `at`, unix time: libev dates a timer from its loop's last look at the clock, so one set by a
+        greenlet that ran long meanwhile fires early, and waits again for the rest)."""
+        if at > time.time():
+            return self._wake_at(session, at)
         held = self._busy.get(session)
         if held:
             self._hand(held.popleft())

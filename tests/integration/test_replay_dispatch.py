@@ -9,7 +9,7 @@ import time
 import gevent
 import pytest
 
-from loadtests.replay.dispatch import ReplayPlan, ReplaySchedule, sleep_until
+from loadtests.replay.dispatch import ReplayPlan, ReplaySchedule, block, sleep_until
 from loadtests.replay.fidelity import ReplayStats
 from tests.unit.loadtests.replay import test_dispatch as unit
 
@@ -60,11 +60,14 @@ def test_timed_sessions_go_at_their_offsets(log):
 
 
 @pytest.mark.timing
-def test_after_end_sessions_wait_the_logs_time_after_the_turn_before_ended(tmp_path):
+@pytest.mark.parametrize("busy", [0.0, 0.1], ids=["idle", "busy"])
+def test_after_end_sessions_wait_the_logs_time_after_the_turn_before_ended(tmp_path, busy):
     """Session x's second turn is 2 s after its first in the log, session y's 10 s (0.2 s and 1 s at
     --speed 10); each turn takes 0.3 s. x's second is held while the first is in flight, then waits
     0.2 s after its end (strict would send it at the end, timed at 0.2 s); y's first has long ended
-    when its second falls due at 1 s, which waits until 0.3 s + 1 s."""
+    when its second falls due at 1 s, which waits until 0.3 s + 1 s. Busy: a turn's end comes after
+    the process ran `busy` s without yielding (libev's loop then dates a timer from its last look at
+    the clock, that long ago): the wait after it is still whole."""
     p = tmp_path / "log.jsonl"
     rows = [(100, "x"), (100, "y"), (102, "x"), (110, "y")]
     p.write_text(
@@ -86,6 +89,7 @@ def test_after_end_sessions_wait_the_logs_time_after_the_turn_before_ended(tmp_p
             due = sched.next()
             seen["start", due.rec.line], sent[due.rec.line] = time.time() - t0, due.intended - t0
             gevent.sleep(0.3)
+            block(busy)
             seen["end", due.rec.line] = time.time() - t0
             sched.done(due)
 
