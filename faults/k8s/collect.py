@@ -4,20 +4,23 @@
 The results are on the run's PersistentVolumeClaim (`RUN-results`, ReadWriteOnce), which no pod
 mounts once the headless master's Job has ended. So a pod of our own mounts it read-only (restricted,
 as every pod we make), the directory leaves it as a gzipped tar through the API's exec stream (what
-`kubectl cp` does, in base64: the client's stream is text), and the pod is deleted, whatever
+`kubectl cp` does, in base64: the client's stream is text), decoded into a file beside DIR as it
+comes (a long run's requests.jsonl is never held in memory), and the pod is deleted, whatever
 happened. No kubectl needed: the official client, in a pod with its ServiceAccount, elsewhere with
 the kubeconfig."""
 
 from __future__ import annotations
 
 import base64
-import io
+import gzip
 import logging
 import tarfile
+import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
@@ -31,7 +34,9 @@ log = logging.getLogger("llmchaos.faults")
 MOUNT = "/results"
 TAR = ["sh", "-c", f"tar czf - -C {MOUNT} . | base64"]
 START_S = 300.0  # the pod's wait to start: scheduling beside the volume, the image's pull
-Exec = Callable[["CoreV1Api", str, str, list[str]], str]  # (CoreV1Api, namespace, pod, command) -> its stdout
+Sink = Callable[[str], None]  # takes a command's stdout, a chunk at a time
+Exec = Callable[["CoreV1Api", str, str, list[str], Sink], None]  # (CoreV1Api, namespace, pod, command, stdout)
+STDERR_KEPT = 4096  # of a failed command's stderr, the end, for its line
 
 
 def api() -> CoreV1Api:
@@ -41,8 +46,9 @@ def api() -> CoreV1Api:
     return client.CoreV1Api()
 
 
-def exec_stream(core: CoreV1Api, namespace: str, pod: str, command: list[str]) -> str:
-    """`command`'s stdout in `pod`, through the API's exec stream; UsageError on a non-zero exit."""
+def exec_stream(core: CoreV1Api, namespace: str, pod: str, command: list[str], stdout: Sink) -> None:
+    """Run `command` in `pod` through the API's exec stream, its stdout to `stdout` as it comes;
+    UsageError on a non-zero exit."""
     from kubernetes.stream import stream
 
     resp = stream(
@@ -56,17 +62,36 @@ def exec_stream(core: CoreV1Api, namespace: str, pod: str, command: list[str]) -
         tty=False,
         _preload_content=False,
     )
-    out, err = [], []
-    while resp.is_open():
-        resp.update(timeout=1)
-        if resp.peek_stdout():
-            out.append(resp.read_stdout())
-        if resp.peek_stderr():
-            err.append(resp.read_stderr())
-    resp.close()
+    err = ""
+    try:
+        while resp.is_open():
+            resp.update(timeout=1)
+            if resp.peek_stdout():
+                stdout(resp.read_stdout())
+            if resp.peek_stderr():
+                err = (err + resp.read_stderr())[-STDERR_KEPT:]
+    finally:
+        resp.close()
     if resp.returncode:
-        raise UsageError(f"reading the results in pod {pod}: exit {resp.returncode}: {''.join(err).strip()}")
-    return "".join(out)
+        raise UsageError(f"reading the results in pod {pod}: exit {resp.returncode}: {err.strip()}")
+
+
+class Base64Sink:
+    """Base64 text, in chunks of any length (line breaks anywhere), decoded into `out` as it comes;
+    ValueError when it is not base64 or ends cut short."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out, self._rest = out, ""
+
+    def __call__(self, text: str) -> None:
+        text = self._rest + "".join(text.split())
+        whole = len(text) // 4 * 4  # base64 decodes by groups of four characters
+        self.out.write(base64.b64decode(text[:whole], validate=True))
+        self._rest = text[whole:]
+
+    def close(self) -> None:
+        if self._rest:
+            raise ValueError(f"the base64 ends cut short ({len(self._rest)} characters of a group of 4)")
 
 
 def reader_pod(namespace: str, run: str, image: str) -> dict:
@@ -130,16 +155,23 @@ def collect(
                 f"(kubectl -n {namespace} delete pod {name})"
             ) from None
         raise UsageError(f"creating pod {namespace}/{name}: {e.status} {e.reason}") from None
-    try:
-        _started(core, namespace, name, start_s)
-        text = run_exec(core, namespace, name, TAR)
-    finally:
+    beside = next(p for p in (dest, *dest.parents) if p.is_dir())  # DIR's disk, not a small /tmp
+    with tempfile.TemporaryFile(dir=beside) as packed:
         try:
-            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        except client.ApiException as e:  # gone already; anything else is worth a line, not the results
-            if e.status != 404:
-                log.warning("k8s collect: deleting pod %s/%s: %s %s", namespace, name, e.status, e.reason)
-    return unpack(text, dest)
+            _started(core, namespace, name, start_s)
+            sink = Base64Sink(packed)
+            run_exec(core, namespace, name, TAR, sink)
+            sink.close()
+        except ValueError as e:  # not base64 (binascii.Error is one), or cut short
+            raise UsageError(f"the results came back damaged: {e}") from None
+        finally:
+            try:
+                core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            except client.ApiException as e:  # gone already; anything else is worth a line, not the results
+                if e.status != 404:
+                    log.warning("k8s collect: deleting pod %s/%s: %s %s", namespace, name, e.status, e.reason)
+        packed.seek(0)
+        return unpack(packed, dest)
 
 
 def _started(core: CoreV1Api, namespace: str, name: str, start_s: float) -> None:
@@ -156,19 +188,18 @@ def _started(core: CoreV1Api, namespace: str, name: str, start_s: float) -> None
         time.sleep(1.0)
 
 
-def unpack(text: str, dest: Path) -> list[Path]:
-    """The base64 of a gzipped tar into `dest`, nothing outside it (tarfile's data filter); the run
-    directories (those with a run.json) in it."""
+def unpack(packed: IO[bytes], dest: Path) -> list[Path]:
+    """A gzipped tar into `dest`, nothing outside it (tarfile's data filter); the run directories
+    (those with a run.json) in it."""
     try:
-        data = base64.b64decode("".join(text.split()), validate=True)
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        with tarfile.open(fileobj=packed, mode="r:gz") as tar:
             tops = {m.name.removeprefix("./") for m in tar.getmembers() if m.isdir() and len(Path(m.name).parts) == 1}
             there = sorted(t for t in tops if (dest / t).exists())
             if there:  # never mixed into a run already here
                 raise UsageError(f"{dest / there[0]} exists: collect into another directory", field="DIR")
             dest.mkdir(parents=True, exist_ok=True)
             tar.extractall(dest, filter="data")
-    except (ValueError, tarfile.TarError, EOFError) as e:  # ValueError: not base64 (binascii.Error is one)
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as e:  # BadGzipFile before OSError: it is one
         raise UsageError(f"the results came back damaged: {e}") from None
     except OSError as e:
         raise UsageError(f"cannot write the results: {e.strerror or e}", file=str(dest)) from None

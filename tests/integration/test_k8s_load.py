@@ -8,6 +8,8 @@ report` reads what came home."""
 
 from __future__ import annotations
 
+import base64
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -50,10 +52,14 @@ def as_pod(command: list[str], volume: Path, port: int, metrics: int) -> list[st
 def stand_in_exec(volume: Path):
     """The exec stream, stood in for: the command run here, with the pod's mount at `volume`."""
 
-    def run(core: object, namespace: str, pod: str, command: list[str]) -> str:
+    def run(core: object, namespace: str, pod: str, command: list[str], stdout: collect.Sink) -> None:
         assert (namespace, pod) == (NS, "nightly-collect")
         local = [c.replace(collect.MOUNT, str(volume)) for c in command]
-        return subprocess.run(local, capture_output=True, text=True, check=True).stdout
+        with subprocess.Popen(local, stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            while chunk := proc.stdout.read(997):  # in pieces that split base64's groups and lines, as frames do
+                stdout(chunk)
+        assert proc.returncode == 0
 
     return run
 
@@ -155,25 +161,80 @@ def test_collect_refuses_when_a_reading_pod_is_there_already(tmp_path, monkeypat
 
 
 def packed(tmp_path: Path) -> str:
-    """A results directory with one run, as the reading pod's command sends it."""
+    """A results directory with one run, as the reading pod's command sends it (base64 text)."""
     (tmp_path / "pvc" / "20261207T010203").mkdir(parents=True)
     (tmp_path / "pvc" / "20261207T010203" / "run.json").write_text("{}")
-    return stand_in_exec(tmp_path / "pvc")(None, NS, "nightly-collect", collect.TAR)
+    got: list[str] = []
+    stand_in_exec(tmp_path / "pvc")(None, NS, "nightly-collect", collect.TAR, got.append)
+    return "".join(got)
+
+
+def decoded(text: str) -> io.BytesIO:
+    out = io.BytesIO()
+    sink = collect.Base64Sink(out)
+    sink(text)
+    sink.close()
+    out.seek(0)
+    return out
+
+
+def test_results_damaged_on_the_way_leave_nothing_and_no_pod(tmp_path, monkeypatch):
+    claim = {"kind": "PersistentVolumeClaim", "metadata": {"name": "nightly-results", "namespace": NS}, "spec": {}}
+    api = KubeAPI(None, lambda now: [], [claim])
+    text = packed(tmp_path)
+
+    def damaged(core: object, namespace: str, pod: str, command: list[str], stdout: collect.Sink) -> None:
+        stdout(text[:200])
+        stdout("%%% a proxy's error page %%%")
+
+    with running(api, tmp_path) as config:
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        for run_exec in (damaged, lambda *a: a[-1](text[:-2])):  # not base64; cut short
+            with pytest.raises(UsageError, match="the results came back damaged"):
+                collect.collect(NS, "nightly", tmp_path / "home", "llmchaos:0.1.0", run_exec=run_exec)
+    assert not (tmp_path / "home").exists()
+    assert api.paths.count("DELETE /api/v1/namespaces/staging/pods/nightly-collect") == 2
+    assert [p for p in api.pods if p["kind"] == "Pod"] == []
+    assert list(tmp_path.glob("tmp*")) == []  # the decoded file beside DIR, gone
+
+
+def test_base64_in_any_pieces_decodes_as_a_whole_and_bad_base64_is_refused():
+    data = bytes(range(256)) * 7
+    text = base64.encodebytes(data).decode()  # lines of 76, as base64(1) writes them
+    for size in (1, 3, 5, 76, 77, 1000):
+        out = io.BytesIO()
+        sink = collect.Base64Sink(out)
+        for i in range(0, len(text), size):
+            sink(text[i : i + size])
+        sink.close()
+        assert out.getvalue() == data, size
+    sink = collect.Base64Sink(io.BytesIO())
+    sink(text[:-3])
+    with pytest.raises(ValueError, match="cut short"):
+        sink.close()
+    with pytest.raises(ValueError, match="ASCII"):
+        collect.Base64Sink(io.BytesIO())("\x00\xff not base64 at all")
+    with pytest.raises(ValueError, match="base64"):  # binascii's own: Only base64 data is allowed
+        collect.Base64Sink(io.BytesIO())("%%% a proxy's error page %%%")
 
 
 def test_damaged_results_or_a_destination_taken_are_one_line(tmp_path):
     with pytest.raises(UsageError, match="the results came back damaged"):
-        collect.unpack("bm90IGEgdGFy", tmp_path)  # base64 of "not a tar"
-    with pytest.raises(UsageError, match="the results came back damaged"):
-        collect.unpack("\x00\xff not base64 at all", tmp_path)
+        collect.unpack(decoded("bm90IGEgdGFy"), tmp_path)  # base64 of "not a tar"
     text = packed(tmp_path)
+    raw = bytearray(decoded(text).getvalue())
+    raw[len(raw) // 2] ^= 0xFF  # a byte of the compressed stream flipped
+    with pytest.raises(UsageError, match="the results came back damaged"):
+        collect.unpack(io.BytesIO(bytes(raw)), tmp_path / "damaged")
+    with pytest.raises(UsageError, match="the results came back damaged"):
+        collect.unpack(io.BytesIO(bytes(raw[: len(raw) // 2])), tmp_path / "cut")  # cut off half-way
     (tmp_path / "a-file").write_text("")
     with pytest.raises(UsageError, match="cannot write the results"):
-        collect.unpack(text, tmp_path / "a-file")  # DIR is a file
+        collect.unpack(decoded(text), tmp_path / "a-file")  # DIR is a file
     home = tmp_path / "home"
-    assert collect.unpack(text, home) == [home / "20261207T010203"]
+    assert collect.unpack(decoded(text), home) == [home / "20261207T010203"]
     with pytest.raises(UsageError, match="20261207T010203 exists: collect into another directory"):
-        collect.unpack(text, home)  # never mixed into a run already there
+        collect.unpack(decoded(text), home)  # never mixed into a run already there
 
 
 def test_collect_without_a_cluster_is_one_line_and_exit_2(tmp_path):
