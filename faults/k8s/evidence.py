@@ -6,14 +6,17 @@ whether its fault was applied, and when it was applied and recovered.
   Apply that succeeded, the last Recover; a Selected condition that is False (its selector matched no
   pod) or an Apply that only failed says why it never applied. A node with no chaos object was
   refused its object (a webhook) or not reached yet.
-- A Task step (an SSE window): its pod (the same label), from its container's start; a pod that never
-  started (Pending) applied nothing.
+- A Task step (an SSE window): its pod (the same label), and once it has ended the window as `faults
+  run` ran it (its timeline, the container's termination message): set and cleared when the proxy
+  said so, not when the container started (the interpreter's start and the run's lead come first).
+  A pod that never started (Pending), or one that ended with no record, applied nothing we know of.
 - A GPU window's Suspend step: its Job's pod (`job-name: RUN-STEP`, in the GPU namespace), the lock
   and reset times of its termination message (faults/k8s/gpu.py), once it has ended; never scheduled,
   or ended without a lock, it applied nothing."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +31,7 @@ class Evidence:
     applied: float | None = None  # unix times, as the cluster recorded them
     recovered: float | None = None
     why: str | None = None  # why it applied nothing, where the cluster says
+    started: float | None = None  # a Task's container started (its record comes when it ends)
 
 
 @dataclass(frozen=True)
@@ -94,16 +98,35 @@ def chaos(obj: dict | None) -> Evidence | None:
 
 
 def task(pod: dict | None) -> Evidence | None:
-    """A Task pod's container: started (applied) and ended; None when there is no pod yet."""
+    """A Task pod: its window's record once it has ended, its container's start meanwhile; None when
+    there is no pod yet."""
     if pod is None:
         return None
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     state = (statuses[0].get("state") or {}) if statuses else {}
-    started = _stamp((state.get("running") or state.get("terminated") or {}).get("startedAt"))
-    finished = _stamp((state.get("terminated") or {}).get("finishedAt"))
+    ended = state.get("terminated")
+    started = _stamp((state.get("running") or ended or {}).get("startedAt"))
+    if ended:
+        return _ran(ended, started)
     if started is not None:
-        return Evidence(started, finished)
+        return Evidence(started=started)
     return Evidence(why=f"its pod is {(pod.get('status') or {}).get('phase', 'Pending')}")
+
+
+def _ran(ended: dict, started: float | None) -> Evidence:
+    """The window `faults run --timeline /dev/termination-log` wrote as its container ended."""
+    try:
+        (window,) = json.loads(str(ended.get("message") or ""))
+        applied, reverted = _seconds(window.get("actual_start")), _seconds(window.get("actual_end"))
+        error = window.get("error")
+    except (ValueError, TypeError, AttributeError):  # no record, or not one window's
+        return Evidence(
+            why=f"its pod ended with no record of its window (exit {ended.get('exitCode')}: {ended.get('reason')})",
+            started=started,
+        )
+    if applied is None:
+        return Evidence(why=f"its window never started: {error or 'no start in its record'}", started=started)
+    return Evidence(applied, reverted, started=started)
 
 
 def gpu_job(pod: dict | None) -> Evidence | None:

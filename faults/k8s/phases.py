@@ -5,8 +5,11 @@ objects its step made record it (faults/k8s/evidence.py), read through the Kuber
 A step's node gives its planned stretch: from its `startTime` to its `deadline` (Chaos Mesh recovers a
 chaos and ends a Suspend there); before its node exists, it is expected when the Suspend before it
 ends (that node's `deadline`), else at the Workflow's start plus its offset. The window itself runs
-from its fault's first recorded Apply (a Task's pod's start, a GPU Job's lock) to its recovery (or
-the node's deadline, or a Task's window length). A step with no record of an Apply (a selector that
+from its fault's first recorded Apply (the window a Task's `faults run` recorded, a GPU Job's lock)
+to its recovery (or the node's deadline). A Task's and a GPU Job's records come as their pods end:
+until then their step is undecided up to its node's deadline (a Task pod may start late, its image
+pulled); a Task still running when the test stops, or when its Workflow is aborted or deleted, is
+taken from its container's start. A step with no record of an Apply (a selector that
 matched nothing, a failed Apply, a chaos object a webhook refused, a Task pod Pending, a GPU Job never
 scheduled or ended without a lock) is `NAME:unconfirmed` over its planned stretch, never the fault's
 name; a request whose start falls where a step is still undecided waits to be labelled until it is
@@ -40,7 +43,7 @@ log = logging.getLogger("llmchaos.faults")
 
 GROUP, VERSION = API.split("/")
 POLL_S = 1.0
-GPU_RECORD_S = 30.0  # how long past its step a GPU Job's record may take: its pod's end, the kubelet's report
+RECORD_S = 30.0  # how long past its step a pod's record may take (a Task's, a GPU Job's): its end, the kubelet's report
 UNCONFIRMED = ":unconfirmed"
 ABORT = "workflow.chaos-mesh.org/abort"  # Chaos Mesh's annotation: "true" aborts a Workflow
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -57,6 +60,7 @@ class StepRun:
     duration: float
     start: float | None = None  # unix times, as the cluster recorded them (or expects them)
     end: float | None = None
+    until: float | None = None  # the latest it may be on while undecided: a Task node's deadline, else `end`
     recorded: bool = False  # its own node has started: the times are the cluster's record
     node: str = ""  # that node's name
     job: str = ""  # a GPU window's Job, NAMESPACE/NAME
@@ -65,6 +69,13 @@ class StepRun:
 
     def covers(self, t: float) -> bool:
         return self.start is not None and self.start <= t < (self.end if self.end is not None else float("inf"))
+
+    def may_cover(self, t: float) -> bool:
+        """Whether its fault may be on at `t`, as far as is known now."""
+        if self.applied is not None:
+            return self.covers(t)
+        last = self.until if self.until is not None else self.end
+        return self.start is not None and self.start <= t < (last if last is not None else float("inf"))
 
     def label(self) -> str:
         return self.window + (UNCONFIRMED if self.applied is False else "")
@@ -89,8 +100,10 @@ def steps(workflow: dict, nodes: list[dict]) -> list[StepRun]:
         own, wait = ran.get(step), ran.get(f"{step}-wait", {})
         if own is not None:
             start = stamp(own["startTime"])
-            end = stamp(own["deadline"]) if "deadline" in own and w["kind"] != "sse" else start + w["duration"]
-            run = replace(run, start=start, end=end, recorded=True, node=names[step])
+            deadline = stamp(own["deadline"]) if "deadline" in own else None
+            end = deadline if deadline is not None and w["kind"] != "sse" else start + w["duration"]
+            until = max(end, deadline) if deadline is not None else end
+            run = replace(run, start=start, end=end, until=until, recorded=True, node=names[step])
         elif "deadline" in wait or began:
             start = stamp(wait["deadline"]) if "deadline" in wait else stamp(began) + w["at"]
             run = replace(run, start=start, end=start + w["duration"])
@@ -120,7 +133,7 @@ def confirm(run: StepRun, found: Evidence | None, now: float) -> StepRun:
     if found is not None and found.applied is not None:
         end = found.recovered or (found.applied + run.duration if run.kind == "sse" else run.end)
         return replace(run, start=found.applied, end=end, applied=True)
-    if now > run.end + (GPU_RECORD_S if run.kind == "gpu_clock" else 0.0):
+    if now > (run.until or run.end) + (RECORD_S if run.kind in ("gpu_clock", "sse") else 0.0):
         return replace(run, applied=False, why=found.why if found and found.why else _silence(run, found))
     return run
 
@@ -279,8 +292,17 @@ class ClusterPhases:
             self.read_at = max(self.read_at, now)
 
     def _cut(self, r: StepRun, cut: float) -> StepRun:
+        r = self._started(r)
         r = replace(r, end=min(r.end or cut, cut))
         return r if r.applied is not None else replace(r, applied=False, why="no record of an Apply when it ended")
+
+    def _started(self, r: StepRun) -> StepRun:
+        """An undecided Task whose container started, from that start: the best record there will be
+        when its pod's own comes too late (the test stopped, the Workflow aborted or deleted)."""
+        found = self.found.get(r.step)
+        if r.applied is not None or found is None or found.started is None:
+            return r
+        return replace(r, start=found.started, end=found.started + r.duration, applied=True)
 
     def phase(self, unix_time: float) -> str:
         with self.lock:
@@ -290,18 +312,22 @@ class ClusterPhases:
         with self.lock:
             if self.closed:
                 return True
-            return unix_time <= self.read_at and not any(r.applied is None and r.covers(unix_time) for r in self.runs)
+            undecided = (r for r in self.runs if r.applied is None)
+            return unix_time <= self.read_at and not any(r.may_cover(unix_time) for r in undecided)
 
     def close(self) -> None:
         """The test stopped: a step still undecided is unconfirmed, and every phase is settled."""
         with self.lock:
             self.closed = True
+            runs = [self._started(r) for r in self.runs]
             self.runs = [
-                r
-                if r.applied is not None or not r.recorded
-                else replace(r, applied=False, why="undecided when the test ended")
-                for r in self.runs
+                r if r.applied is not None or not r.recorded else replace(r, applied=False, why=self._last_word(r))
+                for r in runs
             ]
+
+    def _last_word(self, r: StepRun) -> str:
+        found = self.found.get(r.step)
+        return found.why if found is not None and found.why else "undecided when the test ended"
 
     def start(self, t0: float) -> FaultClock:
         self.t0 = t0
@@ -349,10 +375,11 @@ class ClusterPhases:
         """(window, kind, target, active now) for each window, for llmchaos_fault_active."""
         now, out = self.clock(), dict[str, Active]()
         with self.lock:
-            runs = list(self.runs)
-        for r in runs:
+            runs = [(r, self.found.get(r.step)) for r in self.runs]
+        for r, found in runs:
             on = out.get(r.window, (r.window, r.kind, json.dumps(r.target, sort_keys=True), False))[3]
-            on = on or (r.applied is True and r.covers(now))
+            running = r.applied is None and found is not None and found.started is not None  # a Task on, no record yet
+            on = on or (r.applied is True and r.covers(now)) or running
             out[r.window] = (r.window, r.kind, json.dumps(r.target, sort_keys=True), on)
         return list(out.values())
 

@@ -2,7 +2,8 @@
 (--upstream), its control API on a port of its own that a NetworkPolicy opens to this namespace's
 pods alone, and for each window a Task step that runs the window through that API
 (`llmchaos faults run` on a one-window schedule: it sets the fault, holds it for the window and
-clears it, also on SIGTERM, as when the Workflow is deleted).
+clears it, also on SIGTERM, as when the Workflow is deleted, and leaves the window as it ran in its
+termination message).
 
 A target `{proxy: HOST:PORT}` keeps its port: the proxy listens there and its Service serves it."""
 
@@ -17,6 +18,7 @@ from faults.proxy.wire import CONTROL
 from faults.schedule import FaultSpec
 
 CONTROL_PORT = 9199
+TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath, writable by any user
 TASK_GRACE_S = 120  # the step's deadline past its window: the pod's start, the image's pull
 MOUNT = "/etc/llmchaos/windows"
 TASK_RESOURCES = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
@@ -61,7 +63,8 @@ def piece(step: Step, cluster: Cluster) -> Piece:
         "container": {
             "name": "fault",
             "image": cluster.image,
-            "command": ["llmchaos", "faults", "run", f"{MOUNT}/{w.name}.yaml"],
+            # the window as it ran, for the reader (faults/k8s/evidence.py): its termination message
+            "command": ["llmchaos", "faults", "run", f"{MOUNT}/{w.name}.yaml", "--timeline", TERMINATION_LOG],
             "volumeMounts": [{"name": "windows", "mountPath": MOUNT, "readOnly": True}],
             "env": [HOME],  # faults run's journal goes under it
             "securityContext": container_context(),

@@ -8,6 +8,7 @@ steps as the cluster ran them."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -15,14 +16,17 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from faults import schedule
 from faults.injectors import KINDS
+from faults.k8s import evidence, sse
 from faults.k8s.cluster import Cluster
 from faults.k8s.workflow import render
+from faults.proxy.wire import CONTROL
 from tests.integration.loadtest_helpers import locust, only_run
-from tests.procs import ROOT, serve, wait_for
+from tests.procs import ROOT, free_port, serve, stop, wait_for
 from tests.servers.chaos_mesh import ChaosMesh
 from tests.servers.kube_api import KubeAPI, running
 from tests.unit.faults.k8s.recorded import iso, nodes
@@ -387,3 +391,80 @@ def test_a_load_test_labels_its_requests_by_the_steps_the_cluster_ran(tmp_path, 
         text=True,
     )
     assert "phases: from the cluster, Chaos Mesh Workflow staging/drills's steps" in report.stdout
+
+
+SSE = (
+    "faults:\n"
+    '  - {name: chunk-drop, kind: sse, target: {proxy: "127.0.0.1:%d"}, at: 0s, duration: 2s,\n'
+    "     params: {drop_ratio: 0.5}}\n"
+)
+
+
+def test_a_task_step_leaves_the_window_it_ran_for_the_reader(tmp_path):
+    """The Task step's own container command (a real `faults run` on its one-window file) against a
+    real proxy: the termination message it leaves is the window as the proxy had it, which the
+    reader takes over the container's start."""
+    data, control = free_port(), free_port()
+    path = tmp_path / "drills.yaml"
+    path.write_text(SSE % data)
+    plan = schedule.load(str(path), KINDS)
+    made = render(plan, str(path), dataclasses.replace(CLUSTER, upstream="http://llm:8000"), plan.end())
+    objects = made.setup + made.run
+    (workflow,) = [o for o in objects if o["kind"] == "Workflow"]
+    (task,) = [t for t in workflow["spec"]["templates"] if t.get("templateType") == "Task"]
+    (windows,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "drills-windows"]
+    mount = tmp_path / "windows"
+    mount.mkdir()
+    for name, text in windows["data"].items():  # the proxy's Service, here on loopback
+        (mount / name).write_text(text.replace(f"drills-proxy-{data}:{sse.CONTROL_PORT}", f"127.0.0.1:{control}"))
+    log = tmp_path / "termination-log"
+    command = [
+        str(log) if c == sse.TERMINATION_LOG else c.replace(sse.MOUNT, str(mount))
+        for c in task["task"]["container"]["command"]
+    ]
+    assert command[:3] == ["llmchaos", "faults", "run"]
+    listen = ["--listen", f"127.0.0.1:{data}", "--control-listen", f"127.0.0.1:{control}"]
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "llmchaos.cli", "proxy", *listen, "--upstream", "http://127.0.0.1:9"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen: list[tuple[float, bool]] = []  # (when asked, the proxy's fault on when it answered)
+    try:
+        url = f"http://127.0.0.1:{control}{CONTROL}"
+        wait_for(lambda: _answers(url), proxy, "the proxy's control API")
+        launched = time.time()
+        no_cluster = env(tmp_path / "no-kubeconfig", tmp_path)  # faults run reads none
+        run = subprocess.Popen([sys.executable, "-m", "llmchaos.cli", *command[1:]], cwd=ROOT, env=no_cluster)
+        while run.poll() is None:
+            asked = time.time()
+            seen.append((asked, httpx.get(url).json()["active"]))
+            time.sleep(0.02)
+        assert run.returncode == 0
+    finally:
+        stop(proxy)
+    ended = {"startedAt": iso(launched), "exitCode": 0, "message": log.read_text()}
+    found = evidence.task({"status": {"containerStatuses": [{"state": {"terminated": ended}}]}})
+    assert found is not None
+    assert found.applied is not None
+    assert found.recovered is not None
+    assert found.started is not None
+    assert found.started <= launched
+    # The runner stamps each change once the proxy said it was done: after the last answer that had
+    # it otherwise was asked for. The proxy answered off for a while after the command began (its
+    # interpreter, the run's lead): the container's start is not the window's.
+    first_on = next(i for i, (_, active) in enumerate(seen) if active)
+    off_before = [t for t, active in seen[:first_on] if not active]
+    assert off_before
+    assert off_before[-1] < found.applied
+    last_on = max(i for i, (_, active) in enumerate(seen) if active)
+    assert seen[last_on][0] < found.recovered
+    assert all(active for _, active in seen[first_on : last_on + 1])  # one window, on throughout
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False

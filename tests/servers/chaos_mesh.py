@@ -5,7 +5,9 @@ API would hold then, following the real reconcilers (pkg/workflow/controllers):
   last ends, a chaos or Suspend node ends at its deadline (DeadlineExceed);
 - each chaos node's chaos object, created at the node's start (labelled `controlled-by` the node),
   its fault applied `lag` seconds later (an Apply event that succeeded), deleted at the deadline;
-- each Task node's pod, its container started `lag` seconds after the node and ended a window later;
+- each Task node's pod, its container started `lag` seconds after the node, its window set `lag`
+  seconds later (`faults run`'s start) and cleared a window after that, when the container ends with
+  the window as it ran for its termination message (reported a second later);
 - each GPU window's Job pod (applied with the Workflow), locking `lag` seconds into its step and
   resetting `lag` seconds past its deadline, then ended with that record as its termination message;
 - an abort (`abort(at)`): the annotation, the Aborted condition on every node, the chaos objects gone.
@@ -96,14 +98,24 @@ class ChaosMesh:
         status: dict = {"phase": "Pending"}
         began = start + self.lag
         if self.fail.get(node["spec"]["templateName"]) != "pending" and now >= began:
-            done = began + duration
+            applied = began + self.lag
+            done = applied + duration
+            window = {"name": node["spec"]["templateName"], "actual_start": applied, "actual_end": done, "error": None}
             state = (
-                {"terminated": {"startedAt": iso(began), "finishedAt": iso(done), "exitCode": 0}}
-                if now >= done
+                {
+                    "terminated": {
+                        "startedAt": iso(began),
+                        "finishedAt": iso(done),
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "message": json.dumps([window], indent=1),
+                    }
+                }
+                if now >= done + 1
                 else {"running": {"startedAt": iso(began)}}
             )
             status = {
-                "phase": "Succeeded" if now >= done else "Running",
+                "phase": "Succeeded" if now >= done + 1 else "Running",
                 "containerStatuses": [{"name": "fault", "state": state}],
             }
         meta = self._meta(f"{node['metadata']['name']}-t5d8x", node)

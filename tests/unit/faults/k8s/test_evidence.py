@@ -1,7 +1,7 @@
 """What the cluster's records say of a step, from records a reader may meet: a record it cannot read
 (a malformed time, NaN, a termination message of garbage) is no record, never a time or a crash."""
 
-import math
+import json
 
 from faults.k8s import evidence
 from faults.k8s.evidence import Evidence
@@ -49,5 +49,31 @@ def test_a_record_it_cannot_read_is_no_record():
     assert evidence.gpu_job(pod) == Evidence(12.5, None)  # its reset unreadable: the step's deadline ends it
     task = {"status": {"phase": "Running", "containerStatuses": [{"state": {"running": {"startedAt": "soon"}}}]}}
     assert evidence.task(task) == Evidence(why="its pod is Running")
-    assert math.isfinite(evidence.task({"status": {"containerStatuses": [{"state": {"running": {
-        "startedAt": "2026-12-07T10:00:00Z"}}}]}}).applied or math.nan)  # fmt: skip
+    running = evidence.task({"status": {"containerStatuses": [{"state": {"running": {
+        "startedAt": "2026-12-07T10:00:00Z"}}}]}})  # fmt: skip
+    assert running == Evidence(started=1796637600.0)  # on, its record to come as it ends
+    for message in ("", "not json", "[]", "{}", '[{"actual_start": "soon"}]', "[1]", '[{"actual_start": NaN}]', "\x00"):
+        ended = evidence.task(task_pod({"exitCode": 137, "reason": "OOMKilled", "message": message}))
+        assert ended is not None
+        assert ended.applied is None, message
+        assert ended.why is not None, message
+        assert ended.started == 1796637600.0
+
+
+def task_pod(terminated: dict) -> dict:
+    state = {"terminated": {"startedAt": "2026-12-07T10:00:00Z", "finishedAt": "2026-12-07T10:00:33Z", **terminated}}
+    return {"status": {"phase": "Succeeded", "containerStatuses": [{"state": state}]}}
+
+
+def test_a_task_pods_window_is_the_one_faults_run_recorded_not_its_containers_start():
+    window = {"name": "chunk-drop", "actual_start": 1796637601.25, "actual_end": 1796637631.5, "error": None}
+    found = evidence.task(task_pod({"exitCode": 0, "message": json.dumps([window], indent=1)}))
+    assert found == Evidence(1796637601.25, 1796637631.5, started=1796637600.0)
+    refused = {"name": "chunk-drop", "actual_start": None, "actual_end": None, "error": "sse: 503 from the proxy"}
+    found = evidence.task(task_pod({"exitCode": 1, "message": json.dumps([refused])}))
+    assert found is not None
+    assert found.applied is None
+    assert found.why == "its window never started: sse: 503 from the proxy"
+    found = evidence.task(task_pod({"exitCode": 137, "reason": "OOMKilled"}))
+    assert found is not None
+    assert found.why == "its pod ended with no record of its window (exit 137: OOMKilled)"

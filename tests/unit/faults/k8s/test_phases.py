@@ -250,7 +250,7 @@ def test_without_failures_every_window_runs_from_its_apply(planned):
         ("slow-gpu", T0 + 1, T0 + 13, None),  # its Job's lock and reset
         ("jitter", T0 + 11, T0 + 30, None),  # the first Apply, the node's deadline (its object gone then)
         ("narrow", T0 + 16, T0 + 20, None),
-        ("chunk-drop", T0 + 26, T0 + 56, None),  # its Task pod's container, start to end
+        ("chunk-drop", T0 + 27, T0 + 57, None),  # as its Task's `faults run` recorded it (its container began at 26)
         ("frozen", T0 + 41, T0 + 43, None),
         ("jitter", T0 + 56, T0 + 75, None),
     ]
@@ -277,15 +277,44 @@ def test_a_request_in_an_undecided_step_waits_for_its_record(planned):
     assert not live.settled(T0 + 25.2)
     clock.now = T0 + 26.5
     live.poll()
-    assert live.phase(T0 + 26.2) == "chunk-drop+jitter"  # its container started at T0 + 26
-    assert live.phase(T0 + 25.2) == "jitter"
+    assert not live.settled(T0 + 26.2)  # its container started at T0 + 26: its window's record comes as it ends
+    assert ("chunk-drop", "sse", '{"proxy": "127.0.0.1:9100"}', True) in live.active()  # on, as far as is known
     clock.now = T0 + 41.5
     mesh.lag = 2  # frozen's Apply late: T0 + 42
     live.poll()
     assert not live.settled(T0 + 41.2)
-    live.close()  # the test stopped: what waits is decided as it stands
+    live.close()  # the test stopped: what waits is decided as it stands (a Task on: from its container's start)
     assert live.settled(T0 + 41.2)
     assert live.phase(T0 + 41.2) == "chunk-drop+frozen:unconfirmed"
+    assert live.phase(T0 + 27.5) == "chunk-drop+jitter"  # its container began at 27 (lag 2 by then)
+
+
+def test_a_task_window_is_labelled_from_its_record_once_its_pod_ends(planned):
+    """A Task pod started late (its image pulled past its window's planned end): its requests wait
+    for its record, and the window is where `faults run` set it, not where it was planned."""
+    _, workflow = planned
+    clock = Clock(T0 + 26.5)
+    mesh = running(workflow, T0)
+    live = reader(mesh, clock)
+    assert not live.settled(T0 + 26.2)
+    clock.now = T0 + 57.5  # its window cleared at 57, its pod's end not reported yet
+    live.poll()
+    assert not live.settled(T0 + 56.5)
+    clock.now = T0 + 58.5
+    live.poll()
+    assert live.settled(T0 + 56.5)
+    assert live.phase(T0 + 26.5) == "jitter"  # the container had started; the fault was set at 27
+    assert live.phase(T0 + 27) == "chunk-drop+jitter"
+    assert live.phase(T0 + 56.5) == "chunk-drop+jitter"
+    assert live.phase(T0 + 57) == "jitter"
+    late = running(workflow, T0)
+    late.lag = 40  # its container 40 s into its step: its window past the planned one
+    live = reader(late, Clock(T0 + 70))
+    (task,) = [r for r in live.runs if r.step == "chunk-drop"]
+    assert task.end == T0 + 55  # planned
+    assert task.applied is None  # on since T0 + 65, no record yet
+    assert task.may_cover(T0 + 68)  # so a request there waits: up to the node's deadline, not its plan
+    assert not live.settled(T0 + 68)
 
 
 def test_the_reader_keeps_its_timeline_when_the_api_fails_a_moment(planned):
