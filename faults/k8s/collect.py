@@ -76,9 +76,13 @@ def exec_stream(core: CoreV1Api, namespace: str, pod: str, command: list[str], s
         raise UsageError(f"reading the results in pod {pod}: exit {resp.returncode}: {err.strip()}")
 
 
+class Unwritable(Exception):
+    """The decoded results could not be written (a full disk): the OSError says why."""
+
+
 class Base64Sink:
     """Base64 text, in chunks of any length (line breaks anywhere), decoded into `out` as it comes;
-    ValueError when it is not base64 or ends cut short."""
+    ValueError when it is not base64 or ends cut short, Unwritable when `out` takes no more."""
 
     def __init__(self, out: IO[bytes]) -> None:
         self.out, self._rest = out, ""
@@ -86,7 +90,11 @@ class Base64Sink:
     def __call__(self, text: str) -> None:
         text = self._rest + "".join(text.split())
         whole = len(text) // 4 * 4  # base64 decodes by groups of four characters
-        self.out.write(base64.b64decode(text[:whole], validate=True))
+        data = base64.b64decode(text[:whole], validate=True)
+        try:
+            self.out.write(data)
+        except OSError as e:
+            raise Unwritable(e.strerror or str(e)) from None
         self._rest = text[whole:]
 
     def close(self) -> None:
@@ -144,6 +152,23 @@ def collect(
     ]
     if running:
         raise UsageError(f"the load test is still running ({', '.join(running)}): collect once its master has ended")
+    beside = next(p for p in (dest, *dest.parents) if p.is_dir())  # DIR's disk, not a small /tmp
+    try:
+        packed = tempfile.TemporaryFile(dir=beside)  # noqa: SIM115 - the with below closes it
+    except OSError as e:  # before any pod: nothing to undo
+        raise UsageError(f"cannot write the results: {e.strerror or e}", file=str(dest)) from None
+    with packed:
+        _read(core, namespace, run, image, run_exec, start_s, packed)
+        packed.seek(0)
+        return unpack(packed, dest)
+
+
+def _read(
+    core: CoreV1Api, namespace: str, run: str, image: str, run_exec: Exec, start_s: float, packed: IO[bytes]
+) -> None:
+    """The results' gzipped tar into `packed`, through a reading pod of ours, deleted whatever happens."""
+    from kubernetes import client
+
     pod = reader_pod(namespace, run, image)
     name = pod["metadata"]["name"]
     try:
@@ -155,23 +180,21 @@ def collect(
                 f"(kubectl -n {namespace} delete pod {name})"
             ) from None
         raise UsageError(f"creating pod {namespace}/{name}: {e.status} {e.reason}") from None
-    beside = next(p for p in (dest, *dest.parents) if p.is_dir())  # DIR's disk, not a small /tmp
-    with tempfile.TemporaryFile(dir=beside) as packed:
+    try:
+        _started(core, namespace, name, start_s)
+        sink = Base64Sink(packed)
+        run_exec(core, namespace, name, TAR, sink)
+        sink.close()
+    except ValueError as e:  # not base64 (binascii.Error is one), or cut short
+        raise UsageError(f"the results came back damaged: {e}") from None
+    except Unwritable as e:
+        raise UsageError(f"cannot write the results: {e}") from None
+    finally:
         try:
-            _started(core, namespace, name, start_s)
-            sink = Base64Sink(packed)
-            run_exec(core, namespace, name, TAR, sink)
-            sink.close()
-        except ValueError as e:  # not base64 (binascii.Error is one), or cut short
-            raise UsageError(f"the results came back damaged: {e}") from None
-        finally:
-            try:
-                core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-            except client.ApiException as e:  # gone already; anything else is worth a line, not the results
-                if e.status != 404:
-                    log.warning("k8s collect: deleting pod %s/%s: %s %s", namespace, name, e.status, e.reason)
-        packed.seek(0)
-        return unpack(packed, dest)
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        except client.ApiException as e:  # gone already; anything else is worth a line, not the results
+            if e.status != 404:
+                log.warning("k8s collect: deleting pod %s/%s: %s %s", namespace, name, e.status, e.reason)
 
 
 def _started(core: CoreV1Api, namespace: str, name: str, start_s: float) -> None:

@@ -198,6 +198,23 @@ def test_results_damaged_on_the_way_leave_nothing_and_no_pod(tmp_path, monkeypat
     assert list(tmp_path.glob("tmp*")) == []  # the decoded file beside DIR, gone
 
 
+def test_results_with_nowhere_to_go_are_one_line_and_leave_no_pod(tmp_path, monkeypatch):
+    claim = {"kind": "PersistentVolumeClaim", "metadata": {"name": "nightly-results", "namespace": NS}, "spec": {}}
+    api = KubeAPI(None, lambda now: [], [claim])
+    with running(api, tmp_path) as config:
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        with pytest.raises(UsageError, match="cannot write the results"):  # no file can be made there
+            collect.collect(NS, "nightly", Path("/proc/results"), "llmchaos:0.1.0", run_exec=stand_in_exec(tmp_path))
+        assert not any(p.startswith("POST") for p in api.paths)  # checked before any pod
+        volume = tmp_path / "pvc"
+        packed(tmp_path)
+        monkeypatch.setattr(collect.tempfile, "TemporaryFile", lambda dir: open("/dev/full", "w+b", buffering=0))  # noqa: SIM115
+        with pytest.raises(UsageError, match="cannot write the results: No space left on device"):  # a full disk
+            collect.collect(NS, "nightly", tmp_path / "home", "llmchaos:0.1.0", run_exec=stand_in_exec(volume))
+    assert "DELETE /api/v1/namespaces/staging/pods/nightly-collect" in api.paths  # the reading pod, gone
+    assert not (tmp_path / "home").exists()
+
+
 def test_base64_in_any_pieces_decodes_as_a_whole_and_bad_base64_is_refused():
     data = bytes(range(256)) * 7
     text = base64.encodebytes(data).decode()  # lines of 76, as base64(1) writes them
